@@ -1,0 +1,46 @@
+# The two commands users need: `make test-partition` (the main job) and `make test` (the suite).
+# Every target that needs the environment runs `setup` first; setup is idempotent.
+PY := .venv/bin/python
+SCENARIOS := partition healthy kill pause mirrored-partition
+RUN_ARGS ?=
+
+.PHONY: setup test test-unit test-integration test-partition $(addprefix test-,$(filter-out partition,$(SCENARIOS))) \
+        scenarios bench lint clean check report
+
+setup:
+	@bash scripts/setup.sh
+
+# The whole suite: unit, Spark and real-cluster integration tests. pytest's exit 5 (no tests) is a failure.
+test: setup
+	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+test-unit: setup
+	$(PY) -m pytest -q -m "not integration and not spark" $(PYTEST_ARGS)
+
+test-integration: setup
+	$(PY) -m pytest -q -m integration $(PYTEST_ARGS)
+
+# One target per named scenario: make test-partition, make test-kill, make test-pause, ...
+$(addprefix test-,$(SCENARIOS)): test-%: setup
+	$(PY) -m harness run --scenario $* $(RUN_ARGS)
+
+scenarios: setup
+	@$(PY) -m harness scenarios
+
+check: setup
+	$(PY) -m harness check $(or $(RUN),store/latest)
+
+report: setup
+	$(PY) -m harness report $(or $(RUN),store/latest)
+
+bench: setup
+	$(PY) -m checkers.bench $(BENCH_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy harness workloads nemesis checkers clusters
+
+# Removes whatever a run left (namespaces, links, broker processes by pid, broker data).
+clean:
+	@if [ -x $(PY) ]; then $(PY) -m harness clean; else echo "nothing to clean (no .venv)"; fi

@@ -1,0 +1,76 @@
+"""What every cluster backend provides: nodes, their Remotes, and broker control.
+
+A `Cluster` is provisioned by a backend (local network namespaces, SSH hosts,
+Docker). Its `nodes` each carry a `Remote` and the address peers and clients
+use. A `Broker` controls the RabbitMQ process on a node; nemeses use it for
+process faults and to ask where a queue's leader lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from clusters.remote import Remote
+
+
+@dataclass(frozen=True)
+class Node:
+    """One broker host: its short name (n1..nN), its address, and how to reach it."""
+
+    name: str
+    ip: str
+    remote: Remote
+
+    @property
+    def erlang_name(self) -> str:
+        """Returns the broker's long Erlang node name, rabbit@<ip>."""
+        return f"rabbit@{self.ip}"
+
+    @property
+    def interface(self) -> str:
+        """Returns the network interface name inside the node that carries cluster traffic."""
+        return "eth0"
+
+
+class Cluster(Protocol):
+    """A provisioned set of nodes."""
+
+    nodes: Sequence[Node]
+
+    def node(self, name: str) -> Node:
+        """Returns the node with that short name; KeyError if none."""
+        ...
+
+
+class Broker(Protocol):
+    """Controls the RabbitMQ broker on each node of a cluster."""
+
+    def beam_pid(self, node: Node) -> int | None:
+        """Returns the pid of the node's running beam.smp, or None when it is not running."""
+        ...
+
+    def kill(self, node: Node) -> None:
+        """Kills the node's broker with SIGKILL (no clean shutdown)."""
+        ...
+
+    def stop(self, node: Node) -> None:
+        """Stops the node's broker gracefully."""
+        ...
+
+    def start(self, node: Node) -> None:
+        """Starts the node's broker (after kill or stop) and waits until it has booted."""
+        ...
+
+    def pause(self, node: Node) -> None:
+        """Sends SIGSTOP to the node's beam."""
+        ...
+
+    def resume(self, node: Node) -> None:
+        """Sends SIGCONT to the node's beam."""
+        ...
+
+    def queue_leader(self, queue: str) -> str | None:
+        """Returns the short name of the node hosting the queue's leader or master, if known."""
+        ...

@@ -1,0 +1,258 @@
+"""The local backend: one Linux network namespace per broker node on a private bridge.
+
+Each node `nK` lives in namespace `<prefix>-nK`, with a veth pair whose inside
+end is `eth0` on the bridge `<prefix>-br`. The host side of the bridge carries
+the controller's address, so clients on the host reach every node directly.
+Namespaces get no default route and the host does not forward, so nothing is
+routed out of them. Everything the backend creates is named with the prefix,
+which is how `cleanup` finds what a run killed half-way left behind: it ends
+the processes inside our namespaces by pid (`ip netns pids`), then deletes the
+namespaces, veths and bridge.
+
+Command lists are built by pure functions (`setup_commands`,
+`teardown_commands`) and run by one executor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusters.base import Node
+from clusters.remote import CommandResult, RemoteError, run_local, spawn_local
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFIX = "rmqh"
+DEFAULT_SUBNET = "10.213.0.0/24"
+HOST_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class NetnsPlan:
+    """The names and addresses of a local cluster, derived from prefix, subnet and size."""
+
+    prefix: str
+    subnet: str
+    names: tuple[str, ...]
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        """Returns the subnet as a network object."""
+        return ipaddress.IPv4Network(self.subnet)
+
+    @property
+    def bridge(self) -> str:
+        """Returns the bridge device name."""
+        return f"{self.prefix}-br"
+
+    @property
+    def host_ip(self) -> str:
+        """Returns the controller's address on the bridge (first host of the subnet)."""
+        return str(self.network.network_address + 1)
+
+    def namespace(self, name: str) -> str:
+        """Returns the namespace name of a node."""
+        return f"{self.prefix}-{name}"
+
+    def veth_host(self, name: str) -> str:
+        """Returns the host-side veth name of a node (at most 15 characters)."""
+        return f"{self.prefix}-{name}-h"[:15]
+
+    def ip(self, name: str) -> str:
+        """Returns a node's address: the subnet's hosts from .11 on."""
+        return str(self.network.network_address + 11 + self.names.index(name))
+
+
+def make_plan(n: int, prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET) -> NetnsPlan:
+    """Takes a node count, prefix and subnet. Returns the plan for nodes n1..nN.
+
+    Raises ValueError for a count that cannot fit or a prefix too long for device names.
+    """
+    if n < 1:
+        raise ValueError(f"a cluster needs at least 1 node, got {n}")
+    net = ipaddress.IPv4Network(subnet)
+    if net.num_addresses < n + 13:
+        raise ValueError(f"subnet {subnet} is too small for {n} nodes")
+    if len(prefix) > 6 or not prefix.isalnum():
+        raise ValueError(f"prefix {prefix!r} must be 1-6 alphanumeric characters")
+    return NetnsPlan(prefix, subnet, tuple(f"n{i}" for i in range(1, n + 1)))
+
+
+def setup_commands(plan: NetnsPlan) -> list[list[str]]:
+    """Takes a plan. Returns the host commands that build the bridge and every node's namespace."""
+    plen = plan.network.prefixlen
+    cmds: list[list[str]] = [
+        ["ip", "link", "add", plan.bridge, "type", "bridge"],
+        ["ip", "addr", "add", f"{plan.host_ip}/{plen}", "dev", plan.bridge],
+        ["ip", "link", "set", plan.bridge, "up"],
+    ]
+    for name in plan.names:
+        ns, vh = plan.namespace(name), plan.veth_host(name)
+        inner = f"{plan.prefix}-{name}-i"[:15]
+        cmds += [
+            ["ip", "netns", "add", ns],
+            ["ip", "link", "add", vh, "type", "veth", "peer", "name", inner],
+            ["ip", "link", "set", inner, "netns", ns],
+            ["ip", "netns", "exec", ns, "ip", "link", "set", inner, "name", "eth0"],
+            ["ip", "netns", "exec", ns, "ip", "addr", "add", f"{plan.ip(name)}/{plen}", "dev", "eth0"],
+            ["ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up"],
+            ["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"],
+            ["ip", "link", "set", vh, "master", plan.bridge],
+            ["ip", "link", "set", vh, "up"],
+        ]
+    return cmds
+
+
+def list_namespaces(prefix: str) -> list[str]:
+    """Returns the existing namespaces whose names start with `<prefix>-`."""
+    out = run_local(["ip", "netns", "list"], timeout=HOST_TIMEOUT).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    return sorted(n for n in names if n.startswith(f"{prefix}-"))
+
+
+def namespace_pids(ns: str) -> list[int]:
+    """Returns the pids of the processes running inside a namespace."""
+    res = run_local(["ip", "netns", "pids", ns], timeout=HOST_TIMEOUT, check=False)
+    return [int(p) for p in res.stdout.split() if p.isdigit()]
+
+
+def kill_pids(pids: Sequence[int], sig: int = signal.SIGKILL) -> None:
+    """Sends a signal to each pid, ignoring those already gone."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _link_exists(dev: str) -> bool:
+    return run_local(["ip", "link", "show", dev], timeout=HOST_TIMEOUT, check=False).ok
+
+
+def cleanup(prefix: str = DEFAULT_PREFIX) -> list[str]:
+    """Removes everything a local cluster with this prefix left: processes, namespaces, links.
+
+    Processes are ended by pid, and only those inside our namespaces. Safe to
+    call when nothing is left. Returns a list of what was removed, for the log.
+    """
+    removed: list[str] = []
+    for ns in list_namespaces(prefix):
+        for _ in range(50):
+            pids = namespace_pids(ns)
+            if not pids:
+                break
+            kill_pids(pids)
+            removed += [f"pid {p} in {ns}" for p in pids]
+            time.sleep(0.1)
+        run_local(["ip", "netns", "del", ns], timeout=HOST_TIMEOUT, check=False)
+        removed.append(f"namespace {ns}")
+    links = run_local(["ip", "-o", "link", "show"], timeout=HOST_TIMEOUT).stdout
+    for line in links.splitlines():
+        parts = line.split(":")
+        if len(parts) < 2:
+            continue
+        dev = parts[1].strip().split("@")[0]
+        if dev.startswith(f"{prefix}-"):
+            run_local(["ip", "link", "del", dev], timeout=HOST_TIMEOUT, check=False)
+            removed.append(f"link {dev}")
+    if removed:
+        log.info("cleaned up %d leftovers of prefix %s", len(removed), prefix)
+    return removed
+
+
+class NetnsRemote:
+    """A Remote that runs commands inside one network namespace on this host.
+
+    The filesystem is the host's, so files are read and written directly.
+    """
+
+    def __init__(self, name: str, namespace: str) -> None:
+        self.name = name
+        self.namespace = namespace
+
+    def _wrap(self, argv: Sequence[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.namespace, *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        stdin: str | None = None,
+    ) -> CommandResult:
+        """Runs argv inside the namespace; see Remote.run."""
+        res = run_local(self._wrap(argv), timeout=timeout, env=env, check=False, stdin=stdin)
+        res = CommandResult(tuple(argv), res.returncode, res.stdout, res.stderr)
+        return res.check() if check else res
+
+    def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, log_path: str
+    ) -> int:
+        """Starts argv detached inside the namespace; `ip netns exec` execs, so the pid is argv's."""
+        return spawn_local(self._wrap(argv), env=env, log_path=log_path)
+
+    def write_file(self, path: str, content: str, mode: int = 0o644) -> None:
+        """Writes a file (host filesystem, shared with the namespace)."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content, encoding="utf-8")
+        os.chmod(p, mode)
+
+    def read_file(self, path: str) -> str | None:
+        """Reads a file (host filesystem), or None when missing."""
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+
+
+class NetnsCluster:
+    """A cluster of namespaces on a bridge. Build with `create`, end with `destroy`."""
+
+    def __init__(self, plan: NetnsPlan) -> None:
+        self.plan = plan
+        self.nodes: tuple[Node, ...] = tuple(
+            Node(name, plan.ip(name), NetnsRemote(name, plan.namespace(name)))
+            for name in plan.names
+        )
+
+    @property
+    def client_host(self) -> str:
+        """Returns the controller's own address on the cluster network."""
+        return self.plan.host_ip
+
+    def node(self, name: str) -> Node:
+        """Returns the node called `name`; KeyError when there is none."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def create(self) -> None:
+        """Removes leftovers of this prefix, then builds the bridge and namespaces.
+
+        Raises RemoteError when a command fails (after undoing what was built).
+        """
+        cleanup(self.plan.prefix)
+        try:
+            for cmd in setup_commands(self.plan):
+                run_local(cmd, timeout=HOST_TIMEOUT)
+        except RemoteError:
+            cleanup(self.plan.prefix)
+            raise
+        log.info(
+            "created %d namespaces on %s (%s)",
+            len(self.nodes), self.plan.bridge, self.plan.subnet,
+        )
+
+    def destroy(self) -> None:
+        """Ends every process in our namespaces by pid and removes namespaces and links."""
+        cleanup(self.plan.prefix)

@@ -1,0 +1,142 @@
+"""Unit tests of the broker lifecycle: config rendering, CLI parsing, commands through a fake Remote."""
+
+import json
+
+import pytest
+
+from clusters.base import Node
+from clusters.rabbitmq import (
+    BrokerConfig,
+    NodeStatus,
+    RabbitBroker,
+    healthy,
+    node_env,
+    parse_cluster_status,
+    parse_queue_placement,
+    render_config,
+)
+from clusters.remote import CommandResult
+from tests.fakes import FakeRemote
+
+
+def test_render_config_carries_partition_handling_and_ticktime():
+    text = render_config(BrokerConfig(partition_handling="autoheal", net_ticktime=7))
+    assert "cluster_partition_handling = autoheal\n" in text
+    assert "net_ticktime = 7\n" in text
+    assert "loopback_users.guest = false\n" in text
+
+
+@pytest.mark.parametrize("cfg,msg", [
+    (BrokerConfig(partition_handling="bogus"), "unknown partition handling"),  # type: ignore[arg-type]
+    (BrokerConfig(net_ticktime=0), "net_ticktime"),
+])
+def test_broker_config_validation(cfg, msg):
+    with pytest.raises(ValueError, match=msg):
+        cfg.validate()
+
+
+def test_node_env_uses_long_names_and_private_dirs():
+    n = Node("n2", "10.213.0.12", FakeRemote("n2"))
+    env = node_env(n, RabbitBroker([n], BrokerConfig(), "/d").paths(n))
+    assert env["RABBITMQ_NODENAME"] == "rabbit@10.213.0.12"
+    assert env["RABBITMQ_USE_LONGNAME"] == "true"
+    assert env["RABBITMQ_PID_FILE"] == "/d/n2/rabbit.pid"
+    assert env["HOME"] == "/d/n2/home"
+    assert env["RABBITMQ_MNESIA_BASE"] == "/d/n2/mnesia"
+
+
+STATUS = {
+    "running_nodes": ["rabbit@a", "rabbit@b"],
+    "partitions": {"rabbit@a": ["rabbit@c"]},
+    "alarms": [],
+}
+
+
+def test_parse_cluster_status():
+    s = parse_cluster_status("rabbit@a", json.dumps(STATUS))
+    assert s.running and s.running_nodes == {"rabbit@a", "rabbit@b"}
+    assert s.partitions == {"rabbit@a": ["rabbit@c"]}
+    bad = parse_cluster_status("rabbit@a", "Error: unable to perform an operation")
+    assert not bad.running and "unparseable" in (bad.error or "")
+
+
+def test_healthy_needs_everyone_running_and_no_partitions():
+    every = frozenset({"rabbit@a", "rabbit@b"})
+    ok = [NodeStatus("rabbit@a", True, every), NodeStatus("rabbit@b", True, every)]
+    assert healthy(ok, every)
+    assert not healthy([ok[0], NodeStatus("rabbit@b", False)], every)
+    assert not healthy([ok[0], NodeStatus("rabbit@b", True, frozenset({"rabbit@b"}))], every)
+    assert not healthy([ok[0], NodeStatus("rabbit@b", True, every, {"rabbit@b": ["rabbit@a"]})], every)
+
+
+# Captured from `rabbitmqctl list_queues --silent name type leader members pid slave_pids
+# synchronised_slave_pids` on RabbitMQ 3.10.8.
+LIST_QUEUES = (
+    "q1\tquorum\trabbit@10.213.0.11\t[rabbit@10.213.0.11, rabbit@10.213.0.13, rabbit@10.213.0.12]"
+    "\t<rabbit@10.213.0.11.1795323982.1315.0>\t\t\n"
+    "q2\tclassic\t\t\t<rabbit@10.213.0.11.1795323982.1434.0>\t[<rabbit@10.213.0.13.1795323983.1635.0>,"
+    " <rabbit@10.213.0.12.1795323983.1825.0>]\t[<rabbit@10.213.0.13.1795323983.1635.0>]\n"
+)
+IPS = {"10.213.0.11": "n1", "10.213.0.12": "n2", "10.213.0.13": "n3"}
+
+
+def test_parse_queue_placement_quorum_and_mirrored():
+    q1 = parse_queue_placement(LIST_QUEUES, "q1", IPS)
+    assert q1 == {"type": "quorum", "leader": "n1", "members": ["n1", "n2", "n3"],
+                  "mirrors": [], "synchronised_mirrors": []}
+    q2 = parse_queue_placement(LIST_QUEUES, "q2", IPS)
+    assert q2["leader"] == "n1" and q2["mirrors"] == ["n2", "n3"]
+    assert q2["synchronised_mirrors"] == ["n3"]
+    assert parse_queue_placement(LIST_QUEUES, "nope", IPS) == {}
+
+
+def _broker(respond=None):
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", respond)) for i in (1, 2, 3)]
+    return nodes, RabbitBroker(nodes, BrokerConfig(), "/data")
+
+
+def test_ctl_runs_the_unwrapped_cli_with_the_node_env():
+    nodes, b = _broker()
+    b.ctl(nodes[1], "cluster_status")
+    argv, env = nodes[1].remote.calls[-1], nodes[1].remote.envs[-1]
+    assert argv == ("/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", "rabbit@10.0.0.2", "cluster_status")
+    assert env is not None and env["HOME"] == "/data/n2/home"
+
+
+def test_form_cluster_joins_every_other_node_to_the_first():
+    nodes, b = _broker()
+    b.form_cluster()
+    assert nodes[0].remote.calls == []
+    for n in nodes[1:]:
+        verbs = [c[3:] for c in n.remote.calls]
+        assert verbs == [("stop_app",), ("join_cluster", "rabbit@10.0.0.1"), ("start_app",)]
+
+
+def test_configure_writes_config_cookie_and_starts_one_epmd():
+    nodes, b = _broker()
+    b.configure(nodes[0])
+    b.configure(nodes[0])
+    files = nodes[0].remote.files
+    assert "cluster_partition_handling = pause_minority" in files["/data/n1/etc/rabbitmq.conf"]
+    assert files["/data/n1/home/.erlang.cookie"] == BrokerConfig().cookie
+    assert nodes[0].remote.spawned == [("epmd",)]
+
+
+def test_kill_pause_resume_signal_the_pid_from_the_pid_file():
+    def respond(argv):
+        return CommandResult(argv, 0, "", "")
+    nodes, b = _broker(respond)
+    nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242\n"
+    b.pause(nodes[0])
+    b.resume(nodes[0])
+    sent = [c for c in nodes[0].remote.calls if c[0] == "kill" and c[1] != "-0"]
+    assert sent == [("kill", "-STOP", "4242"), ("kill", "-CONT", "4242")]
+
+
+def test_beam_pid_is_none_without_pid_file_or_dead_process():
+    def respond(argv):
+        return CommandResult(argv, 1, "", "no such process") if argv[:2] == ("kill", "-0") else None
+    nodes, b = _broker(respond)
+    assert b.beam_pid(nodes[0]) is None
+    nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242"
+    assert b.beam_pid(nodes[0]) is None

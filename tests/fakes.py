@@ -1,0 +1,43 @@
+"""Test doubles: a Remote that records argv lists and answers from a script of canned results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from clusters.remote import CommandResult, RemoteError
+
+Responder = Callable[[tuple[str, ...]], CommandResult | None]
+
+
+class FakeRemote:
+    """Records every call; `respond` may return a CommandResult for an argv (default: ok, empty)."""
+
+    def __init__(self, name: str = "n1", respond: Responder | None = None) -> None:
+        self.name = name
+        self.calls: list[tuple[str, ...]] = []
+        self.envs: list[Mapping[str, str] | None] = []
+        self.files: dict[str, str] = {}
+        self.spawned: list[tuple[str, ...]] = []
+        self.respond = respond or (lambda argv: None)
+
+    def run(self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
+            check: bool = True, stdin: str | None = None) -> CommandResult:
+        assert timeout > 0, "every command needs a hard timeout"
+        a = tuple(argv)
+        self.calls.append(a)
+        self.envs.append(env)
+        res = self.respond(a) or CommandResult(a, 0, "", "")
+        if check and not res.ok:
+            raise RemoteError(f"{a} failed")
+        return res
+
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+              log_path: str) -> int:
+        self.spawned.append(tuple(argv))
+        return 1000 + len(self.spawned)
+
+    def write_file(self, path: str, content: str, mode: int = 0o644) -> None:
+        self.files[path] = content
+
+    def read_file(self, path: str) -> str | None:
+        return self.files.get(path)

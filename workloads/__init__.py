@@ -1,0 +1,1 @@
+"""Clients that act on the brokers: publishers with confirms, consumers with acks, the final drain."""

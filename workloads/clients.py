@@ -1,0 +1,326 @@
+"""AMQP clients that record what they do: publisher, consumer and drainer.
+
+Each client is one logical process of the history: one connection and one
+channel to one node. A publish is `invoke` when sent, `ok` on the broker's
+basic.ack, `fail` on basic.nack or a basic.return of the mandatory message,
+and `info` when its own deadline passes or the connection is lost after
+sending. A delivery is one `ok` op recorded before it is acked.
+
+pika's BlockingChannel.basic_publish waits for the confirm with no deadline,
+so the publisher enables confirms on the channel's underlying
+`pika.channel.Channel` (`_impl`, stable in the pinned pika 1.3) and drives
+the connection's I/O itself until the confirm arrives or its deadline passes.
+The ack/nack/return callbacks run in the client's own thread, during
+`process_data_events`, and write the completion at the moment it arrives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pika
+import pika.exceptions
+import pika.spec
+
+from harness.history import HistoryWriter, Op
+
+log = logging.getLogger(__name__)
+
+AMQP_ERRORS: tuple[type[BaseException], ...] = (
+    pika.exceptions.AMQPError,
+    OSError,
+    AssertionError,  # pika asserts on frames from a half-closed connection
+)
+
+
+class ClientError(RuntimeError):
+    """A client could not connect or lost its connection."""
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How clients talk to the brokers."""
+
+    publish_timeout_s: float = 5.0
+    connect_timeout_s: float = 3.0
+    heartbeat_s: int = 5
+    prefetch: int = 10
+    persistent: bool = True
+    mandatory: bool = True
+    port: int = 5672
+
+
+class ProcessIds:
+    """Hands out fresh process numbers, thread-safe: a retired number is never reused."""
+
+    def __init__(self, start: int = 0) -> None:
+        self._it = itertools.count(start)
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        """Returns a process number never handed out before."""
+        with self._lock:
+            return next(self._it)
+
+
+def message_id(publisher: int, seq: int) -> str:
+    """Returns the id of a publisher's seq-th message, "<publisher>-<seq>"."""
+    return f"{publisher}-{seq}"
+
+
+def parse_message_id(text: str) -> tuple[int, int] | None:
+    """Takes a message id. Returns (publisher, seq), or None when it is not ours."""
+    pub, sep, seq = text.partition("-")
+    if not sep or not pub.isdigit() or not seq.isdigit():
+        return None
+    return int(pub), int(seq)
+
+
+def connect(host: str, opts: ClientOptions) -> pika.BlockingConnection:
+    """Opens a blocking connection to host. Raises ClientError when it cannot."""
+    params = pika.ConnectionParameters(
+        host=host,
+        port=opts.port,
+        credentials=pika.PlainCredentials("guest", "guest"),
+        heartbeat=opts.heartbeat_s,
+        socket_timeout=opts.connect_timeout_s,
+        stack_timeout=opts.connect_timeout_s + 2,
+        blocked_connection_timeout=max(10.0, 2 * opts.publish_timeout_s),
+        connection_attempts=1,
+        retry_delay=0,
+    )
+    try:
+        return pika.BlockingConnection(params)
+    except AMQP_ERRORS as e:
+        raise ClientError(f"connect to {host}: {type(e).__name__}: {e}") from e
+
+
+def abandon(conn: pika.BlockingConnection | None) -> threading.Thread | None:
+    """Closes a connection in a background thread (closing can block while the peer is cut off).
+
+    The caller hands the connection over and must not touch it again. Returns the thread.
+    """
+    if conn is None:
+        return None
+
+    def close() -> None:
+        with contextlib.suppress(*AMQP_ERRORS, Exception):
+            if conn.is_open:
+                conn.close()
+
+    t = threading.Thread(target=close, name="amqp-close", daemon=True)
+    t.start()
+    return t
+
+
+def _noop() -> None:
+    pass
+
+
+def _wait(conn: pika.BlockingConnection, done: Callable[[], bool], deadline: float) -> bool:
+    """Drives I/O until done() or the monotonic deadline. Returns done()."""
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        conn.process_data_events(time_limit=min(0.05, left))
+    return True
+
+
+class Publisher:
+    """One publishing process: a connection and confirm-mode channel to one node.
+
+    Takes the history, queue name, node (short name and host), process number
+    and options. `publish` runs one op and returns its completion type; after
+    an `info` the publisher is spent and must be closed.
+    """
+
+    def __init__(
+        self, history: HistoryWriter, queue: str, node: str, host: str, process: int,
+        opts: ClientOptions,
+    ) -> None:
+        self.history = history
+        self.queue = queue
+        self.node = node
+        self.host = host
+        self.process = process
+        self.opts = opts
+        self.conn: pika.BlockingConnection | None = None
+        self._impl: Any = None
+        self._seq = itertools.count()
+        self._pending: Op | None = None
+        self._tag = 0
+        self._returned = False
+        self._outcome: str | None = None
+
+    def open(self) -> None:
+        """Connects and puts the channel in confirm mode. Raises ClientError."""
+        self.conn = connect(self.host, self.opts)
+        try:
+            ch = self.conn.channel()
+            self._impl = ch._impl
+            selected: list[object] = []
+            self._impl.confirm_delivery(
+                ack_nack_callback=self._on_confirm, callback=selected.append
+            )
+            self._impl.add_on_return_callback(self._on_return)
+            if not _wait(self.conn, lambda: bool(selected),
+                         time.monotonic() + self.opts.connect_timeout_s):
+                raise ClientError(f"confirm.select on {self.node} timed out")
+        except AMQP_ERRORS as e:
+            abandon(self.conn)
+            self.conn = None
+            raise ClientError(f"channel on {self.node}: {type(e).__name__}: {e}") from e
+
+    def _complete(self, type_: str, error: str | None = None) -> None:
+        inv = self._pending
+        if inv is None or self._outcome is not None:
+            return
+        self._outcome = type_
+        self.history.append(Op(
+            type=type_, process=self.process, f="publish", value=inv.value, node=self.node,
+            queue=self.queue, publisher=inv.publisher, seq=inv.seq, phase=inv.phase, error=error,
+        ))
+        if self.conn is not None and type_ != "info":
+            # Impl callbacks do not end process_data_events; a no-op ready event does, so
+            # the waiting loop returns now rather than at the end of its poll slice.
+            self.conn.add_callback_threadsafe(_noop)
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        if method.delivery_tag != self._tag:
+            return  # one message in flight at a time: a confirm for another tag is not ours
+        if isinstance(method, pika.spec.Basic.Nack):
+            self._complete("fail", "nack")
+        elif self._returned:
+            self._complete("fail", "returned: unroutable")
+        else:
+            self._complete("ok")
+
+    def _on_return(self, _ch: Any, method: Any, _props: Any, _body: bytes) -> None:
+        self._returned = True
+        log.debug("message returned on %s: %s", self.node, method.reply_text)
+
+    def publish(self, phase: str = "main") -> str:
+        """Publishes one new message and waits for its outcome, up to the deadline.
+
+        Returns "ok", "fail" or "info" (already recorded in the history).
+        """
+        if self.conn is None:
+            raise ClientError("publisher is not open")
+        seq = next(self._seq)
+        mid = message_id(self.process, seq)
+        self._returned = False
+        self._outcome = None
+        self._pending = self.history.append(Op(
+            type="invoke", process=self.process, f="publish", value=mid, node=self.node,
+            queue=self.queue, publisher=self.process, seq=seq, phase=phase,
+        ))
+        self._tag += 1
+        props = pika.BasicProperties(
+            message_id=mid,
+            delivery_mode=2 if self.opts.persistent else 1,
+            headers={"publisher": self.process, "seq": seq},
+        )
+        deadline = time.monotonic() + self.opts.publish_timeout_s
+        try:
+            self._impl.basic_publish(
+                exchange="", routing_key=self.queue, body=mid.encode(), properties=props,
+                mandatory=self.opts.mandatory,
+            )
+            if not _wait(self.conn, lambda: self._outcome is not None, deadline):
+                self._complete("info", f"no confirm within {self.opts.publish_timeout_s:g}s")
+        except AMQP_ERRORS as e:
+            self._complete("info", f"{type(e).__name__}: {e}"[:300])
+        assert self._outcome is not None
+        return self._outcome
+
+    def close(self) -> None:
+        """Hands the connection to a background closer."""
+        abandon(self.conn)
+        self.conn = None
+
+
+class Consumer:
+    """One consuming process: manual acks, each delivery recorded before its ack.
+
+    Takes the history, queue, node, host, process number, options and the op
+    name ("consume" in the main phase, "drain" at the end).
+    """
+
+    def __init__(
+        self, history: HistoryWriter, queue: str, node: str, host: str, process: int,
+        opts: ClientOptions, f: str = "consume", phase: str = "main",
+    ) -> None:
+        self.history = history
+        self.queue = queue
+        self.node = node
+        self.host = host
+        self.process = process
+        self.opts = opts
+        self.f = f
+        self.phase = phase
+        self.tag = f"{f}-{process}"
+        self.conn: pika.BlockingConnection | None = None
+        self.channel: Any = None
+        self.delivered = 0
+        self.last_delivery = time.monotonic()
+
+    def open(self) -> None:
+        """Connects, sets prefetch and starts consuming. Raises ClientError."""
+        self.conn = connect(self.host, self.opts)
+        try:
+            self.channel = self.conn.channel()
+            self.channel.basic_qos(prefetch_count=self.opts.prefetch)
+            self.channel.basic_consume(
+                self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag
+            )
+        except AMQP_ERRORS as e:
+            abandon(self.conn)
+            self.conn = None
+            raise ClientError(f"consume on {self.node}: {type(e).__name__}: {e}") from e
+
+    def _on_message(self, ch: Any, method: Any, props: Any, body: bytes) -> None:
+        text = body.decode("utf-8", errors="replace")
+        parsed = parse_message_id(text)
+        self.history.append(Op(
+            type="ok", process=self.process, f=self.f, value=text, node=self.node,
+            queue=self.queue, publisher=parsed[0] if parsed else None,
+            seq=parsed[1] if parsed else None, consumer=self.tag,
+            redelivered=bool(method.redelivered), phase=self.phase,
+        ))
+        self.delivered += 1
+        self.last_delivery = time.monotonic()
+        ch.basic_ack(delivery_tag=method.delivery_tag)
+
+    def poll(self, seconds: float) -> None:
+        """Processes deliveries for up to `seconds`. Raises ClientError when the client broke."""
+        if self.conn is None or self.channel is None:
+            raise ClientError("consumer is not open")
+        try:
+            self.conn.process_data_events(time_limit=seconds)
+        except AMQP_ERRORS as e:
+            raise ClientError(f"{type(e).__name__}: {e}"[:300]) from e
+        if not self.channel.is_open or self.tag not in self.channel.consumer_tags:
+            raise ClientError(f"consumer {self.tag} on {self.node} was cancelled or closed")
+
+    def ready_count(self) -> int:
+        """Returns the queue's count of ready messages (passive declare). Raises ClientError."""
+        try:
+            ok = self.channel.queue_declare(self.queue, passive=True)
+        except AMQP_ERRORS as e:
+            raise ClientError(f"{type(e).__name__}: {e}"[:300]) from e
+        return int(ok.method.message_count)
+
+    def close(self) -> None:
+        """Hands the connection to a background closer (unacked deliveries are requeued)."""
+        abandon(self.conn)
+        self.conn = None
+        self.channel = None
