@@ -1,0 +1,266 @@
+"""The fault protocol, what a fault acts with, and the healers that end every fault of a kind.
+
+A `Fault` is Jepsen's nemesis cut down to one fault kind: `start` does the
+damage and returns a JSON-able description of what it hit, `stop` undoes
+exactly that, and `heal_all` ends every fault of its kind on every node
+whatever happened before (it never raises). Its static facts are one
+`FaultInfo`: the history f names of its start and stop, which healer ends it,
+and how many nodes it needs. A fault that can check its nodes before the test
+also implements the optional `Preflight`. Faults keep what they hit between start and
+stop, so one instance serves one run.
+
+`FaultContext` is everything a fault may act through: the cluster's nodes
+(and their Remotes), the Broker, the options and the queue. `on_nodes` runs
+an action on several nodes at once, like Jepsen's `on-nodes`. `HEALERS` maps
+heal kinds to functions, in the order the runner applies them: resume paused
+brokers, then open the network, then start stopped brokers (a broker boots
+only once it can reach its peers).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from clusters.base import Broker, Cluster, Node
+from nemesis import net
+from nemesis.errors import FaultError, FaultUnsupported
+from nemesis.targets import select_targets
+
+if TYPE_CHECKING:
+    from nemesis.schedule import NemesisOptions
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Description = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FaultInfo:
+    """What is fixed about a fault: its name, history fs, healer and the nodes it needs.
+
+    `heals` is a key of HEALERS. `needs_queue` says it asks where the queue's
+    leader is.
+    """
+
+    name: str
+    start_f: str
+    stop_f: str
+    heals: str
+    min_nodes: int = 1
+    needs_queue: bool = False
+
+
+@dataclass(frozen=True)
+class FaultContext:
+    """What faults act through: the cluster, its broker, the options and the queue.
+
+    `cancel` is set when the nemesis is asked to stop; long faults (a rolling
+    restart) check it between nodes.
+    """
+
+    cluster: Cluster
+    broker: Broker
+    options: NemesisOptions
+    queue: str | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def nodes(self) -> list[Node]:
+        """Returns the cluster's nodes, in order."""
+        return list(self.cluster.nodes)
+
+    @property
+    def names(self) -> list[str]:
+        """Returns the cluster's node names, in order."""
+        return [n.name for n in self.cluster.nodes]
+
+    @property
+    def timeout(self) -> float:
+        """Returns the hard timeout, in seconds, of one iptables or tc command."""
+        return self.options.command_timeout_s
+
+    def node(self, name: str) -> Node:
+        """Takes a node name. Returns the node."""
+        return self.cluster.node(name)
+
+    def leader(self) -> str:
+        """Returns the name of the node hosting the queue's leader.
+
+        Raises FaultError when there is no queue, the broker does not know, or
+        it names a node outside the cluster.
+        """
+        if self.queue is None:
+            raise FaultError("no queue given, so there is no queue leader to target")
+        name = self.broker.queue_leader(self.queue)
+        if name is None:
+            raise FaultError(f"the leader of queue {self.queue!r} is not known")
+        if name not in self.names:
+            raise FaultError(f"queue {self.queue!r} leader {name!r} is not a cluster node")
+        return name
+
+    def targets(self, rng: random.Random) -> list[Node]:
+        """Takes a Random. Returns the nodes the options' target spec selects now."""
+        names = select_targets(self.options.targets, self.names, rng, self.leader)
+        return [self.node(n) for n in names]
+
+
+class Fault(Protocol):
+    """One kind of fault: start it, stop it, heal every trace of its kind."""
+
+    info: FaultInfo
+
+    def start(self, ctx: FaultContext, rng: random.Random) -> Description:
+        """Takes the context and a Random. Returns what it hit; raises when it failed.
+
+        The description is JSON-able and has "fault" (the name) and "nodes"
+        (the nodes hit; the history's `node` is set when there is one).
+        """
+        ...
+
+    def stop(self, ctx: FaultContext) -> Description:
+        """Takes the context. Undoes what the last start did. Returns a description."""
+        ...
+
+    def heal_all(self, ctx: FaultContext) -> dict[str, str]:
+        """Takes the context. Ends every fault of this kind on every node; never raises.
+
+        Returns each node's outcome ("error: ..." when it failed).
+        """
+        ...
+
+
+@runtime_checkable
+class Preflight(Protocol):
+    """Optional: a fault that can check, before the test, that every node can host it."""
+
+    def preflight(self, ctx: FaultContext) -> None:
+        """Takes the context. Returns None when every node can host the fault.
+
+        Raises FaultUnsupported (or another NemesisError / RemoteError) when not.
+        """
+        ...
+
+
+def on_nodes(
+    nodes: Sequence[Node], fn: Callable[[Node], T]
+) -> tuple[dict[str, T], dict[str, Exception]]:
+    """Takes nodes and an action. Runs it on all of them at once.
+
+    Returns (results by node name, exceptions by node name); one node failing
+    does not stop the others.
+    """
+    results: dict[str, T] = {}
+    errors: dict[str, Exception] = {}
+    if len(nodes) <= 1:
+        for node in nodes:
+            try:
+                results[node.name] = fn(node)
+            except Exception as e:
+                errors[node.name] = e
+        return results, errors
+    with ThreadPoolExecutor(max_workers=len(nodes), thread_name_prefix="nemesis") as pool:
+        futures = {node.name: pool.submit(fn, node) for node in nodes}
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except Exception as e:
+                errors[name] = e
+    return results, errors
+
+
+def raise_for_errors(action: str, errors: Mapping[str, Exception]) -> None:
+    """Takes what was being done and per-node exceptions. Returns None when there are none.
+
+    Re-raises a FaultUnsupported as it is; raises FaultError naming every
+    failed node otherwise.
+    """
+    if not errors:
+        return
+    for e in errors.values():
+        if isinstance(e, FaultUnsupported):
+            raise e
+    detail = "; ".join(f"{name}: {describe_error(e)}" for name, e in sorted(errors.items()))
+    raise FaultError(f"{action} failed on {detail}")
+
+
+def describe_error(e: BaseException) -> str:
+    """Takes an exception. Returns "Type: message" for the history's error field."""
+    return f"{type(e).__name__}: {e}".strip()
+
+
+def _each(ctx: FaultContext, what: str, fn: Callable[[Node], str]) -> dict[str, str]:
+    results, errors = on_nodes(ctx.nodes, fn)
+    out = dict(results)
+    for name, e in errors.items():
+        log.error("heal %s on %s failed: %s", what, name, describe_error(e))
+        out[name] = f"error: {describe_error(e)}"
+    return {n: out[n] for n in ctx.names if n in out}
+
+
+def heal_paused(ctx: FaultContext) -> dict[str, str]:
+    """Takes the context. Resumes (SIGCONT) every running broker. Returns outcomes by node."""
+
+    def resume(node: Node) -> str:
+        if ctx.broker.beam_pid(node) is None:
+            return "not running"
+        ctx.broker.resume(node)
+        return "resumed"
+
+    return _each(ctx, "pause", resume)
+
+
+def heal_iptables(ctx: FaultContext) -> dict[str, str]:
+    """Takes the context. Flushes our iptables chains on every node. Returns outcomes by node."""
+
+    def flush(node: Node) -> str:
+        net.heal_iptables(node, ctx.timeout)
+        return "flushed"
+
+    return _each(ctx, "iptables", flush)
+
+
+def heal_tc(ctx: FaultContext) -> dict[str, str]:
+    """Takes the context. Removes the root qdisc of every node's interface. Returns outcomes."""
+
+    def clear(node: Node) -> str:
+        removed = net.clear_root_qdisc(node, node.interface, ctx.timeout)
+        return "removed" if removed else "none"
+
+    return _each(ctx, "tc", clear)
+
+
+def heal_processes(ctx: FaultContext) -> dict[str, str]:
+    """Takes the context. Starts every broker that is not running, all at once. Returns outcomes."""
+
+    def start(node: Node) -> str:
+        if ctx.broker.beam_pid(node) is not None:
+            return "running"
+        ctx.broker.start(node)
+        return "started"
+
+    return _each(ctx, "process", start)
+
+
+HEALERS: dict[str, Callable[[FaultContext], dict[str, str]]] = {
+    "pause": heal_paused,
+    "iptables": heal_iptables,
+    "tc": heal_tc,
+    "process": heal_processes,
+}
+
+
+class FaultBase:
+    """The shared part of the faults here: `heal_all` through HEALERS."""
+
+    info: FaultInfo
+
+    def heal_all(self, ctx: FaultContext) -> dict[str, str]:
+        """Takes the context. Runs this fault's healer on every node. Returns outcomes by node."""
+        return HEALERS[self.info.heals](ctx)

@@ -1,0 +1,112 @@
+"""Which nodes a fault hits: target specs, as in Jepsen's combined.clj `db-nodes`.
+
+A spec is a string: one of the names in `SELECTORS`, or explicit node names
+separated by commas ("n1" or "n1,n3"). Selection is pure given a
+`random.Random` and, for "leader", a function that asks where the queue
+leader is (called only for that spec).
+
+- `one`: one random node (Jepsen `:one`)
+- `random`: a random non-empty subset (Jepsen's default, `nil`)
+- `minority`: a random minority, majority(n) - 1 nodes (Jepsen `:minority`)
+- `majority`: a random majority (Jepsen `:majority`)
+- `all`: every node (Jepsen `:all`)
+- `leader`: the node hosting the queue's leader (like Jepsen `:primaries`)
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+
+from nemesis.errors import FaultError, NemesisConfigError
+from nemesis.partition import majority, shuffled
+
+log = logging.getLogger(__name__)
+
+LeaderFn = Callable[[], str]
+Selector = Callable[[Sequence[str], random.Random, LeaderFn], list[str]]
+
+
+def _one(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+    return [rng.choice(list(nodes))]
+
+
+def _random(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+    return shuffled(nodes, rng)[: rng.randint(1, len(nodes))]
+
+
+def _minority(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+    return shuffled(nodes, rng)[: majority(len(nodes)) - 1]
+
+
+def _majority(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+    return shuffled(nodes, rng)[: majority(len(nodes))]
+
+
+def _all(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+    return list(nodes)
+
+
+def _leader(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+    return [leader()]
+
+
+SELECTORS: dict[str, Selector] = {
+    "one": _one,
+    "random": _random,
+    "minority": _minority,
+    "majority": _majority,
+    "all": _all,
+    "leader": _leader,
+}
+
+
+def explicit_nodes(spec: str) -> tuple[str, ...] | None:
+    """Takes a target spec. Returns the node names it lists, or None for a named selector."""
+    if spec in SELECTORS:
+        return None
+    return tuple(part.strip() for part in spec.split(","))
+
+
+def validate_targets(spec: str, nodes: Sequence[str] | None = None) -> None:
+    """Takes a target spec and, when known, the cluster's node names. Returns None.
+
+    Raises NemesisConfigError for an empty spec, an empty name in a list, or a
+    listed node the cluster does not have.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise NemesisConfigError(
+            f"targets must be one of {', '.join(SELECTORS)} or node names like n1,n2; got {spec!r}"
+        )
+    names = explicit_nodes(spec)
+    if names is None:
+        return
+    if any(not n for n in names):
+        raise NemesisConfigError(f"targets {spec!r} has an empty node name")
+    if nodes is not None:
+        unknown = [n for n in names if n not in nodes]
+        if unknown:
+            raise NemesisConfigError(
+                f"targets {spec!r} names {', '.join(unknown)}, not in the cluster "
+                f"({', '.join(nodes)}); use a node name or one of {', '.join(SELECTORS)}"
+            )
+
+
+def select_targets(
+    spec: str, nodes: Sequence[str], rng: random.Random, leader: LeaderFn
+) -> list[str]:
+    """Takes a target spec, the node names, a Random and a leader lookup. Returns target names.
+
+    The result keeps the cluster's node order. Raises FaultError when the spec
+    selects nobody (a minority of one node) or something not in the cluster.
+    """
+    names = explicit_nodes(spec)
+    chosen = set(SELECTORS[spec](nodes, rng, leader) if names is None else names)
+    unknown = sorted(chosen - set(nodes))
+    if unknown:
+        raise FaultError(f"targets {spec!r} chose {unknown}, not in the cluster {list(nodes)}")
+    out = [n for n in nodes if n in chosen]
+    if not out:
+        raise FaultError(f"targets {spec!r} chose no node of {list(nodes)}")
+    return out

@@ -1,0 +1,269 @@
+"""Test doubles for the nemesis: a Remote that records argv lists and a Broker that records calls.
+
+`FakeRemote` keeps a small model of one node's iptables (chains, jumps,
+rules) and root qdiscs, answering the commands `nemesis.commands` builds the
+way iptables and tc do, exit codes and messages included; a node "without
+netem" answers netem like a kernel without sch_netem. `fail` plants a result
+or an exception for commands starting with a given argv prefix. `FakeBroker`
+keeps each node's broker state and records every call in order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from clusters.base import Node
+from clusters.remote import CommandResult, RemoteError
+
+NO_CHAIN = "iptables: No chain/target/match by that name.\n"
+
+
+class FakeRemote:
+    """A Remote for one fake node: records argv lists, models iptables and tc."""
+
+    def __init__(self, name: str, *, netem: bool = True) -> None:
+        self.name = name
+        self.netem = netem
+        self.calls: list[tuple[str, ...]] = []
+        self.timeouts: list[float] = []
+        self.chains: dict[str, list[tuple[str, ...]]] = {}
+        self.jumps: list[tuple[str, str]] = []
+        self.qdiscs: dict[str, tuple[str, ...]] = {}
+        self.fail: dict[tuple[str, ...], CommandResult | Exception] = {}
+        self._lock = threading.Lock()
+
+    # -- Remote protocol ------------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        stdin: str | None = None,
+    ) -> CommandResult:
+        """Records argv and answers it from the model (or a planted failure)."""
+        with self._lock:
+            args = tuple(argv)
+            self.calls.append(args)
+            self.timeouts.append(timeout)
+            planted = self._planted(args)
+            if isinstance(planted, Exception):
+                raise planted
+            rc, err = planted if planted is not None else self._answer(args)
+        result = CommandResult(args, rc, "", err)
+        return result.check() if check else result
+
+    def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, log_path: str
+    ) -> int:
+        """Records argv. Returns a fake pid."""
+        self.calls.append(tuple(argv))
+        return 4242
+
+    def write_file(self, path: str, content: str, mode: int = 0o644) -> None:
+        """Does nothing."""
+
+    def read_file(self, path: str) -> str | None:
+        """Returns None."""
+        return None
+
+    # -- inspection -----------------------------------------------------------------
+
+    def rules(self) -> dict[str, list[tuple[str, ...]]]:
+        """Returns our chains' rules (chain -> rule specs)."""
+        return {c: list(r) for c, r in self.chains.items()}
+
+    def dropped_ips(self) -> set[str]:
+        """Returns the addresses with an unconditional DROP rule in RMQH-IN."""
+        return {
+            r[r.index("-s") + 1]
+            for r in self.chains.get("RMQH-IN", [])
+            if "-s" in r and "statistic" not in r
+        }
+
+    def clean(self) -> bool:
+        """Returns True when no rule and no root qdisc is in place."""
+        return not any(self.chains.values()) and not self.qdiscs
+
+    # -- the model ------------------------------------------------------------------
+
+    def _planted(self, args: tuple[str, ...]) -> tuple[int, str] | Exception | None:
+        for prefix, outcome in self.fail.items():
+            if args[: len(prefix)] == prefix:
+                if isinstance(outcome, Exception):
+                    return outcome
+                return outcome.returncode, outcome.stderr
+        return None
+
+    def _answer(self, args: tuple[str, ...]) -> tuple[int, str]:
+        if args[:3] == ("iptables", "-w", "5"):
+            return self._iptables(args[3:])
+        if args[:2] == ("tc", "qdisc"):
+            return self._tc(args[2:])
+        return 127, f"fake: {args[0]}: command not found\n"
+
+    def _iptables(self, a: tuple[str, ...]) -> tuple[int, str]:
+        op = a[0] if a[0] != "-n" else a[1]
+        if a[:2] == ("-n", "-L"):
+            return (0, "") if a[2] in self.chains else (1, NO_CHAIN)
+        if op == "-N":
+            if a[1] in self.chains:
+                return 1, "iptables: Chain already exists.\n"
+            self.chains[a[1]] = []
+            return 0, ""
+        if op == "-C":
+            return (0, "") if (a[1], a[3]) in self.jumps else (1, "iptables: Bad rule.\n")
+        if op == "-I":
+            if a[4] not in self.chains:
+                return 2, f"iptables v1.8.7 (legacy): Couldn't load target `{a[4]}'\n"
+            self.jumps.insert(0, (a[1], a[4]))
+            return 0, ""
+        if op == "-D":
+            if (a[1], a[3]) not in self.jumps:
+                return 1, "iptables: Bad rule.\n"
+            self.jumps.remove((a[1], a[3]))
+            return 0, ""
+        if op == "-A":
+            if a[1] not in self.chains:
+                return 1, NO_CHAIN
+            self.chains[a[1]].append(a[2:])
+            return 0, ""
+        if op == "-F":
+            if a[1] not in self.chains:
+                return 1, NO_CHAIN
+            self.chains[a[1]] = []
+            return 0, ""
+        if op == "-X":
+            if a[1] not in self.chains:
+                return 1, NO_CHAIN
+            del self.chains[a[1]]
+            return 0, ""
+        return 2, f"fake iptables: unsupported {a}\n"
+
+    def _tc(self, a: tuple[str, ...]) -> tuple[int, str]:
+        verb, dev, iface, where = a[0], a[1], a[2], a[3]
+        assert dev == "dev" and where == "root", a
+        if verb in ("replace", "add"):
+            kind = a[4]
+            if kind == "netem" and not self.netem:
+                return 2, "Error: Specified qdisc kind is unknown.\n"
+            if verb == "add" and iface in self.qdiscs:
+                return 2, "Error: Exclusivity flag on, cannot modify.\n"
+            self.qdiscs[iface] = a[4:]
+            return 0, ""
+        if verb == "del":
+            if iface not in self.qdiscs:
+                return 2, "Error: Cannot delete qdisc with handle of zero.\n"
+            del self.qdiscs[iface]
+            return 0, ""
+        return 2, f"fake tc: unsupported {a}\n"
+
+
+class FakeCluster:
+    """A Cluster of fake nodes n1..nN at 10.0.0.1..N."""
+
+    nodes: Sequence[Node]
+
+    def __init__(self, size: int = 3, *, netem: bool = True) -> None:
+        self.nodes = [
+            Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", netem=netem))
+            for i in range(1, size + 1)
+        ]
+
+    def node(self, name: str) -> Node:
+        """Returns the node called name; KeyError if none."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def remote(self, name: str) -> FakeRemote:
+        """Returns the fake Remote of a node."""
+        remote = self.node(name).remote
+        assert isinstance(remote, FakeRemote)
+        return remote
+
+    def all_clean(self) -> bool:
+        """Returns True when no node has a rule or a qdisc in place."""
+        return all(self.remote(n.name).clean() for n in self.nodes)
+
+
+@dataclass
+class FakeBroker:
+    """A Broker whose brokers are states in a dict; records calls, can be told to fail."""
+
+    names: Sequence[str] = ("n1", "n2", "n3")
+    leader: str | None = "n1"
+    state: dict[str, str] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    fail: dict[tuple[str, str], Exception] = field(default_factory=dict)
+    # Set to make start() block until released (to test heal against an action in flight).
+    start_gate: threading.Event | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        for n in self.names:
+            self.state.setdefault(n, "running")
+
+    def _call(self, method: str, node: Node) -> str:
+        with self._lock:
+            self.calls.append((method, node.name))
+            err = self.fail.get((method, node.name))
+            if err is not None:
+                raise err
+            return self.state[node.name]
+
+    def beam_pid(self, node: Node) -> int | None:
+        """Returns a pid unless the node's broker is stopped or killed."""
+        state = self._call("beam_pid", node)
+        return None if state in ("stopped", "killed") else 1000 + int(node.name[1:])
+
+    def kill(self, node: Node) -> None:
+        """Marks the node killed; raises if it was not running."""
+        if self._call("kill", node) == "stopped":
+            raise RemoteError(f"{node.name}: no beam to kill")
+        self.state[node.name] = "killed"
+
+    def stop(self, node: Node) -> None:
+        """Marks the node stopped."""
+        self._call("stop", node)
+        self.state[node.name] = "stopped"
+
+    def start(self, node: Node) -> None:
+        """Marks the node running; raises if it already was (a double start is a bug)."""
+        state = self._call("start", node)
+        if self.start_gate is not None:
+            self.start_gate.wait(10)
+        if state in ("running", "paused"):
+            raise RemoteError(f"{node.name}: broker already running")
+        self.state[node.name] = "running"
+
+    def pause(self, node: Node) -> None:
+        """Marks the node paused; raises if its broker is down."""
+        if self._call("pause", node) in ("stopped", "killed"):
+            raise RemoteError(f"{node.name}: no beam to pause")
+        self.state[node.name] = "paused"
+
+    def resume(self, node: Node) -> None:
+        """Marks a paused node running; a no-op on a running one; raises if down."""
+        if self._call("resume", node) in ("stopped", "killed"):
+            raise RemoteError(f"{node.name}: no beam to resume")
+        self.state[node.name] = "running"
+
+    def queue_leader(self, queue: str) -> str | None:
+        """Returns the configured leader."""
+        with self._lock:
+            self.calls.append(("queue_leader", queue))
+        return self.leader
+
+    def of(self, method: str) -> list[str]:
+        """Returns the nodes `method` was called on, in order."""
+        return [n for m, n in self.calls if m == method]
+
+    def all_running(self) -> bool:
+        """Returns True when every broker is running (not paused, stopped or killed)."""
+        return all(s == "running" for s in self.state.values())
