@@ -1,0 +1,82 @@
+"""Checking a stored run: the Spark checkers over its history, plus what the run itself knows.
+
+`check_run` is what both a fresh run and `python -m harness check RUN_DIR`
+call, so a re-check reproduces the same results. Besides the checkers'
+sections it adds a `run` section: a run that was interrupted, failed, or
+whose cluster never recovered cannot vouch for its history, so that section
+is "unknown" and the whole verdict can be no better.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from harness import store
+
+log = logging.getLogger(__name__)
+
+
+def compose_valid(sections: dict[str, Any]) -> bool | str:
+    """Takes results sections (dicts with "valid"). Returns false > unknown > true, as Jepsen merges."""
+    vals = [s.get("valid") for s in sections.values() if isinstance(s, dict)]
+    if any(v is False for v in vals):
+        return False
+    if any(v is not True for v in vals):
+        return "unknown"
+    return True
+
+
+def run_section(test_info: dict[str, Any] | None) -> dict[str, Any]:
+    """Takes test.json's content (or None). Returns the `run` results section."""
+    if not test_info:
+        return {"valid": "unknown", "reason": "no test.json"}
+    problems = []
+    if test_info.get("interrupted"):
+        problems.append("run was interrupted")
+    if test_info.get("error"):
+        problems.append(f"run error: {test_info['error']}")
+    rec = test_info.get("recovery") or {}
+    if rec and not rec.get("healthy"):
+        problems.append("cluster did not recover after the faults")
+    drain = test_info.get("drain") or {}
+    if drain and not drain.get("complete"):
+        problems.append("drain did not complete")
+    return {
+        "valid": "unknown" if problems else True,
+        "problems": problems,
+        "recovery_actions": len(rec.get("actions", [])) if rec else 0,
+    }
+
+
+def check_run(run_dir: Path, spark_master: str | None = None) -> dict[str, Any]:
+    """Takes a run directory. Checks its history, writes results.json. Returns the results.
+
+    Check options come from the run's test.json; `spark_master` overrides its master.
+    """
+    from checkers import CheckOptions, check_history
+
+    test_path = run_dir / store.TEST
+    test_info = store.read_json(test_path) if test_path.exists() else None
+    check_spec = ((test_info or {}).get("spec") or {}).get("check") or {}
+    opts = CheckOptions(
+        strict_order=bool(check_spec.get("strict_order", False)),
+        flagged_duplicates_invalid=bool(check_spec.get("flagged_duplicates_invalid", False)),
+        unflagged_duplicates_invalid=bool(check_spec.get("unflagged_duplicates_invalid", True)),
+    )
+    master = spark_master or check_spec.get("spark_master")
+    results = check_history(run_dir / store.HISTORY, spark_master=master, options=opts)
+    results["run"] = run_section(test_info)
+    sections = {k: v for k, v in results.items() if k != "valid"}
+    results = {"valid": compose_valid(sections), **sections}
+    store.write_json(run_dir / store.RESULTS, results)
+    return results
+
+
+def exit_code(results: dict[str, Any] | None) -> int:
+    """Returns 0 for valid, 1 for invalid, 2 for unknown or no results."""
+    if results is None:
+        return 2
+    v = results.get("valid")
+    return 0 if v is True else 1 if v is False else 2

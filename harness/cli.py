@@ -1,0 +1,269 @@
+"""The command line: `python -m harness run|check|report|clean|scenarios`.
+
+Only this module prints. Bad options exit 2 with a clear message before
+anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.spec import CheckSpec, SpecError, TestSpec
+from nemesis import NemesisOptions
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class UsageError(Exception):
+    """A command-line mistake: exit 2 with the message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse exits 2 itself; keep our wording
+        raise UsageError(message)
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _ha_params(text: str) -> int | list[str]:
+    return int(text) if text.isdigit() else list(_csv(text))
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Adds every test-spec option to a parser (defaults None: unset keeps the scenario's)."""
+    g = p.add_argument_group("test")
+    g.add_argument("--scenario", help="start from a named scenario (see `scenarios`)")
+    g.add_argument("--name", help="test name (store/<name>/...)")
+    g.add_argument("--nodes", type=int, help="broker nodes (1-9, default 3)")
+    g.add_argument("--time-limit", type=float, help="seconds of main phase (default 60)")
+    g.add_argument("--seed", type=int, help="random seed (default: drawn and recorded)")
+    g.add_argument("--store", help="store directory (default store/)")
+    g.add_argument("--recovery-timeout", type=float, help="seconds to wait for health after heal")
+    b = p.add_argument_group("broker")
+    b.add_argument("--partition-handling", choices=("ignore", "autoheal", "pause_minority"))
+    b.add_argument("--net-ticktime", type=int, help="seconds (default 10; RabbitMQ's own is 60)")
+    q = p.add_argument_group("queue")
+    q.add_argument("--queue", dest="queue_name", help="queue name")
+    q.add_argument("--queue-type", choices=("quorum", "mirrored", "classic"))
+    q.add_argument("--transient-queue", action="store_true", default=None,
+                   help="declare the queue non-durable (classic only)")
+    q.add_argument("--quorum-initial-group-size", type=int)
+    q.add_argument("--delivery-limit", type=int)
+    q.add_argument("--ha-mode", choices=("all", "exactly", "nodes"))
+    q.add_argument("--ha-params", type=_ha_params, help="a count, or node names n1,n2")
+    q.add_argument("--ha-sync-mode", choices=("automatic", "manual"))
+    q.add_argument("--ha-promote-on-shutdown", choices=("when-synced", "always"))
+    q.add_argument("--ha-promote-on-failure", choices=("when-synced", "always"))
+    q.add_argument("--queue-master-locator", choices=("min-masters", "client-local", "random"))
+    q.add_argument("--single-active-consumer", action="store_true", default=None)
+    w = p.add_argument_group("workload")
+    w.add_argument("--publishers", type=int)
+    w.add_argument("--consumers", type=int)
+    w.add_argument("--rate", type=float, help="publishes per second, all publishers together")
+    w.add_argument("--publish-timeout", type=float, help="seconds to wait for a confirm")
+    w.add_argument("--prefetch", type=int)
+    w.add_argument("--transient-messages", action="store_true", default=None,
+                   help="publish with delivery mode 1")
+    n = p.add_argument_group("nemesis")
+    n.add_argument("--nemesis", type=_csv, help="faults, comma-separated, or 'none'")
+    n.add_argument("--nemesis-interval", type=float, help="healthy seconds between faults")
+    n.add_argument("--nemesis-duration", type=float, help="seconds each fault lasts")
+    n.add_argument("--nemesis-targets",
+                   help="one, random, minority, majority, all, leader, or n1,n2")
+    n.add_argument("--packet-loss", type=float, help="share of packets dropped (packet-loss)")
+    n.add_argument("--packet-scope", choices=("peers", "all"),
+                   help="packet loss on cluster traffic only, or on all traffic")
+    n.add_argument("--bandwidth-kbit", type=int, help="rate limit of the bandwidth fault")
+    n.add_argument("--delay-ms", type=float, help="delay of netem-delay")
+    c = p.add_argument_group("check")
+    c.add_argument("--spark-master", help="Spark master URL (default local[*])")
+    c.add_argument("--strict-order", action="store_true", default=None,
+                   help="FIFO including redeliveries (single active consumer, prefetch 1)")
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    changes = {k: v for k, v in changes.items() if v is not None}
+    return dataclasses.replace(obj, **changes) if changes else obj
+
+
+def spec_from_args(a: argparse.Namespace) -> TestSpec:
+    """Takes parsed options. Returns the validated TestSpec with its seed. Raises SpecError."""
+    from harness.scenarios import scenario
+
+    base = scenario(a.scenario) if a.scenario else TestSpec()
+    broker = _replace(base.broker, partition_handling=a.partition_handling,
+                      net_ticktime=a.net_ticktime)
+    queue = _replace(
+        base.queue, name=a.queue_name, type=a.queue_type,
+        durable=False if a.transient_queue else None,
+        quorum_initial_group_size=a.quorum_initial_group_size, delivery_limit=a.delivery_limit,
+        ha_mode=a.ha_mode, ha_params=a.ha_params, ha_sync_mode=a.ha_sync_mode,
+        ha_promote_on_shutdown=a.ha_promote_on_shutdown,
+        ha_promote_on_failure=a.ha_promote_on_failure,
+        queue_master_locator=a.queue_master_locator,
+        single_active_consumer=a.single_active_consumer,
+    )
+    client = _replace(base.workload.client, publish_timeout_s=a.publish_timeout,
+                      prefetch=a.prefetch,
+                      persistent=False if a.transient_messages else None)
+    workload = _replace(base.workload, publishers=a.publishers, consumers=a.consumers,
+                        rate=a.rate, client=client)
+    faults = a.nemesis
+    if faults is not None and faults in (("none",), ()):
+        faults = ()
+    nemesis: NemesisOptions = _replace(
+        base.nemesis, faults=faults, interval_s=a.nemesis_interval,
+        duration_s=a.nemesis_duration, targets=a.nemesis_targets, packet_loss=a.packet_loss,
+        packet_scope=a.packet_scope, bandwidth_kbit=a.bandwidth_kbit, delay_ms=a.delay_ms,
+    )
+    check: CheckSpec = _replace(base.check, spark_master=a.spark_master,
+                                strict_order=a.strict_order)
+    spec = _replace(
+        base, name=a.name, nodes=a.nodes, time_limit_s=a.time_limit, seed=a.seed,
+        store=a.store, recovery_timeout_s=a.recovery_timeout, broker=broker, queue=queue,
+        workload=workload, nemesis=nemesis, check=check,
+    )
+    spec.validate()
+    return spec.with_seed()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Returns the parser of every subcommand."""
+    p = _Parser(prog="python -m harness", description=__doc__.splitlines()[0])
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging on the console")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    r = sub.add_parser("run", help="run a test against a fresh local cluster")
+    add_run_options(r)
+    c = sub.add_parser("check", help="check a stored run again and rewrite its results.json")
+    c.add_argument("run_dir", type=Path)
+    c.add_argument("--spark-master")
+    rp = sub.add_parser("report", help="draw the plots and report.html of a stored run")
+    rp.add_argument("run_dir", type=Path)
+    sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
+    sub.add_parser("scenarios", help="list the named scenarios")
+    return p
+
+
+def _setup_logging(verbose: bool) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.DEBUG if verbose else logging.INFO)
+    console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                                           "%H:%M:%S"))
+    root.addHandler(console)
+    for noisy in ("pika", "py4j", "matplotlib", "paramiko", "urllib3", "docker"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def summary(results: dict[str, Any]) -> str:
+    """Takes results. Returns the verdict and counts as a few lines for the terminal."""
+    q = results.get("queue", {})
+    o = results.get("ordering", {})
+    lines = [
+        f"valid: {results.get('valid')}",
+        "queue: " + ", ".join(
+            f"{k.removesuffix('_count')} {q[k]}" for k in (
+                "attempt_count", "acknowledged_count", "ok_count", "lost_count",
+                "unexpected_count", "duplicated_count", "recovered_count",
+            ) if k in q
+        ) + f"  [{q.get('valid')}]",
+    ]
+    if o:
+        lines.append(f"ordering: violations {o.get('violation_count')}  [{o.get('valid')}]")
+    run = results.get("run", {})
+    if run.get("problems"):
+        lines.append("run: " + "; ".join(run["problems"]))
+    return "\n".join(lines)
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    from harness.report import render
+    from harness.runner import run_test
+
+    spec = spec_from_args(a)
+    if os.geteuid() != 0:
+        raise UsageError("the local cluster needs root (network namespaces and iptables)")
+    code, outcome = run_test(spec, PROJECT_ROOT / spec.store if not os.path.isabs(spec.store)
+                             else Path(spec.store))
+    if outcome.results is not None:
+        try:
+            render(outcome.run_dir)
+        except Exception:
+            log.exception("report failed")
+        print(summary(outcome.results))
+    elif outcome.error:
+        print(f"error: {outcome.error}", file=sys.stderr)
+    print(f"run directory: {outcome.run_dir}")
+    return code
+
+
+def _cmd_check(a: argparse.Namespace) -> int:
+    from harness.check import check_run, exit_code
+
+    if not (a.run_dir / "history.jsonl").exists():
+        raise UsageError(f"{a.run_dir} has no history.jsonl")
+    results = check_run(a.run_dir, spark_master=a.spark_master)
+    print(summary(results))
+    return exit_code(results)
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    from harness.report import render
+
+    if not (a.run_dir / "history.jsonl").exists():
+        raise UsageError(f"{a.run_dir} has no history.jsonl")
+    for p in render(a.run_dir):
+        print(p)
+    return 0
+
+
+def _cmd_clean(_a: argparse.Namespace) -> int:
+    from harness.cleanup import clean_all
+
+    for line in clean_all():
+        print(line)
+    return 0
+
+
+def _cmd_scenarios(_a: argparse.Namespace) -> int:
+    from harness.scenarios import SCENARIOS
+
+    for name, sc in SCENARIOS.items():
+        print(f"{name:32} {sc.spec.description}")
+        print(f"{'':32} expect: {sc.expect}")
+    return 0
+
+
+COMMANDS = {"run": _cmd_run, "check": _cmd_check, "report": _cmd_report, "clean": _cmd_clean,
+            "scenarios": _cmd_scenarios}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the CLI. Returns the exit code."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    try:
+        a = build_parser().parse_args(argv)
+        _setup_logging(a.verbose)
+        return COMMANDS[a.cmd](a)
+    except (UsageError, SpecError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError) as e:  # a malformed history, a held lock, a dead cluster
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

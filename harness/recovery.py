@@ -1,0 +1,125 @@
+"""Waiting for the cluster to be whole again after the faults, and mending nodes that are not.
+
+After the final heal a node can stay broken: hung in boot after a
+pause_minority heal, or running alone after SIGCONT with its own view of the
+cluster, or left partitioned under `ignore`. `recover` polls the health check
+and, for a node still unhealthy after a grace period, escalates: first
+stop_app/start_app, then kill and restart. Every action is logged and recorded
+in the history as a harness event (f "recover-node"), so the verdict can be
+read beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from clusters.base import Node
+from clusters.rabbitmq import BrokerError, NodeStatus, RabbitBroker
+from clusters.remote import RemoteError
+from harness.history import HARNESS, HistoryWriter, Op
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("restart-app", "kill-restart")
+
+
+@dataclass
+class RecoveryReport:
+    """How recovery went: healthy in the end or not, the time it took, what was done."""
+
+    healthy: bool = False
+    seconds: float = 0.0
+    actions: list[dict[str, str]] = field(default_factory=list)
+    last_status: list[dict[str, object]] = field(default_factory=list)
+
+
+def unhealthy_nodes(statuses: Sequence[NodeStatus], nodes: Sequence[Node]) -> list[Node]:
+    """Takes every node's status (same order as nodes). Returns the nodes that are not whole.
+
+    A node is unhealthy when it does not answer, does not see every node
+    running, or reports a partition. Under `ignore`, both sides report the
+    partition; the side seeing fewer running nodes comes first, so it is the
+    one restarted first.
+    """
+    want = frozenset(n.erlang_name for n in nodes)
+    bad = [
+        (len(s.running_nodes), n)
+        for s, n in zip(statuses, nodes, strict=True)
+        if not (s.running and s.running_nodes >= want and not s.partitions)
+    ]
+    return [n for _, n in sorted(bad, key=lambda x: x[0])]
+
+
+def recover(
+    broker: RabbitBroker, history: HistoryWriter, timeout: float, grace: float,
+) -> RecoveryReport:
+    """Waits until the cluster is healthy, mending nodes that stay broken past `grace` seconds.
+
+    Takes the broker, the history, the overall timeout and the grace period.
+    Returns a RecoveryReport; never raises for a broker that will not mend.
+    """
+    report = RecoveryReport()
+    start = time.monotonic()
+    deadline = start + timeout
+    level: dict[str, int] = {}
+    bad_since: dict[str, float] = {}
+    statuses: list[NodeStatus] = []
+    while time.monotonic() < deadline:
+        statuses = broker.statuses()
+        bad = unhealthy_nodes(statuses, broker.nodes)
+        if not bad:
+            report.healthy = True
+            break
+        now = time.monotonic()
+        for n in list(bad_since):
+            if n not in {b.name for b in bad}:
+                del bad_since[n]
+        for n in bad:
+            bad_since.setdefault(n.name, now)
+        worst = bad[0]
+        if now - bad_since[worst.name] >= grace:
+            step = level.get(worst.name, 0)
+            action = ACTIONS[min(step, len(ACTIONS) - 1)]
+            level[worst.name] = step + 1
+            status = next(s for s in statuses if s.node == worst.erlang_name)
+            _mend(broker, history, worst, action, status, report)
+            bad_since[worst.name] = time.monotonic()  # give the mended node its own grace
+            continue
+        time.sleep(2.0)
+    report.seconds = time.monotonic() - start
+    report.last_status = [
+        {"node": s.node, "running": s.running, "running_nodes": sorted(s.running_nodes),
+         "partitions": s.partitions, "error": s.error}
+        for s in statuses
+    ]
+    if not report.healthy:
+        log.error("cluster still unhealthy after %.0fs: %s", report.seconds, report.last_status)
+    return report
+
+
+def _mend(
+    broker: RabbitBroker, history: HistoryWriter, node: Node, action: str, status: NodeStatus,
+    report: RecoveryReport,
+) -> None:
+    reason = status.error or (
+        f"partitions {status.partitions}" if status.partitions
+        else f"sees {sorted(status.running_nodes)}"
+    )
+    log.warning("recovering %s by %s: %s", node.name, action, reason)
+    outcome = "done"
+    try:
+        if action == "restart-app":
+            broker.resume(node)  # a paused beam answers nothing; SIGCONT is harmless otherwise
+            broker.restart_app(node)
+        else:
+            broker.kill(node)
+            broker.start(node)
+    except (RemoteError, BrokerError) as e:
+        outcome = f"failed: {e}"[:300]
+        log.warning("recovery of %s by %s failed: %s", node.name, action, e)
+    entry = {"node": node.name, "action": action, "reason": reason[:300], "outcome": outcome}
+    report.actions.append(entry)
+    history.append(Op(type="info", process=HARNESS, f="recover-node", value=entry, node=node.name))

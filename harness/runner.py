@@ -1,0 +1,278 @@
+"""A run, phase by phase: setup -> main -> heal -> recovery -> drain -> teardown -> check -> report.
+
+`run_test` takes a validated spec and returns the exit code (0 valid, 1
+invalid, 2 unknown or infrastructure error). Whatever happens -- an error,
+Ctrl-C, SIGTERM -- the nemesis heals, the cluster is torn down by pid, and the
+run directory keeps what was recorded. Each phase's start and end is a
+harness event in the history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clusters.netns import NetnsCluster, make_plan
+from clusters.rabbitmq import BrokerError, RabbitBroker
+from clusters.remote import RemoteError
+from harness import store
+from harness.check import check_run, exit_code
+from harness.history import HARNESS, HistoryWriter, Op
+from harness.recovery import RecoveryReport, recover
+from harness.spec import TestSpec
+from nemesis import NemesisError
+from workloads.clients import ClientError
+from workloads.queue import QueueWorkload
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+STATE_DIR = PROJECT_ROOT / ".state"
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (SIGINT or SIGTERM)."""
+
+
+@dataclass
+class RunOutcome:
+    """What the controller learnt, for test.json and the exit code."""
+
+    run_dir: Path
+    phase_times: dict[str, float] = field(default_factory=dict)
+    interrupted: bool = False
+    error: str | None = None
+    recovery: RecoveryReport | None = None
+    drain: dict[str, Any] | None = None
+    results: dict[str, Any] | None = None
+
+
+@contextlib.contextmanager
+def run_lock() -> Iterator[None]:
+    """Holds the machine-wide lock of local clusters: two runs would share names and addresses."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(STATE_DIR / "lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError("another run holds .state/lock; wait for it or `make clean`") from None
+        yield
+
+
+@contextlib.contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """Turns SIGTERM into Interrupted for the duration (SIGINT already raises KeyboardInterrupt)."""
+    def handler(_sig: int, _frame: object) -> None:
+        raise Interrupted("SIGTERM")
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def uninterruptible() -> Iterator[None]:
+    """Ignores SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot leave debris."""
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def attach_log(run_dir: Path) -> logging.Handler:
+    """Sends every log record of the run to run_dir/harness.log. Returns the handler."""
+    h = logging.FileHandler(run_dir / store.LOG)
+    h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+    h.setLevel(logging.DEBUG)
+    logging.getLogger().addHandler(h)
+    return h
+
+
+class Run:
+    """One run of one spec against a fresh local cluster."""
+
+    def __init__(self, spec: TestSpec, run_dir: Path) -> None:
+        self.spec = spec
+        self.run_dir = run_dir
+        self.outcome = RunOutcome(run_dir)
+        self.history = HistoryWriter(run_dir / store.HISTORY)
+        self.cluster = NetnsCluster(make_plan(spec.nodes))
+        self.broker = RabbitBroker(
+            self.cluster.nodes, spec.broker, str(STATE_DIR / "cluster" / run_dir.name)
+        )
+        self.workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes, self.history)
+        self.nemesis: Any = None
+        self.test_info: dict[str, Any] = {
+            "name": spec.name,
+            "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
+            "spec": spec.to_dict(), "seed": spec.seed, "backend": "netns",
+            "nodes": {n.name: n.ip for n in self.cluster.nodes},
+            "versions": {},
+        }
+        self._phase_started = 0.0
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Records a phase's start and end in the history and its duration."""
+        log.info("phase %s", name)
+        t0 = time.monotonic()
+        self.history.append(Op(type="info", process=HARNESS, f="phase",
+                               value={"phase": name, "state": "start"}))
+        yield
+        self.history.append(Op(type="info", process=HARNESS, f="phase",
+                               value={"phase": name, "state": "end"}))
+        self.outcome.phase_times[name] = round(time.monotonic() - t0, 2)
+
+    def save_test_json(self) -> None:
+        """Writes test.json with the spec, seed, versions and what the run learnt so far."""
+        o = self.outcome
+        info = {
+            **self.test_info,
+            "phase_seconds": o.phase_times,
+            "interrupted": o.interrupted,
+            "error": o.error,
+            "recovery": None if o.recovery is None else o.recovery.__dict__,
+            "drain": o.drain,
+            "history_ops": self.history.count,
+        }
+        store.write_json(self.run_dir / store.TEST, info)
+
+    # -- phases -------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Builds the namespaces, boots and joins the brokers, declares the queue."""
+        with self.phase("setup"):
+            self.cluster.create()
+            self.broker.start_all(self.spec.boot_timeout_s)
+            self.broker.form_cluster()
+            rep = recover(self.broker, self.history, timeout=60, grace=60)
+            if not rep.healthy:
+                raise BrokerError(f"fresh cluster is not healthy: {rep.last_status}")
+            self.test_info["versions"] = self.broker.versions()
+            self.workload.setup(self.broker)
+            self.test_info["placement_at_start"] = self.broker.queue_placement(self.spec.queue.name)
+            self.save_test_json()
+
+    def main(self) -> None:
+        """Runs the workload and the nemesis for the time limit."""
+        from harness.faults import make_nemesis
+
+        stop = threading.Event()
+        self.nemesis = make_nemesis(self.spec, self.cluster, self.broker, self.history, stop)
+        self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
+        with self.phase("main"):
+            self.workload.start(stop)
+            self.nemesis.start()
+            try:
+                stop.wait(self.spec.time_limit_s)
+            finally:
+                stop.set()
+                self.workload.join()
+                self.nemesis.join()
+
+    def heal(self) -> None:
+        """Ends every fault the nemesis left, whatever state it is in."""
+        if self.nemesis is None:
+            return
+        with self.phase("heal"):
+            self.nemesis.heal()
+
+    def recover(self) -> None:
+        """Waits until the cluster is whole, mending stuck nodes."""
+        with self.phase("recovery"):
+            grace = max(30.0, 3.0 * self.spec.broker.net_ticktime)
+            self.outcome.recovery = recover(
+                self.broker, self.history, self.spec.recovery_timeout_s, grace
+            )
+            self.test_info["placement_after_recovery"] = self.broker.queue_placement(
+                self.spec.queue.name
+            )
+
+    def drain(self) -> None:
+        """Consumes what is left from every node. The phase only ends when a pass came back empty."""
+        self.history.append(Op(type="info", process=HARNESS, f="phase",
+                               value={"phase": "drain", "state": "start"}))
+        t0 = time.monotonic()
+        rep = self.workload.drain()
+        self.outcome.drain = rep.__dict__
+        self.outcome.phase_times["drain"] = round(time.monotonic() - t0, 2)
+        state = "end" if rep.complete else "incomplete"
+        self.history.append(Op(type="info", process=HARNESS, f="phase",
+                               value={"phase": "drain", "state": state, **rep.__dict__}))
+
+    def teardown(self) -> None:
+        """Stops brokers, copies node logs into the run directory, removes the cluster."""
+        t0 = time.monotonic()
+        try:
+            self.broker.stop_all()
+        except (RemoteError, BrokerError) as e:
+            log.warning("stopping brokers: %s", e)
+        try:
+            self.broker.collect_logs(self.run_dir / store.NODES)
+        except (OSError, RemoteError) as e:
+            log.warning("collecting node logs: %s", e)
+        self.cluster.destroy()
+        self.outcome.phase_times["teardown"] = round(time.monotonic() - t0, 2)
+
+    def execute(self) -> RunOutcome:
+        """Runs every phase; always heals and tears down. Returns the outcome (results unset)."""
+        try:
+            with signals_as_interrupt():
+                self.setup()
+                self.main()
+                self.heal()
+                self.recover()
+                self.drain()
+        except (KeyboardInterrupt, Interrupted) as e:
+            self.outcome.interrupted = True
+            self.outcome.error = f"interrupted ({type(e).__name__})"
+            log.warning("interrupted: healing and tearing down")
+        except (BrokerError, RemoteError, ClientError, NemesisError, RuntimeError, OSError) as e:
+            self.outcome.error = f"{type(e).__name__}: {e}"
+            log.exception("run failed")
+        finally:
+            with uninterruptible():
+                if self.nemesis is not None:
+                    try:
+                        self.nemesis.heal()
+                    except Exception:  # heal is best-effort here; teardown removes everything anyway
+                        log.exception("final heal failed")
+                self.history.append(Op(type="info", process=HARNESS, f="phase",
+                                       value={"phase": "teardown", "state": "start"}))
+                self.teardown()
+                self.history.close()
+                self.save_test_json()
+        return self.outcome
+
+
+def run_test(spec: TestSpec, store_root: Path) -> tuple[int, RunOutcome]:
+    """Takes a validated spec with a seed and the store root. Runs it. Returns (exit code, outcome)."""
+    with run_lock():
+        run_dir = store.new_run_dir(store_root, spec.name)
+        handler = attach_log(run_dir)
+        try:
+            log.info("run %s seed %s in %s", spec.name, spec.seed, run_dir)
+            run = Run(spec, run_dir)
+            outcome = run.execute()
+        finally:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    if outcome.error and not outcome.interrupted and outcome.phase_times.get("main") is None:
+        return 2, outcome  # the cluster never got going: nothing to check
+    outcome.results = check_run(run_dir, spark_master=spec.check.spark_master)
+    return exit_code(outcome.results), outcome

@@ -1,0 +1,121 @@
+"""The test spec: everything that defines a run, as a frozen dataclass saved to test.json.
+
+A spec is built from defaults, a named scenario and command-line options, and
+validated before anything starts: an impossible option raises `SpecError`
+(the CLI exits 2 with its message). `to_dict` is what test.json records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusters.rabbitmq import BrokerConfig
+from nemesis import NemesisConfigError, NemesisOptions
+from workloads.clients import ClientOptions
+from workloads.queue import WorkloadConfigError, WorkloadOptions
+from workloads.queues import QueueConfigError, QueueSpec
+
+MAX_NODES = 9
+
+
+class SpecError(ValueError):
+    """An option or combination of options that cannot make a test."""
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """How the history is judged."""
+
+    strict_order: bool = False
+    flagged_duplicates_invalid: bool = False
+    unflagged_duplicates_invalid: bool = True
+    spark_master: str | None = None
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """A whole test: cluster, broker, queue, workload, nemesis, timing and checking."""
+
+    __test__ = False  # not a pytest class
+
+    name: str = "partition"
+    nodes: int = 3
+    time_limit_s: float = 60.0
+    seed: int | None = None
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    queue: QueueSpec = field(default_factory=QueueSpec)
+    workload: WorkloadOptions = field(default_factory=WorkloadOptions)
+    nemesis: NemesisOptions = field(default_factory=NemesisOptions)
+    check: CheckSpec = field(default_factory=CheckSpec)
+    recovery_timeout_s: float = 240.0
+    boot_timeout_s: float = 120.0
+    store: str = "store"
+    description: str = ""
+
+    def with_seed(self) -> TestSpec:
+        """Returns the spec with a seed drawn at random when none was given."""
+        if self.seed is not None:
+            return self
+        return dataclasses.replace(self, seed=random.SystemRandom().randrange(2**31))
+
+    def validate(self) -> None:
+        """Raises SpecError naming the first impossible option."""
+        if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
+            raise SpecError(f"test name {self.name!r} must be letters, digits, - _ .")
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise SpecError(f"node count must be 1..{MAX_NODES}, got {self.nodes}")
+        if not self.time_limit_s > 0:
+            raise SpecError(f"time limit must be > 0 seconds, got {self.time_limit_s}")
+        if self.recovery_timeout_s <= 0 or self.boot_timeout_s <= 0:
+            raise SpecError("recovery and boot timeouts must be > 0")
+        try:
+            self.broker.validate()
+            self.queue.validate(self.nodes)
+            self.workload.validate()
+        except (ValueError, QueueConfigError, WorkloadConfigError) as e:
+            raise SpecError(str(e)) from e
+        try:
+            self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)])
+        except NemesisConfigError as e:
+            raise SpecError(str(e)) from e
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the spec as plain JSON-able data."""
+        return dataclasses.asdict(self)
+
+
+def spec_from_dict(d: dict[str, Any]) -> TestSpec:
+    """Takes a dict like `TestSpec.to_dict()` gives (keys may be missing). Returns the spec.
+
+    Raises SpecError for an unknown key.
+    """
+    def build(cls: Any, data: dict[str, Any]) -> Any:
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = set(data) - set(names)
+        if unknown:
+            raise SpecError(f"unknown {cls.__name__} option(s): {', '.join(sorted(unknown))}")
+        kwargs: dict[str, Any] = {}
+        for k, v in data.items():
+            sub = _NESTED.get((cls, k))
+            if sub is not None and isinstance(v, dict):
+                kwargs[k] = build(sub, v)
+            elif isinstance(v, list) and k in ("faults", "extra"):
+                kwargs[k] = tuple(tuple(x) if isinstance(x, list) else x for x in v)
+            else:
+                kwargs[k] = v
+        return cls(**kwargs)
+
+    return build(TestSpec, d)
+
+
+_NESTED: dict[tuple[Any, str], Any] = {
+    (TestSpec, "broker"): BrokerConfig,
+    (TestSpec, "queue"): QueueSpec,
+    (TestSpec, "workload"): WorkloadOptions,
+    (TestSpec, "nemesis"): NemesisOptions,
+    (TestSpec, "check"): CheckSpec,
+    (WorkloadOptions, "client"): ClientOptions,
+}

@@ -1,0 +1,48 @@
+"""The store: one directory per run, `store/<test-name>/<UTC timestamp>/`, and `store/latest`.
+
+A run directory holds test.json, history.jsonl, results.json, harness.log,
+nodes/<node>/, the plots and report.html (shared/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HISTORY = "history.jsonl"
+TEST = "test.json"
+RESULTS = "results.json"
+LOG = "harness.log"
+NODES = "nodes"
+
+
+def new_run_dir(store: Path, test_name: str, now: datetime | None = None) -> Path:
+    """Takes the store root and test name. Returns a new, empty run directory.
+
+    Points `store/latest` at it.
+    """
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+    run = store / test_name / stamp
+    run.mkdir(parents=True, exist_ok=False)
+    link = store / "latest"
+    tmp = store / ".latest.tmp"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(os.path.relpath(run, store), tmp)
+    os.replace(tmp, link)
+    return run
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Writes data as indented JSON, atomically (temp file, then rename)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    """Returns the parsed JSON file."""
+    return json.loads(path.read_text())

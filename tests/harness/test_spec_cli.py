@@ -1,0 +1,99 @@
+"""Tests of the spec and the CLI: impossible options fail at once with exit 2, specs roundtrip."""
+
+import dataclasses
+import json
+
+import pytest
+
+from harness.check import compose_valid, exit_code, run_section
+from harness.cli import build_parser, main, spec_from_args
+from harness.scenarios import SCENARIOS, scenario
+from harness.spec import SpecError, TestSpec, spec_from_dict
+from harness.store import new_run_dir
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["run", "--nodes", "0"], "node count"),
+    (["run", "--nodes", "12"], "node count"),
+    (["run", "--time-limit", "-5"], "time limit"),
+    (["run", "--nemesis", "partition-sideways"], "partition-sideways"),
+    (["run", "--scenario", "nope"], "unknown scenario"),
+    (["run", "--queue-type", "stream"], "invalid choice"),
+    (["run", "--publishers", "0"], "publishers"),
+    (["run", "--quorum-initial-group-size", "5"], "initial group size"),
+    (["run", "--queue-type", "mirrored", "--ha-mode", "exactly"], "ha-params"),
+    (["run", "--nemesis-duration", "-1"], "duration"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_impossible_options_exit_2_before_anything_starts(argv, msg, capsys, monkeypatch):
+    # Nothing may start: fail loudly if the runner is reached at all.
+    import harness.runner
+    monkeypatch.setattr(harness.runner, "run_test", lambda *a, **k: pytest.fail("run started"))
+    assert main(argv) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_check_of_a_directory_without_history_exits_2(tmp_path, capsys):
+    assert main(["check", str(tmp_path)]) == 2
+    assert "no history.jsonl" in capsys.readouterr().err
+
+
+def test_options_override_the_scenario_and_a_seed_is_drawn():
+    a = build_parser().parse_args(
+        ["run", "--scenario", "mirrored-partition", "--nodes", "5", "--ha-mode", "exactly",
+         "--ha-params", "2", "--rate", "50", "--nemesis", "kill,pause", "--net-ticktime", "5"])
+    spec = spec_from_args(a)
+    assert spec.nodes == 5 and spec.queue.type == "mirrored"
+    assert spec.queue.ha_mode == "exactly" and spec.queue.ha_params == 2
+    assert spec.broker.partition_handling == "autoheal" and spec.broker.net_ticktime == 5
+    assert spec.workload.rate == 50
+    assert spec.nemesis.faults == ("kill", "pause")
+    assert isinstance(spec.seed, int)
+
+
+def test_nemesis_none_means_no_faults():
+    spec = spec_from_args(build_parser().parse_args(["run", "--nemesis", "none"]))
+    assert spec.nemesis.faults == ()
+
+
+def test_spec_roundtrips_through_json():
+    spec = dataclasses.replace(scenario("mirrored-partition"), seed=7)
+    again = spec_from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again == spec
+
+
+def test_spec_from_dict_rejects_unknown_keys():
+    with pytest.raises(SpecError, match="bogus"):
+        spec_from_dict({"bogus": 1})
+
+
+def test_every_scenario_is_valid():
+    for name, sc in SCENARIOS.items():
+        sc.spec.validate()
+        assert sc.spec.name == name and sc.expect
+
+
+def test_compose_valid_is_false_over_unknown_over_true():
+    assert compose_valid({"a": {"valid": True}, "b": {"valid": True}}) is True
+    assert compose_valid({"a": {"valid": True}, "b": {"valid": "unknown"}}) == "unknown"
+    assert compose_valid({"a": {"valid": False}, "b": {"valid": "unknown"}}) is False
+    assert [exit_code({"valid": v}) for v in (True, False, "unknown")] == [0, 1, 2]
+    assert exit_code(None) == 2
+
+
+def test_run_section_is_unknown_when_the_run_cannot_vouch_for_its_history():
+    assert run_section({"interrupted": False, "error": None})["valid"] is True
+    assert run_section({"interrupted": True})["valid"] == "unknown"
+    assert run_section({"recovery": {"healthy": False, "actions": []}})["valid"] == "unknown"
+    assert run_section({"drain": {"complete": False}})["valid"] == "unknown"
+    assert run_section(None)["valid"] == "unknown"
+
+
+def test_new_run_dir_moves_latest(tmp_path):
+    a = new_run_dir(tmp_path, "t")
+    b = new_run_dir(tmp_path, "t")
+    assert a != b and (tmp_path / "latest").resolve() == b.resolve()
+
+
+def test_default_spec_is_the_partition_test():
+    assert TestSpec().name == "partition" and TestSpec().nodes == 3

@@ -1,0 +1,39 @@
+"""Fixtures for real-cluster tests: root is required, and nothing may be left behind."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def leftovers() -> list[str]:
+    """Returns what of the project is still on the machine: namespaces, links, broker processes."""
+    found = []
+    ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [line.split()[0] for line in ns.splitlines() if line.startswith("rmqh-")]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found += [line.split(":")[1].strip() for line in links.splitlines()
+              if line.split(":")[1].strip().startswith("rmqh-")]
+    return found
+
+
+def harness(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Runs `python -m harness ARGS` from the project root. Returns the finished process."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(autouse=True)
+def _root_and_clean():
+    if os.geteuid() != 0:
+        pytest.fail("integration tests need root (network namespaces, iptables)")
+    yield
+    left = leftovers()
+    if left:
+        harness("clean")
+    assert not left, f"a run left things behind: {left}"

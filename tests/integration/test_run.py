@@ -1,0 +1,121 @@
+"""End-to-end runs against a real local 3-node RabbitMQ cluster in network namespaces."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.history import read_history
+from tests.integration.conftest import ROOT, harness, leftovers
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _run_dir(proc: subprocess.CompletedProcess) -> Path:
+    line = [x for x in proc.stdout.splitlines() if x.startswith("run directory: ")][-1]
+    return Path(line.removeprefix("run directory: "))
+
+
+def test_partition_run_end_to_end(tmp_path):
+    proc = harness("run", "--scenario", "partition", "--time-limit", "45",
+                   "--nemesis-interval", "5", "--nemesis-duration", "12", "--seed", "42",
+                   "--rate", "60", "--store", str(tmp_path))
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    run = _run_dir(proc)
+    for f in ("test.json", "history.jsonl", "results.json", "harness.log", "report.html",
+              "latency.png", "rate.png"):
+        assert (run / f).exists(), f
+    assert sorted(p.name for p in (run / "nodes").iterdir()) == ["n1", "n2", "n3"]
+    assert any(f.suffix == ".log" for f in (run / "nodes" / "n1").iterdir())
+    results = json.loads((run / "results.json").read_text())
+    test = json.loads((run / "test.json").read_text())
+    assert test["seed"] == 42 and test["versions"]["rabbitmq"].startswith("3.")
+    ops = read_history(run / "history.jsonl")
+    nem = [o for o in ops if o.process == "nemesis"]
+    starts = [o for o in nem if o.f == "start-partition" and o.type == "info"]
+    assert starts, "the nemesis partitioned nothing"
+    assert any(o.f == "heal" for o in nem)
+    grudge = starts[0].value["grudge"]
+    assert set(grudge) <= {"n1", "n2", "n3"}
+    q = results["queue"]
+    assert q["attempt_count"] > 100 and q["acknowledged_count"] > 50
+    # A quorum queue under pause_minority loses nothing; if this fails, read report.html.
+    assert q["lost_count"] == 0, q
+    assert q["unexpected_count"] == 0, q
+    assert {"queue", "ordering", "perf"} <= set(results)
+    assert "valid" in results and str(proc.returncode) in {"0", "1"}
+    assert f"valid: {results['valid']}" in proc.stdout
+
+    # A re-check of the stored run reproduces the counts.
+    again = harness("check", str(run))
+    assert again.returncode == proc.returncode, again.stderr[-2000:]
+    rechecked = json.loads((run / "results.json").read_text())
+    for k, v in results["queue"].items():
+        if k.endswith("_count"):
+            assert rechecked["queue"][k] == v, k
+
+
+def test_healthy_run_reports_no_false_alarms(tmp_path):
+    proc = harness("run", "--scenario", "healthy", "--time-limit", "15", "--rate", "150",
+                   "--store", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    results = json.loads((_run_dir(proc) / "results.json").read_text())
+    q = results["queue"]
+    assert results["valid"] is True
+    assert q["lost_count"] == 0 and q["duplicated_count"] == 0 and q["unexpected_count"] == 0
+    assert q["acknowledged_count"] == q["attempt_count"] > 1000
+    assert q["ok_count"] == q["acknowledged_count"]
+    assert results["ordering"]["violation_count"] == 0
+
+
+def _start_run(tmp_path: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "--time-limit", "120", "--nemesis-interval", "2",
+         "--nemesis-duration", "30", "--store", str(tmp_path), *extra],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_main_phase(tmp_path: Path, proc: subprocess.Popen, timeout: float = 180) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        for h in tmp_path.glob("*/*/history.jsonl"):
+            text = h.read_text()
+            if '"phase":"main","state":"start"' in text and '"start-partition"' in text:
+                return h.parent
+        time.sleep(1)
+    proc.kill()
+    pytest.fail("the run never reached its main phase")
+
+
+def test_sigint_heals_tears_down_and_keeps_what_it_has(tmp_path):
+    proc = _start_run(tmp_path)
+    run = _wait_for_main_phase(tmp_path, proc)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err[-3000:]
+    assert not leftovers()
+    test = json.loads((run / "test.json").read_text())
+    assert test["interrupted"] is True
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] == "unknown"
+    ops = read_history(run / "history.jsonl")
+    assert any(o.f == "heal" and o.type == "info" for o in ops)
+
+
+def test_sigkill_then_clean_leaves_nothing(tmp_path):
+    proc = _start_run(tmp_path)
+    _wait_for_main_phase(tmp_path, proc)
+    proc.kill()  # the harness dies mid-partition: brokers, epmd, namespaces, rules stay behind
+    proc.communicate(timeout=30)
+    assert leftovers(), "expected debris after SIGKILL"
+    clean = harness("clean")
+    assert clean.returncode == 0, clean.stderr
+    assert not leftovers()
