@@ -75,6 +75,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--prefetch", type=int)
     w.add_argument("--transient-messages", action="store_true", default=None,
                    help="publish with delivery mode 1")
+    w.add_argument("--no-confirms", action="store_true", default=None,
+                   help="publish without confirms (every publish is then info)")
+    w.add_argument("--no-mandatory", action="store_true", default=None,
+                   help="publish without the mandatory flag")
+    w.add_argument("--consumer-crash-after", type=int,
+                   help="consumers close their channel unacked every N deliveries")
+    w.add_argument("--placement-interval", type=float,
+                   help="seconds between samples of the queue's leader/members (0: off)")
     n = p.add_argument_group("nemesis")
     n.add_argument("--nemesis", type=_csv, help="faults, comma-separated, or 'none'")
     n.add_argument("--nemesis-interval", type=float, help="healthy seconds between faults")
@@ -116,7 +124,10 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
     )
     client = _replace(base.workload.client, publish_timeout_s=a.publish_timeout,
                       prefetch=a.prefetch,
-                      persistent=False if a.transient_messages else None)
+                      persistent=False if a.transient_messages else None,
+                      confirms=False if a.no_confirms else None,
+                      mandatory=False if a.no_mandatory else None,
+                      crash_after=a.consumer_crash_after)
     workload = _replace(base.workload, publishers=a.publishers, consumers=a.consumers,
                         rate=a.rate, client=client)
     faults = a.nemesis
@@ -132,6 +143,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
     spec = _replace(
         base, name=a.name, nodes=a.nodes, time_limit_s=a.time_limit, seed=a.seed,
         store=a.store, recovery_timeout_s=a.recovery_timeout, broker=broker, queue=queue,
+        placement_interval_s=a.placement_interval,
         workload=workload, nemesis=nemesis, check=check,
     )
     spec.validate()

@@ -27,6 +27,7 @@ from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
 from harness.history import HARNESS, HistoryWriter, Op
+from harness.placement import PlacementSampler
 from harness.recovery import RecoveryReport, recover
 from harness.spec import TestSpec
 from nemesis import NemesisError
@@ -175,15 +176,19 @@ class Run:
         stop = threading.Event()
         self.nemesis = make_nemesis(self.spec, self.cluster, self.broker, self.history, stop)
         self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
+        sampler = PlacementSampler(self.broker, self.spec.queue.name, self.history,
+                                   self.spec.placement_interval_s, stop)
         with self.phase("main"):
             self.workload.start(stop)
             self.nemesis.start()
+            sampler.start()
             try:
                 stop.wait(self.spec.time_limit_s)
             finally:
                 stop.set()
                 self.workload.join()
                 self.nemesis.join()
+                sampler.join()
 
     def heal(self) -> None:
         """Ends every fault the nemesis left, whatever state it is in."""

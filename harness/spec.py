@@ -51,6 +51,7 @@ class TestSpec:
     nemesis: NemesisOptions = field(default_factory=NemesisOptions)
     check: CheckSpec = field(default_factory=CheckSpec)
     recovery_timeout_s: float = 240.0
+    placement_interval_s: float = 5.0
     boot_timeout_s: float = 120.0
     store: str = "store"
     description: str = ""
@@ -69,6 +70,8 @@ class TestSpec:
             raise SpecError(f"node count must be 1..{MAX_NODES}, got {self.nodes}")
         if not self.time_limit_s > 0:
             raise SpecError(f"time limit must be > 0 seconds, got {self.time_limit_s}")
+        if self.placement_interval_s < 0:
+            raise SpecError("placement interval must be >= 0 (0: no sampling)")
         if self.recovery_timeout_s <= 0 or self.boot_timeout_s <= 0:
             raise SpecError("recovery and boot timeouts must be > 0")
         try:

@@ -54,6 +54,10 @@ class ClientOptions:
     prefetch: int = 10
     persistent: bool = True
     mandatory: bool = True
+    confirms: bool = True
+    # A consumer "crashes" after this many deliveries: it closes its channel without
+    # acking the last one, so the broker redelivers it (0: never).
+    crash_after: int = 0
     port: int = 5672
 
 
@@ -161,11 +165,13 @@ class Publisher:
         self._outcome: str | None = None
 
     def open(self) -> None:
-        """Connects and puts the channel in confirm mode. Raises ClientError."""
+        """Connects and puts the channel in confirm mode (unless confirms are off). Raises ClientError."""
         self.conn = connect(self.host, self.opts)
         try:
             ch = self.conn.channel()
             self._impl = ch._impl
+            if not self.opts.confirms:
+                return
             selected: list[object] = []
             self._impl.confirm_delivery(
                 ack_nack_callback=self._on_confirm, callback=selected.append
@@ -211,7 +217,8 @@ class Publisher:
     def publish(self, phase: str = "main") -> str:
         """Publishes one new message and waits for its outcome, up to the deadline.
 
-        Returns "ok", "fail" or "info" (already recorded in the history).
+        Returns "ok", "fail" or "info" (already recorded in the history); with
+        confirms off, "sent" when the op was recorded `info` but the channel is fine.
         """
         if self.conn is None:
             raise ClientError("publisher is not open")
@@ -235,11 +242,18 @@ class Publisher:
                 exchange="", routing_key=self.queue, body=mid.encode(), properties=props,
                 mandatory=self.opts.mandatory,
             )
-            if not _wait(self.conn, lambda: self._outcome is not None, deadline):
+            if not self.opts.confirms:
+                # Without confirms nothing says whether the broker took it: unknown, by
+                # definition. The channel stays usable, so the process is not retired.
+                self.conn.process_data_events(time_limit=0)
+                self._complete("info", "confirms off")
+            elif not _wait(self.conn, lambda: self._outcome is not None, deadline):
                 self._complete("info", f"no confirm within {self.opts.publish_timeout_s:g}s")
         except AMQP_ERRORS as e:
             self._complete("info", f"{type(e).__name__}: {e}"[:300])
         assert self._outcome is not None
+        if not self.opts.confirms and self._outcome == "info" and self.conn.is_open:
+            return "sent"
         return self._outcome
 
     def close(self) -> None:
@@ -272,6 +286,7 @@ class Consumer:
         self.channel: Any = None
         self.delivered = 0
         self.last_delivery = time.monotonic()
+        self.crashed = False
 
     def open(self) -> None:
         """Connects, sets prefetch and starts consuming. Raises ClientError."""
@@ -298,6 +313,11 @@ class Consumer:
         ))
         self.delivered += 1
         self.last_delivery = time.monotonic()
+        if self.opts.crash_after and self.delivered % self.opts.crash_after == 0:
+            # Crash: drop the channel with this delivery (and any prefetched) unacked.
+            self.crashed = True
+            ch.close()
+            return
         ch.basic_ack(delivery_tag=method.delivery_tag)
 
     def poll(self, seconds: float) -> None:

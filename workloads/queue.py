@@ -10,6 +10,8 @@ a new process number takes its place on the next node, as Jepsen does.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import threading
 import time
@@ -62,6 +64,8 @@ class WorkloadOptions:
             raise WorkloadConfigError("publish timeout must be > 0")
         if self.client.prefetch < 0:
             raise WorkloadConfigError("prefetch must be >= 0")
+        if self.client.crash_after < 0:
+            raise WorkloadConfigError("crash-after must be >= 0 deliveries")
 
 
 @dataclass
@@ -91,8 +95,6 @@ class QueueWorkload:
 
     def setup(self, broker: RabbitBroker) -> None:
         """Sets the mirroring policy (if any) and declares the queue. Raises ClientError."""
-        import json
-
         policy = ha_policy(self.spec, {n.name: n.erlang_name for n in self.nodes})
         if policy is not None:
             pattern = "^" + self.spec.name.replace(".", r"\.") + "$"
@@ -165,8 +167,9 @@ class QueueWorkload:
                 while not stop.is_set():
                     con.poll(0.2)
             except ClientError as e:
-                log.info("consumer %d on %s retired: %s", con.process, node.name, e)
-                stop.wait(self.opts.reconnect_delay_s)
+                if not con.crashed:
+                    log.info("consumer %d on %s retired: %s", con.process, node.name, e)
+                    stop.wait(self.opts.reconnect_delay_s)
             con.close()
             node_ix += 1
 
@@ -198,9 +201,9 @@ class QueueWorkload:
         return report
 
     def _drain_node(self, node: Node, deadline: float) -> tuple[int, str | None]:
+        drain_opts = dataclasses.replace(self.opts.client, prefetch=200, crash_after=0)
         con = Consumer(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                       ClientOptions(**{**self.opts.client.__dict__, "prefetch": 200}),
-                       f="drain", phase="drain")
+                       drain_opts, f="drain", phase="drain")
         try:
             con.open()
             while time.monotonic() < deadline:

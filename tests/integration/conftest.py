@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,14 @@ def harness(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(autouse=True)
-def _root_and_clean():
+def _root():
     if os.geteuid() != 0:
         pytest.fail("integration tests need root (network namespaces, iptables)")
+
+
+@pytest.fixture
+def nothing_left() -> Iterator[None]:
+    """Fails the test when, after it, anything of the project is left on the machine."""
     yield
     left = leftovers()
     if left:

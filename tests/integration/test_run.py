@@ -13,7 +13,7 @@ import pytest
 from harness.history import read_history
 from tests.integration.conftest import ROOT, harness, leftovers
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("nothing_left")]
 
 
 def _run_dir(proc: subprocess.CompletedProcess) -> Path:
