@@ -1,0 +1,134 @@
+"""Test helper: a real OpenSSH server inside a throw-away network namespace.
+
+`sshd_in_namespace` builds a one-node namespace cluster with its own prefix
+and subnet (never the harness's), makes a host key and a client key, starts
+`sshd -D` inside the namespace and yields how to reach it. On exit the
+namespace cleanup ends every process inside it by pid (sshd and anything a
+test left running) and removes the namespace. Two test sessions at once
+would tear down each other's namespace (same names, same address), so the
+whole life of the namespace is held under a lock (`exclusive`, a flock on this file).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusters.netns import NetnsCluster, NetnsRemote, make_plan
+from clusters.remote import run_local
+
+SSHD = "/usr/sbin/sshd"
+PREFIX = "rmqs"
+SUBNET = "10.214.0.0/24"
+
+
+@dataclass(frozen=True)
+class SshdHost:
+    """A running test sshd: its address, namespace, and the files a client needs."""
+
+    ip: str
+    namespace: str
+    client_key: str
+    known_hosts: str
+    host_pub: str
+    log_path: str
+
+
+def sshd_config(ip: str, d: Path) -> str:
+    """Takes the listen address and a work directory. Returns a minimal sshd_config.
+
+    UsePAM is off, so sshd refuses an account whose password field is locked
+    ("!"); root with "*" (no password) logs in with its key.
+    """
+    return "\n".join([
+        "Port 22",
+        f"ListenAddress {ip}",
+        f"HostKey {d / 'host_ed25519'}",
+        f"PidFile {d / 'sshd.pid'}",
+        f"AuthorizedKeysFile {d / 'authorized_keys'}",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "StrictModes no",
+        "UsePAM no",
+        "Subsystem sftp internal-sftp",
+        "LogLevel VERBOSE",
+        "",
+    ])
+
+
+def keygen(path: Path) -> str:
+    """Makes an ed25519 key pair at path (no passphrase). Returns the public key line."""
+    run_local(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rmqs-test", "-f", str(path)],
+              timeout=30)
+    return Path(f"{path}.pub").read_text().strip()
+
+
+def wait_for_banner(ip: str, port: int = 22, timeout: float = 10.0) -> None:
+    """Waits until an SSH server answers with its banner; TimeoutError otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((ip, port), timeout=1) as s:
+                if s.recv(64).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no SSH server on {ip}:{port} after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+@contextmanager
+def exclusive(timeout: float = 120.0) -> Iterator[None]:
+    """Holds the machine-wide lock of the test namespace; TimeoutError after `timeout` s."""
+    with open(__file__, "rb") as fh:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("another test session holds the rmqs namespace") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def sshd_in_namespace(d: Path) -> Iterator[SshdHost]:
+    """Takes a work directory. Yields a running sshd in namespace rmqs-n1, removed afterwards.
+
+    The caller holds `exclusive()` around this and around its check that nothing is left.
+    """
+    cluster = NetnsCluster(make_plan(1, prefix=PREFIX, subnet=SUBNET))
+    node = cluster.nodes[0]
+    assert isinstance(node.remote, NetnsRemote)
+    host_pub = keygen(d / "host_ed25519")
+    client_pub = keygen(d / "client_ed25519")
+    (d / "authorized_keys").write_text(client_pub + "\n")
+    (d / "known_hosts").write_text(f"{node.ip} {' '.join(host_pub.split()[:2])}\n")
+    config = d / "sshd_config"
+    config.write_text(sshd_config(node.ip, d))
+    # sshd's privilege-separation directory; the system sshd service makes it at boot.
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    run_local([SSHD, "-t", "-f", str(config)], timeout=10)
+    log_path = str(d / "sshd.log")
+    try:
+        cluster.create()
+        node.remote.spawn([SSHD, "-D", "-e", "-f", str(config)], log_path=log_path)
+        wait_for_banner(node.ip)
+        yield SshdHost(node.ip, node.remote.namespace, str(d / "client_ed25519"),
+                       str(d / "known_hosts"), host_pub, log_path)
+    finally:
+        cluster.destroy()
