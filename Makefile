@@ -1,7 +1,11 @@
 # The two commands users need: `make test-partition` (the main job) and `make test` (the suite).
 # Every target that needs the environment runs `setup` first; setup is idempotent.
 PY := .venv/bin/python
-SCENARIOS := partition healthy kill pause mirrored-partition
+SCENARIOS := partition healthy kill pause \
+             quorum-leader-partition quorum-ignore quorum-majorities-ring quorum-rolling-restart \
+             quorum-packet-loss quorum-sac-fifo quorum-crashing-consumers mirrored-partition \
+             mirrored-master-partition mirrored-pause-minority mirrored-unsynced-promotion durable-full-restart \
+             transient-full-restart
 RUN_ARGS ?=
 
 .PHONY: setup test test-unit test-integration test-partition $(addprefix test-,$(filter-out partition,$(SCENARIOS))) \

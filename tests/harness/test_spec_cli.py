@@ -97,3 +97,15 @@ def test_new_run_dir_moves_latest(tmp_path):
 
 def test_default_spec_is_the_partition_test():
     assert TestSpec().name == "partition" and TestSpec().nodes == 3
+
+
+def test_makefile_has_a_target_per_scenario():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
+    block = re.search(r"^SCENARIOS := ((?:.*\\\n)*.*)$", text, re.M)
+    assert block is not None
+    names = block.group(1).replace("\\\n", " ").split()
+    assert names == list(SCENARIOS)
+    assert {"partition", "kill", "pause"} <= set(names)
