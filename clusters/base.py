@@ -37,7 +37,10 @@ class Node:
 class Cluster(Protocol):
     """A provisioned set of nodes."""
 
-    nodes: Sequence[Node]
+    @property
+    def nodes(self) -> Sequence[Node]:
+        """Returns the nodes, in order n1..nN."""
+        ...
 
     def node(self, name: str) -> Node:
         """Returns the node with that short name; KeyError if none."""

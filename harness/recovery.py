@@ -74,9 +74,9 @@ def recover(
             report.healthy = True
             break
         now = time.monotonic()
-        for n in list(bad_since):
-            if n not in {b.name for b in bad}:
-                del bad_since[n]
+        for name in list(bad_since):
+            if name not in {b.name for b in bad}:
+                del bad_since[name]
         for n in bad:
             bad_since.setdefault(n.name, now)
         worst = bad[0]

@@ -29,7 +29,7 @@ import pika
 import pika.exceptions
 import pika.spec
 
-from harness.history import HistoryWriter, Op
+from harness.history import HistoryWriter, Op, OpType
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class Publisher:
             self.conn = None
             raise ClientError(f"channel on {self.node}: {type(e).__name__}: {e}") from e
 
-    def _complete(self, type_: str, error: str | None = None) -> None:
+    def _complete(self, type_: OpType, error: str | None = None) -> None:
         inv = self._pending
         if inv is None or self._outcome is not None:
             return
