@@ -16,6 +16,7 @@ Command lists are built by pure functions (`setup_commands`,
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import ipaddress
 import logging
 import os
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PREFIX = "rmqh"
 DEFAULT_SUBNET = "10.213.0.0/24"
 HOST_TIMEOUT = 10.0
+PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,40 @@ def kill_pids(pids: Sequence[int], sig: int = signal.SIGKILL) -> None:
             os.kill(pid, sig)
 
 
+def reap(pids: Sequence[int], timeout: float = 2.0) -> None:
+    """Collects the exit status of those pids that are our children, so no zombie lingers.
+
+    Pids that are not our children are skipped; waits at most `timeout` seconds.
+    """
+    left = set(pids)
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                left.discard(pid)  # not ours, or already reaped
+                continue
+            if done:
+                left.discard(pid)
+        if left:
+            time.sleep(0.05)
+
+
+def become_subreaper() -> bool:
+    """Makes this process the reaper of its orphaned descendants (Linux prctl).
+
+    A broker's beam outlives the script that started it; as our descendant it is
+    then reaped by us when killed, rather than lingering as a zombie. Returns
+    whether the call succeeded.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _link_exists(dev: str) -> bool:
     return run_local(["ip", "link", "show", dev], timeout=HOST_TIMEOUT, check=False).ok
 
@@ -142,16 +178,19 @@ def cleanup(prefix: str = DEFAULT_PREFIX) -> list[str]:
     call when nothing is left. Returns a list of what was removed, for the log.
     """
     removed: list[str] = []
+    killed: list[int] = []
     for ns in list_namespaces(prefix):
         for _ in range(50):
             pids = namespace_pids(ns)
             if not pids:
                 break
             kill_pids(pids)
+            killed += pids
             removed += [f"pid {p} in {ns}" for p in pids]
             time.sleep(0.1)
         run_local(["ip", "netns", "del", ns], timeout=HOST_TIMEOUT, check=False)
         removed.append(f"namespace {ns}")
+    reap(killed)
     links = run_local(["ip", "-o", "link", "show"], timeout=HOST_TIMEOUT).stdout
     for line in links.splitlines():
         parts = line.split(":")
@@ -241,6 +280,7 @@ class NetnsCluster:
 
         Raises RemoteError when a command fails (after undoing what was built).
         """
+        become_subreaper()
         cleanup(self.plan.prefix)
         try:
             for cmd in setup_commands(self.plan):
