@@ -249,3 +249,34 @@ def test_full_restart_keeps_confirmed_persistent_messages(env: Env):
     ops = read_history(env.tmp / "history.jsonl")
     got = [o.value for o in ops if o.f == "drain" and o.process != 900_001]
     assert sorted(set(got)) == sorted(f"900001-{i}" for i in range(50))
+
+
+@pytest.mark.parametrize("shape", [
+    "partition-halves", "partition-random-halves", "partition-majorities-ring", "partition-one",
+])
+def test_every_partition_shape_cuts_exactly_its_grudge(env: Env, shape: str):
+    ctx = env.ctx(targets="random")
+    fault = make_fault(shape)
+    desc = fault.start(ctx, random.Random(11))
+    try:
+        grudge = {k: set(v) for k, v in desc["grudge"].items()}
+        names = ["n1", "n2", "n3"]
+        for a in names:
+            for b in names:
+                if a == b:
+                    continue
+                cut = b in grudge.get(a, set()) or a in grudge.get(b, set())
+                assert can_connect(env, a, b) == (not cut), (shape, a, b, grudge)
+    finally:
+        fault.stop(ctx)
+    assert all(can_connect(env, a, b) for a in ("n1", "n2", "n3") for b in ("n1", "n2", "n3")
+               if a != b)
+
+
+def test_graceful_stop_stops_the_broker_and_start_brings_it_back(env: Env):
+    ctx = env.ctx(targets="n3")
+    fault = make_fault("stop")
+    fault.start(ctx, random.Random(1))
+    assert env.broker.beam_pid(env.node("n3")) is None
+    fault.stop(ctx)
+    assert env.broker.beam_pid(env.node("n3")) is not None
