@@ -1,0 +1,262 @@
+"""Results: the sections of results.json, built the same way whichever engine counted.
+
+An engine (Spark or the reference) reduces a history to plain facts: counts,
+bounded samples, per-window latency quantiles. The functions here turn those
+facts into the sections of shared/DESIGN.md and decide their validity, so the
+two engines cannot drift apart in what they call valid. `compose` merges
+sections like Jepsen's checker/compose: false beats "unknown" beats true, and
+a section whose checker raised becomes {"valid": "unknown", "error": ...}.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from checkers.faults import FaultWindow, window_dict
+from checkers.model import ns_to_ms, share
+from checkers.options import CheckOptions
+
+log = logging.getLogger(__name__)
+
+Valid = bool | str
+UNKNOWN: Final = "unknown"
+
+QUEUE_COUNTS: Final = (
+    "attempt_count",
+    "acknowledged_count",
+    "ok_count",
+    "lost_count",
+    "unexpected_count",
+    "duplicated_count",
+    "redelivered_duplicated_count",
+    "unflagged_duplicated_count",
+    "recovered_count",
+    "delivered_failed_count",
+    "fail_count",
+    "info_count",
+    "delivery_count",
+)
+QUEUE_SAMPLES: Final = (
+    "lost",
+    "unexpected",
+    "duplicated",
+    "redelivered_duplicated",
+    "unflagged_duplicated",
+    "recovered",
+    "delivered_failed",
+)
+
+
+def merge_valid(valids: Sequence[Any]) -> Valid:
+    """Takes validity values. Returns false if any is false, else "unknown" if any is not true, else true."""
+    if any(v is False for v in valids):
+        return False
+    if any(v is not True for v in valids):
+        return UNKNOWN
+    return True
+
+
+def check_safe(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Takes a section name and a thunk computing it. Returns the section, or an unknown one if it raised."""
+    try:
+        return fn()
+    except Exception as e:  # a broken checker must not hide the others' verdicts
+        log.warning("checker %s failed", name, exc_info=True)
+        return {
+            "valid": UNKNOWN,
+            "error": f"{type(e).__name__}: {e}",
+            "trace": traceback.format_exc(limit=8),
+        }
+
+
+def compose(sections: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Takes named sections. Returns results.json: {"valid": merged, **sections}."""
+    return {"valid": merge_valid([s.get("valid") for s in sections.values()]), **sections}
+
+
+def queue_section(
+    counts: Mapping[str, int],
+    samples: Mapping[str, list[str]],
+    drain_complete: bool,
+    options: CheckOptions,
+) -> dict[str, Any]:
+    """Takes the queue counts (QUEUE_COUNTS), sorted id samples (QUEUE_SAMPLES), whether the
+    drain completed, and the options. Returns the "queue" section.
+
+    Invalid (false) for lost, unexpected or delivered-although-failed messages,
+    and for duplicates as the options say. Without a completed drain (when
+    required) lost messages cannot be told from ones still queued, so the
+    section is then "unknown" with a reason, unless another anomaly makes it false.
+    """
+    anomalies = []
+    if counts["unexpected_count"]:
+        anomalies.append("unexpected")
+    if counts["delivered_failed_count"]:
+        anomalies.append("delivered_failed")
+    if counts["unflagged_duplicated_count"] and options.unflagged_duplicates_invalid:
+        anomalies.append("unflagged_duplicated")
+    if counts["redelivered_duplicated_count"] and options.flagged_duplicates_invalid:
+        anomalies.append("redelivered_duplicated")
+    drained = drain_complete or not options.require_drain
+    lost = counts["lost_count"] > 0
+    section: dict[str, Any] = {}
+    if anomalies or (lost and drained):
+        valid: Valid = False
+    elif not drained:
+        valid = UNKNOWN
+        section["reason"] = (
+            "the drain did not complete (no harness event phase=drain state=end): "
+            "lost messages cannot be told from messages still queued"
+        )
+    else:
+        valid = True
+    if lost:
+        anomalies.insert(0, "lost")
+    section = {"valid": valid, **section, "anomalies": anomalies, "drain_complete": drain_complete}
+    section.update({k: int(counts[k]) for k in QUEUE_COUNTS})
+    section.update({k: list(samples.get(k, [])) for k in QUEUE_SAMPLES})
+    return section
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery as ordering examples show it."""
+
+    id: str
+    seq: int
+    index: int
+    time: int
+    redelivered: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """Returns the JSON-able form, time in ms."""
+        return {"id": self.id, "seq": self.seq, "index": self.index,
+                "time_ms": ns_to_ms(self.time), "redelivered": self.redelivered}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """Two deliveries of one publisher's messages to one consumer, the later with a seq not greater."""
+
+    consumer: str
+    publisher: int
+    earlier: Delivery
+    later: Delivery
+
+    def as_dict(self) -> dict[str, Any]:
+        """Returns the JSON-able form."""
+        return {"consumer": self.consumer, "publisher": self.publisher,
+                "earlier": self.earlier.as_dict(), "later": self.later.as_dict()}
+
+
+def ordering_section(
+    strict: bool,
+    *,
+    deliveries_checked: int,
+    violation_count: int,
+    consumers_affected_count: int,
+    consumers_affected: list[str],
+    examples: list[Violation],
+) -> dict[str, Any]:
+    """Takes the ordering facts. Returns the "ordering" section (valid iff no violation)."""
+    return {
+        "valid": violation_count == 0,
+        "strict": strict,
+        "deliveries_checked": deliveries_checked,
+        "violation_count": violation_count,
+        "consumers_affected_count": consumers_affected_count,
+        "consumers_affected": consumers_affected,
+        "examples": [v.as_dict() for v in examples],
+    }
+
+
+@dataclass(frozen=True)
+class BucketStats:
+    """Publishes invoked in one stretch of time, their outcomes and confirmed latencies (ns)."""
+
+    invoked: int = 0
+    ok: int = 0
+    fail: int = 0
+    info: int = 0
+    p50: int | None = None
+    p95: int | None = None
+    p99: int | None = None
+    max: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Returns the JSON-able form: counts, shares and latency quantiles in ms."""
+        return {
+            "invoked": self.invoked,
+            "ok": self.ok,
+            "fail": self.fail,
+            "info": self.info,
+            "ok_share": share(self.ok, self.invoked),
+            "fail_share": share(self.fail, self.invoked),
+            "info_share": share(self.info, self.invoked),
+            "latency_ms": {
+                "p50": ns_to_ms(self.p50),
+                "p95": ns_to_ms(self.p95),
+                "p99": ns_to_ms(self.p99),
+                "max": ns_to_ms(self.max),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Gap:
+    """The longest stretch [start, end) (ns) of the main phase without a confirmed publish."""
+
+    start: int
+    end: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Returns the JSON-able form in ms."""
+        return {"ms": ns_to_ms(self.end - self.start), "from_ms": ns_to_ms(self.start),
+                "to_ms": ns_to_ms(self.end)}
+
+
+def perf_section(
+    main_phase: tuple[int, int],
+    overall: BucketStats,
+    healthy: BucketStats,
+    windows: Sequence[FaultWindow],
+    window_stats: Sequence[BucketStats],
+    first_confirm_after: Sequence[int | None],
+    longest_gap: Gap,
+) -> dict[str, Any]:
+    """Takes the perf facts (windows in order, with their stats and the first confirm
+    time at or after each window's end). Returns the "perf" section, valid true."""
+    ws = []
+    for w, st, first in zip(windows, window_stats, first_confirm_after, strict=True):
+        d = window_dict(w)
+        d.update(st.as_dict())
+        d["recovery_ms"] = None if first is None else ns_to_ms(first - w.end)
+        ws.append(d)
+    return {
+        "valid": True,
+        "main_phase": {"start_ms": ns_to_ms(main_phase[0]), "end_ms": ns_to_ms(main_phase[1])},
+        "overall": overall.as_dict(),
+        "healthy": healthy.as_dict(),
+        "longest_without_confirm": longest_gap.as_dict(),
+        "windows": ws,
+    }
+
+
+def longest_gap(confirms_sorted: Sequence[int], start: int, end: int) -> Gap:
+    """Takes ascending confirm times and a phase [start, end]. Returns the longest stretch
+    without a confirm (the earliest of equals), counting the phase's edges as boundaries."""
+    best = Gap(start, start)
+    prev = start
+    for t in confirms_sorted:
+        if t < start or t > end:
+            continue
+        if t - prev > best.end - best.start:
+            best = Gap(prev, t)
+        prev = t
+    if end - prev > best.end - best.start:
+        best = Gap(prev, end)
+    return best

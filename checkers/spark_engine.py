@@ -1,0 +1,172 @@
+"""The Spark engine: checks a history of any size, collecting only aggregates and bounded samples.
+
+Steps: parse once (Parquet, or an in-memory cache for small histories),
+summarize per split, find the first line breaking the contract (raising
+HistoryError naming it), build the per-message table, then the three
+sections, each guarded so that one failing checker leaves the others'
+verdicts (Jepsen's compose).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from checkers.faults import NemesisOp, fault_windows, pairing_problem
+from checkers.model import HARNESS, NEMESIS, decode_value
+from checkers.options import CheckOptions
+from checkers.phases import HarnessEvent, drain_complete, main_phase
+from checkers.results import check_safe, compose, ordering_section, queue_section
+from checkers.spark_io import (
+    CODE_NAMES,
+    History,
+    collect_small,
+    first_index_problem,
+    load,
+    loc,
+    raise_at,
+    row_problem_at,
+    summarize,
+)
+from checkers.spark_order import ordering_facts
+from checkers.spark_perf import perf_facts
+from checkers.spark_queue import messages, publish_problem, queue_facts
+from checkers.spark_session import session
+
+log = logging.getLogger(__name__)
+
+# JSONL histories up to this size are cached in memory rather than written to Parquet.
+MEMORY_LIMIT: Final = 256 * 1024 * 1024
+MAX_SIDE_OPS: Final = 200_000
+# Small histories run independent jobs on this many threads (their jobs are mostly fixed
+# overhead, which overlaps); large ones run one job at a time, each using every core.
+PARALLEL: Final = 3
+PARALLEL_LIMIT: Final = 32 * 1024 * 1024
+
+
+def side_ops(h: History) -> tuple[list[NemesisOp], list[HarnessEvent]]:
+    """Takes a History. Returns its nemesis ops and harness events, in file order (few)."""
+    ok = F.col("proc").isNotNull() & F.col("problem").isNull()
+    rows = collect_small(
+        h.df.where(ok).select(loc().alias("loc"), "index", "time", "code", "proc", "f", "value",
+                              "node", "error").orderBy("loc"),
+        MAX_SIDE_OPS, "nemesis and harness ops")
+    nemesis = [NemesisOp(r["loc"], r["index"], r["time"], CODE_NAMES[r["code"]], r["f"],
+                         decode_value(r["value"]), r["node"], r["error"])
+               for r in rows if r["proc"] == NEMESIS]
+    harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]))
+               for r in rows if r["proc"] == HARNESS]
+    return nemesis, harness
+
+
+def run_all(thunks: Sequence[Callable[[], Any]], workers: int) -> list[Any]:
+    """Takes thunks and a worker count. Returns their results in order, run on that many
+    threads (Spark takes jobs from several threads; small jobs then overlap)."""
+    if workers <= 1:
+        return [t() for t in thunks]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="checkers") as pool:
+        return [f.result() for f in [pool.submit(t) for t in thunks]]
+
+
+def _materialize(spark: SparkSession, df: DataFrame, h: History, work: Path, name: str) -> DataFrame:
+    if h.mode == "memory":
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        df.count()
+        h.cached.append(df)
+        return df
+    out = work / f"{name}.parquet"
+    df.write.mode("overwrite").parquet(str(out))
+    h.cleanup.append(out)
+    return spark.read.parquet(str(out))
+
+
+def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOptions,
+                 work: Path) -> dict[str, Any]:
+    """Takes a session, a loaded History, its path, the options and a scratch directory.
+    Returns the results dict; raises HistoryError for a history breaking the contract."""
+    t0 = time.monotonic()
+    small = h.mode == "memory" and path.is_file() and path.stat().st_size <= PARALLEL_LIMIT
+    workers = PARALLEL if small else 1
+    summary, (nemesis, harness), msgs = run_all([
+        lambda: summarize(h),
+        lambda: side_ops(h),
+        lambda: _materialize(spark, messages(h), h, work, "messages"),
+    ], workers)
+    log.info("summarized %d ops and built the message table in %.1fs", summary.ops,
+             time.monotonic() - t0)
+
+    problems: list[tuple[int, str]] = []
+    bad = [b.bad_loc for b in summary.blocks if b.bad_loc is not None]
+    if bad:
+        problems.append((min(bad), row_problem_at(h, min(bad))))
+    for p in run_all([lambda: first_index_problem(h, summary),
+                      lambda: publish_problem(h, msgs)], workers):
+        if p is not None:
+            problems.append(p)
+    nem = pairing_problem(nemesis)
+    if nem is not None:
+        problems.append((nemesis[nem[0]].key, nem[1]))
+    if problems:
+        at, message = min(problems)
+        raise_at(spark, h, at, message, path)
+
+    first, last = summary.min_time or 0, summary.max_time or 0
+
+    def queue() -> dict[str, Any]:
+        counts, samples = queue_facts(msgs, options.sample_size)
+        return queue_section(counts, samples, drain_complete(harness), options)
+
+    def ordering() -> dict[str, Any]:
+        facts = ordering_facts(h, options.strict_order, options.example_size,
+                               options.sample_size)
+        return ordering_section(options.strict_order, **facts)
+
+    def perf() -> dict[str, Any]:
+        windows = fault_windows(nemesis, last)
+        return perf_facts(spark, msgs, windows, main_phase(harness, first, last),
+                          options.quantile_accuracy)
+
+    names = ("queue", "ordering", "perf")
+    sections = run_all([functools.partial(check_safe, n, f)
+                        for n, f in zip(names, (queue, ordering, perf), strict=True)], workers)
+    results = compose(dict(zip(names, sections, strict=True)))
+    log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
+             results["valid"])
+    return results
+
+
+def check(path: Path, options: CheckOptions, spark_master: str | None = None,
+          spark: SparkSession | None = None) -> dict[str, Any]:
+    """Takes a history (JSONL file or Parquet directory), options, and a master URL or a session.
+    Returns the results dict; raises HistoryError. A session it built is stopped at the end."""
+    created = False
+    if spark is None:
+        spark, created = session(spark_master, options)
+    tmp = None
+    if options.work_dir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="checkers-"))
+    work = options.work_dir or tmp
+    assert work is not None
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        h = load(spark, Path(path), work, MEMORY_LIMIT)
+        try:
+            return check_loaded(spark, h, Path(path), options, work)
+        finally:
+            h.close()
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if created:
+            spark.stop()

@@ -1,0 +1,316 @@
+"""Hypothesis strategies: histories of a correct queue, and anomalies planted in them.
+
+`correct_histories` simulates a FIFO queue with several publishers and
+consumers: publishes end ok (enqueued), fail (not enqueued) or info (enqueued
+or not, the publisher retires); a consumer may hold deliveries unacked and die,
+its messages going back to the head of the queue flagged redelivered; the
+nemesis starts and stops faults; a drain after the main phase takes what is
+left. With `sac=True` one consumer at a time takes messages with prefetch 1,
+so even redeliveries keep per-consumer FIFO (the strict ordering check).
+
+The model knows the truth (`Expected`); `plant` changes a history and the
+truth together: drop a confirmed message's deliveries (lost), deliver one
+again with or without the flag (to a new consumer, or unflagged to the same
+consumer right after itself), deliver an id never published, deliver an info
+or a failed publish, swap two adjacent deliveries of one stream.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from harness.history import HARNESS, NEMESIS, Op
+from tests.checkers.histories import ClockWriter
+
+MS = 1_000_000
+PLANTS = ("drop", "dup_unflagged", "dup_flagged", "dup_same_consumer", "unexpected",
+          "deliver_info", "deliver_failed", "swap")
+
+
+@dataclass
+class Expected:
+    """What a correct checker must report for a generated history."""
+
+    lost: set[str] = field(default_factory=set)
+    unexpected: set[str] = field(default_factory=set)
+    redelivered_duplicated: set[str] = field(default_factory=set)
+    unflagged_duplicated: set[str] = field(default_factory=set)
+    recovered: set[str] = field(default_factory=set)
+    delivered_failed: set[str] = field(default_factory=set)
+    violations: int = 0
+    affected: set[str] = field(default_factory=set)
+
+    @property
+    def duplicated(self) -> set[str]:
+        """Returns every duplicated id."""
+        return self.redelivered_duplicated | self.unflagged_duplicated
+
+
+@dataclass
+class Generated:
+    """A generated history: ops (Op keywords with a time), the publish outcomes, the truth."""
+
+    ops: list[tuple[int, dict[str, Any]]]
+    outcomes: dict[str, str]
+    expected: Expected
+    sac: bool
+    next_process: int
+    planted: list[str] = field(default_factory=list)
+
+    def write(self, path: Path) -> Path:
+        """Writes the history with the harness's HistoryWriter. Returns the path."""
+        w = ClockWriter(path, step=0)
+        with w:
+            for t, kw in self.ops:
+                w.clock = t
+                w.append(Op(**kw))
+        return path
+
+    def deliveries(self) -> Counter[str]:
+        """Returns how often each id is delivered."""
+        return Counter(kw["value"] for _, kw in self.ops if _is_delivery(kw))
+
+
+def _is_delivery(kw: dict[str, Any]) -> bool:
+    return kw["f"] in ("consume", "drain") and kw["type"] == "ok"
+
+
+def _delivery(process: int, mid: str, redelivered: bool, f: str = "consume") -> dict[str, Any]:
+    pub, seq = (int(x) for x in mid.split("-"))
+    return dict(type="ok", process=process, f=f, value=mid, node="n2", queue="q",
+                publisher=pub, seq=seq, consumer=f"{f}-{process}", redelivered=redelivered,
+                phase="drain" if f == "drain" else "main")
+
+
+class _Sim:
+    """The queue model, driven by hypothesis draws."""
+
+    def __init__(self, draw: Any, sac: bool) -> None:
+        self.draw = draw
+        self.sac = sac
+        self.t = 0
+        self.ops: list[tuple[int, dict[str, Any]]] = []
+        self.next_proc = 1
+        self.publishers = [self.proc() for _ in range(draw(st.integers(1, 3)))]
+        self.seqs: dict[int, int] = {}
+        n_cons = 1 if sac else draw(st.integers(1, 3))
+        self.consumers = [self.proc() for _ in range(n_cons)]
+        self.unacked: dict[int, list[str]] = {c: [] for c in self.consumers}
+        self.queue: deque[tuple[str, bool]] = deque()
+        self.outcomes: dict[str, str] = {}
+        self.enqueued_info: set[str] = set()
+        self.fault: str | None = None
+
+    def proc(self) -> int:
+        p = self.next_proc
+        self.next_proc += 1
+        return p
+
+    def emit(self, **kw: Any) -> None:
+        self.t += self.draw(st.integers(0, 5)) * MS
+        self.ops.append((self.t, kw))
+
+    def publish(self) -> None:
+        i = self.draw(st.integers(0, len(self.publishers) - 1))
+        p = self.publishers[i]
+        seq = self.seqs.get(p, 0)
+        self.seqs[p] = seq + 1
+        mid = f"{p}-{seq}"
+        common = dict(process=p, f="publish", value=mid, node="n1", queue="q", publisher=p,
+                      seq=seq, phase="main")
+        self.emit(type="invoke", **common)
+        outcome = self.draw(st.sampled_from(["ok", "ok", "ok", "fail", "info"]))
+        self.emit(type=outcome, error=None if outcome == "ok" else "x", **common)
+        self.outcomes[mid] = outcome
+        if outcome == "ok" or (outcome == "info" and self.draw(st.booleans())):
+            self.queue.append((mid, False))
+            if outcome == "info":
+                self.enqueued_info.add(mid)
+        if outcome == "info":
+            self.publishers[i] = self.proc()
+
+    def deliver(self) -> None:
+        if not self.queue:
+            return
+        c = self.consumers[0] if self.sac else self.draw(st.sampled_from(self.consumers))
+        held = self.unacked[c]
+        if held and (self.sac or len(held) >= 2):
+            held.pop(0)  # acked before the next delivery (prefetch)
+        mid, flag = self.queue.popleft()
+        self.emit(**_delivery(c, mid, flag))
+        if self.draw(st.booleans()):
+            held.append(mid)
+
+    def requeue(self, c: int) -> None:
+        for mid in reversed(self.unacked.pop(c)):
+            self.queue.appendleft((mid, True))
+
+    def die(self) -> None:
+        holding = [c for c in self.consumers if self.unacked[c]]
+        if not holding:
+            return
+        c = self.draw(st.sampled_from(holding))
+        self.requeue(c)
+        new = self.proc()
+        self.consumers[self.consumers.index(c)] = new
+        self.unacked[new] = []
+
+    def nemesis(self) -> None:
+        if self.fault is None:
+            f = self.draw(st.sampled_from(["start-partition", "kill", "pause"]))
+            value = {"nodes": [self.draw(st.sampled_from(["n1", "n2", "n3"]))]}
+            self.emit(type="invoke", process=NEMESIS, f=f, value={"fault": f})
+            self.emit(type="info", process=NEMESIS, f=f, value=value)
+            self.fault = f
+        else:
+            stop = {"start-partition": "stop-partition", "kill": "start", "pause": "resume"}
+            f = stop[self.fault]
+            self.emit(type="invoke", process=NEMESIS, f=f, value={"fault": self.fault})
+            self.emit(type="info", process=NEMESIS, f=f, value={})
+            self.fault = None
+
+    def phase(self, name: str, state: str) -> None:
+        self.emit(type="info", process=HARNESS, f="phase", value={"phase": name, "state": state})
+
+    def finish(self) -> None:
+        self.phase("main", "end")
+        self.emit(type="invoke", process=NEMESIS, f="heal", value={})
+        self.emit(type="info", process=NEMESIS, f="heal", value={"healed": True})
+        for c in list(self.unacked):
+            self.requeue(c)
+        self.phase("drain", "start")
+        drainer = self.proc()
+        while self.queue:
+            mid, flag = self.queue.popleft()
+            self.emit(**_delivery(drainer, mid, flag, f="drain"))
+        self.phase("drain", "end")
+
+
+@st.composite
+def correct_histories(draw: Any, sac: bool | None = None, min_steps: int = 10,
+                      max_steps: int = 60) -> Generated:
+    """Returns a Generated history of a correct queue (see the module docstring)."""
+    sim = _Sim(draw, draw(st.booleans()) if sac is None else sac)
+    sim.phase("main", "start")
+    actions = {"publish": sim.publish, "deliver": sim.deliver, "die": sim.die,
+               "nemesis": sim.nemesis}
+    steps = draw(st.lists(st.sampled_from(["publish", "publish", "deliver", "deliver", "die",
+                                           "nemesis"]), min_size=min_steps,
+                           max_size=max_steps))
+    for a in steps:
+        actions[a]()
+    sim.finish()
+    g = Generated(sim.ops, sim.outcomes, Expected(), sim.sac, sim.next_proc)
+    counts = g.deliveries()
+    g.expected.recovered = {m for m in sim.enqueued_info if counts[m]}
+    g.expected.redelivered_duplicated = {m for m, n in counts.items() if n > 1}
+    return g
+
+
+def _insert_before_drain_end(g: Generated, kw: dict[str, Any]) -> None:
+    t, _ = g.ops[-1]
+    g.ops.insert(len(g.ops) - 1, (t, kw))
+
+
+def _fresh(g: Generated) -> int:
+    p = g.next_process
+    g.next_process += 1
+    return p
+
+
+def plant(g: Generated, kind: str, draw: Any, used: set[str]) -> bool:
+    """Takes a history, a plant kind, hypothesis' draw and ids already planted on. Changes the
+    history and its truth. Returns False when the history has nothing to plant on."""
+    counts = g.deliveries()
+    once = sorted(m for m, n in counts.items() if n == 1 and m not in used)
+    e = g.expected
+    if kind == "drop":
+        cands = sorted(m for m, o in g.outcomes.items()
+                       if o == "ok" and counts[m] and m not in used)
+        if not cands:
+            return False
+        mid = draw(st.sampled_from(cands))
+        g.ops = [(t, kw) for t, kw in g.ops if not (_is_delivery(kw) and kw["value"] == mid)]
+        e.lost.add(mid)
+        e.redelivered_duplicated.discard(mid)
+    elif kind in ("dup_unflagged", "dup_flagged"):
+        if not once:
+            return False
+        mid = draw(st.sampled_from(once))
+        _insert_before_drain_end(g, _delivery(_fresh(g), mid, kind == "dup_flagged", "drain"))
+        (e.redelivered_duplicated if kind == "dup_flagged" else e.unflagged_duplicated).add(mid)
+    elif kind == "dup_same_consumer":
+        # Delivered again, unflagged, right after itself: a duplicate and an ordering violation.
+        at = [i for i, (_, kw) in enumerate(g.ops) if _is_delivery(kw) and kw["value"] in once]
+        if not at:
+            return False
+        i = draw(st.sampled_from(at))
+        t, kw = g.ops[i]
+        mid = kw["value"]
+        g.ops.insert(i + 1, (t, {**kw, "redelivered": False}))
+        e.unflagged_duplicated.add(mid)
+        e.violations += 1
+        e.affected.add(f"{kw['process']}/{kw['consumer']}")
+    elif kind == "unexpected":
+        mid = "999-0"
+        if mid in used:
+            return False
+        _insert_before_drain_end(g, _delivery(_fresh(g), mid, False, "drain"))
+        e.unexpected.add(mid)
+    elif kind in ("deliver_info", "deliver_failed"):
+        outcome = "info" if kind == "deliver_info" else "fail"
+        cands = sorted(m for m, o in g.outcomes.items()
+                       if o == outcome and not counts[m] and m not in used)
+        if not cands:
+            return False
+        mid = draw(st.sampled_from(cands))
+        _insert_before_drain_end(g, _delivery(_fresh(g), mid, False, "drain"))
+        (e.recovered if outcome == "info" else e.delivered_failed).add(mid)
+    elif kind == "swap":
+        return _swap(g, draw, used)
+    used.add(mid)
+    g.planted.append(kind)
+    return True
+
+
+def _swap(g: Generated, draw: Any, used: set[str]) -> bool:
+    counts = g.deliveries()
+    streams: dict[tuple[int, str, int], list[int]] = {}
+    for i, (_, kw) in enumerate(g.ops):
+        if _is_delivery(kw) and not kw["redelivered"]:
+            streams.setdefault((kw["process"], kw["consumer"], kw["publisher"]), []).append(i)
+    pairs = []
+    for key, pos in sorted(streams.items()):
+        for a, b in itertools.pairwise(pos):
+            ids = (g.ops[a][1]["value"], g.ops[b][1]["value"])
+            if all(counts[m] == 1 and m not in used for m in ids):
+                pairs.append((key, a, b))
+    if not pairs:
+        return False
+    key, a, b = draw(st.sampled_from(pairs))
+    (ta, ka), (tb, kb) = g.ops[a], g.ops[b]
+    g.ops[a], g.ops[b] = (ta, kb), (tb, ka)
+    g.expected.violations += 1
+    g.expected.affected.add(f"{key[0]}/{key[1]}")
+    used.update((ka["value"], kb["value"]))
+    g.planted.append("swap")
+    return True
+
+
+@st.composite
+def planted_histories(draw: Any, kinds: tuple[str, ...] = PLANTS, max_plants: int = 3,
+                      sac: bool | None = None) -> Generated:
+    """Returns a correct history with up to `max_plants` anomalies of the given kinds planted."""
+    g = copy.deepcopy(draw(correct_histories(sac=sac)))
+    used: set[str] = set()
+    for kind in draw(st.lists(st.sampled_from(kinds), min_size=min(1, max_plants),
+                              max_size=max_plants)):
+        plant(g, kind, draw, used)
+    return g

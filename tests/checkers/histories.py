@@ -1,0 +1,103 @@
+"""Literal test histories, written with the harness's own HistoryWriter and Op.
+
+`Builder` writes ops through a `HistoryWriter` whose clock the test sets
+(`at`, or 1 ms per op by default), so times are exact and checker results can
+be compared whole. Message ids follow the contract: "<publisher>-<seq>".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.history import HARNESS, NEMESIS, HistoryWriter, Op
+
+MS = 1_000_000
+
+
+class ClockWriter(HistoryWriter):
+    """A HistoryWriter with a settable clock (ns); each append moves it on by `step` ns."""
+
+    def __init__(self, path: Path, step: int = MS) -> None:
+        super().__init__(path, start_ns=0)
+        self.clock = 0
+        self.step = step
+
+    def now(self) -> int:
+        """Returns the settable clock, then advances it by one step."""
+        t = self.clock
+        self.clock += self.step
+        return t
+
+
+class Builder:
+    """Writes a literal history op by op. Takes the file path; use as a context manager."""
+
+    def __init__(self, path: Path, step: int = MS) -> None:
+        self.path = path
+        self.w = ClockWriter(path, step)
+
+    def __enter__(self) -> Builder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.w.close()
+
+    def at(self, ms: float) -> Builder:
+        """Sets the clock to `ms` milliseconds for the next op."""
+        self.w.clock = int(ms * MS)
+        return self
+
+    def op(self, **kw: Any) -> Op:
+        """Appends an Op built from the keywords. Returns it stamped."""
+        return self.w.append(Op(**kw))
+
+    def invoke(self, process: int, seq: int, publisher: int | None = None) -> Op:
+        """Appends a publish invocation of message "<publisher>-<seq>" by `process`."""
+        pub = process if publisher is None else publisher
+        return self.op(type="invoke", process=process, f="publish", value=f"{pub}-{seq}",
+                       node="n1", queue="q", publisher=pub, seq=seq, phase="main")
+
+    def complete(self, process: int, seq: int, type_: str = "ok",
+                 publisher: int | None = None) -> Op:
+        """Appends the completion (`ok`, `fail` or `info`) of a publish."""
+        pub = process if publisher is None else publisher
+        return self.op(type=type_, process=process, f="publish", value=f"{pub}-{seq}",
+                       node="n1", queue="q", publisher=pub, seq=seq, phase="main",
+                       error=None if type_ == "ok" else "test")
+
+    def publish(self, process: int, seq: int, type_: str = "ok") -> None:
+        """Appends a publish invocation and its completion."""
+        self.invoke(process, seq)
+        self.complete(process, seq, type_)
+
+    def deliver(self, process: int, mid: str, consumer: str | None = None,
+                redelivered: bool = False, f: str = "consume") -> Op:
+        """Appends a delivery of `mid` to consumer `process` (tag defaults to "c<process>")."""
+        parts = mid.split("-")
+        pub, seq = (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(
+            p.isdigit() for p in parts) else (None, None)
+        return self.op(type="ok", process=process, f=f, value=mid, node="n2", queue="q",
+                       publisher=pub, seq=seq, consumer=consumer or f"c{process}",
+                       redelivered=redelivered, phase="drain" if f == "drain" else "main")
+
+    def nemesis(self, f: str, value: Any = None, node: str | None = None) -> None:
+        """Appends a nemesis invoke and its info completion."""
+        self.op(type="invoke", process=NEMESIS, f=f, value={"fault": f}, node=node)
+        self.op(type="info", process=NEMESIS, f=f, value=value if value is not None else {},
+                node=node)
+
+    def phase(self, name: str, state: str) -> None:
+        """Appends a harness phase event."""
+        self.op(type="info", process=HARNESS, f="phase", value={"phase": name, "state": state})
+
+    def drained(self) -> None:
+        """Appends the drain phase's start and end events."""
+        self.phase("drain", "start")
+        self.phase("drain", "end")
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    """Writes raw lines (for malformed histories). Returns the path."""
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path

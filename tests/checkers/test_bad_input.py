@@ -1,0 +1,138 @@
+"""Bad input: every contract breach raises HistoryError naming the right line, in both engines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers import CheckOptions, HistoryError, check_history
+from tests.checkers.histories import write_lines
+
+
+def op(index: int, type_: str = "invoke", process: Any = 1, f: str = "publish",
+       value: Any = None, **kw: Any) -> str:
+    if value is None and f == "publish":
+        value = f"{process}-{index}"
+    return json.dumps({"index": index, "time": index * 1000, "type": type_, "process": process,
+                       "f": f, "value": value, **kw})
+
+
+def pub(index: int, seq: int, type_: str, process: int = 1) -> str:
+    return op(index, type_, process, "publish", f"{process}-{seq}", publisher=process, seq=seq)
+
+
+GOOD = [pub(0, 0, "invoke"), pub(1, 0, "ok")]
+
+# (name, lines, offending line, words of the message)
+CASES: list[tuple[str, list[str], int, str]] = [
+    ("malformed json", [*GOOD, '{"index": 2, "type": '], 3, ""),
+    ("not an object", [GOOD[0], "[1, 2]"], 2, ""),
+    ("wrong field type", [GOOD[0], '{"index": "x", "time": 1, "type": "ok", "process": 1, '
+                                   '"f": "publish", "value": "1-0"}'], 2, ""),
+    ("boolean index", [GOOD[0], op(1, "ok").replace('"index": 1', '"index": true')], 2, ""),
+    ("unknown op type", [GOOD[0], op(1, "ack", value="1-0")], 2, "unknown op type"),
+    ("missing f", [GOOD[0], json.dumps({"index": 1, "time": 1, "type": "ok", "process": 1})],
+     2, "missing field 'f'"),
+    ("unknown process", [GOOD[0], op(1, "info", "client-7", "x", value="v")], 2,
+     "unknown process"),
+    ("publish without id", [GOOD[0], op(1, "invoke", 2, "publish", value=None).replace(
+        '"2-1"', "null")], 2, "message id"),
+    ("completion without invocation", [*GOOD, pub(2, 5, "ok")], 3, "without its invocation"),
+    ("completion before invocation", [*GOOD, pub(2, 5, "ok"), pub(3, 5, "invoke")], 3,
+     "without its invocation"),
+    ("index goes back", [*GOOD, pub(5, 1, "invoke"), pub(4, 1, "ok")], 4, "index 4"),
+    ("index repeats", [*GOOD, pub(1, 1, "invoke")], 3, "index 1"),
+    ("published twice", [*GOOD, pub(2, 0, "invoke")], 3, "published again"),
+    ("completed twice", [*GOOD, pub(2, 0, "info")], 3, "more than once"),
+    ("completed by another process", [pub(0, 0, "invoke"),
+                                      op(1, "ok", 2, "publish", "1-0")], 2, "completed by 2"),
+    ("nemesis completion without invocation", [*GOOD, op(2, "info", "nemesis", "kill",
+                                                         {"nodes": ["n1"]})], 3, "nemesis"),
+    ("blank lines count", ["", *GOOD, "   ", "", pub(2, 9, "ok")], 6, "without its invocation"),
+]
+
+
+SPARK_CASES = ("malformed json", "unknown op type", "unknown process", "index goes back",
+               "completion without invocation", "published twice",
+               "nemesis completion without invocation", "blank lines count")
+
+
+def reference(path: Path) -> dict[str, Any]:
+    return check_history(path, options=CheckOptions(engine="reference"))
+
+
+def spark_check(path: Path) -> dict[str, Any]:
+    return check_history(path, options=CheckOptions(engine="spark"))
+
+
+def assert_names_line(engine: Callable[[Path], Any], path: Path, line: int, words: str) -> None:
+    with pytest.raises(HistoryError) as e:
+        engine(path)
+    assert e.value.line == line, str(e.value)
+    assert words in e.value.message
+    assert f"{path.name}:{line}:" in str(e.value)
+
+
+@pytest.mark.parametrize(("name", "lines", "line", "words"), CASES, ids=[c[0] for c in CASES])
+def test_reference_names_the_line(tmp_path: Path, name: str, lines: list[str], line: int,
+                                  words: str) -> None:
+    assert_names_line(reference, write_lines(tmp_path / "history.jsonl", lines), line, words)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("name", "lines", "line", "words"),
+                         [c for c in CASES if c[0] in SPARK_CASES], ids=list(SPARK_CASES))
+def test_spark_names_the_line(spark: Any, tmp_path: Path, name: str, lines: list[str],
+                              line: int, words: str) -> None:
+    assert_names_line(spark_check, write_lines(tmp_path / "history.jsonl", lines), line, words)
+
+
+def long_history(n: int, blank_every: int = 0) -> list[str]:
+    lines = []
+    for i in range(n):
+        lines.append(pub(2 * i, i, "invoke"))
+        lines.append(pub(2 * i + 1, i, "ok"))
+        if blank_every and i % blank_every == 0:
+            lines.append("")
+    return lines
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("where", ["row", "index"])
+def test_spark_line_numbers_across_file_splits(spark: Any, tmp_path: Path, where: str) -> None:
+    # Tiny splits so that the history spans many; blank lines shift line numbers.
+    lines = long_history(400, blank_every=7)
+    bad_line = 701
+    if where == "row":
+        lines[bad_line - 1] = "{oops"
+    else:
+        lines[bad_line - 1] = pub(3, 999, "invoke")
+    path = write_lines(tmp_path / "history.jsonl", lines)
+    old = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    try:
+        assert_names_line(spark_check, path, bad_line, "" if where == "row" else "index 3")
+        assert_names_line(reference, path, bad_line, "")
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", old)
+
+
+def test_cut_off_history_is_not_an_error(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "history.jsonl", [*GOOD, pub(2, 1, "invoke")])
+    r = reference(path)
+    assert r["queue"]["info_count"] == 1 and r["queue"]["valid"] == "unknown"
+
+
+@pytest.mark.spark
+def test_spark_cut_off_history_is_not_an_error(spark: Any, tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "history.jsonl", [*GOOD, pub(2, 1, "invoke")])
+    assert spark_check(path) == reference(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="no such history"):
+        reference(tmp_path / "nope.jsonl")
