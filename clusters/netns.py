@@ -24,10 +24,9 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from clusters.base import Node
-from clusters.remote import CommandResult, RemoteError, run_local, spawn_local
+from clusters.remote import CommandResult, LocalRemote, RemoteError, run_local, spawn_local
 
 log = logging.getLogger(__name__)
 
@@ -205,10 +204,10 @@ def cleanup(prefix: str = DEFAULT_PREFIX) -> list[str]:
     return removed
 
 
-class NetnsRemote:
+class NetnsRemote(LocalRemote):
     """A Remote that runs commands inside one network namespace on this host.
 
-    The filesystem is the host's, so files are read and written directly.
+    The filesystem is the host's, so files are read and written as LocalRemote does.
     """
 
     def __init__(self, name: str, namespace: str) -> None:
@@ -237,20 +236,6 @@ class NetnsRemote:
     ) -> int:
         """Starts argv detached inside the namespace; `ip netns exec` execs, so the pid is argv's."""
         return spawn_local(self._wrap(argv), env=env, log_path=log_path)
-
-    def write_file(self, path: str, content: str, mode: int = 0o644) -> None:
-        """Writes a file (host filesystem, shared with the namespace)."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(content, encoding="utf-8")
-        os.chmod(p, mode)
-
-    def read_file(self, path: str) -> str | None:
-        """Reads a file (host filesystem), or None when missing."""
-        try:
-            return Path(path).read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return None
 
 
 class NetnsCluster:
