@@ -9,7 +9,7 @@ SCENARIOS := partition healthy kill pause \
 RUN_ARGS ?=
 
 .PHONY: setup test test-unit test-integration test-partition $(addprefix test-,$(filter-out partition,$(SCENARIOS))) \
-        scenarios bench lint clean check report
+        scenarios matrix bench lint clean check report
 
 setup:
 	@bash scripts/setup.sh
@@ -28,6 +28,11 @@ test-integration: setup
 # One target per named scenario: make test-partition, make test-kill, make test-pause, ...
 $(addprefix test-,$(SCENARIOS)): test-%: setup
 	$(PY) -m harness run --scenario $* $(RUN_ARGS)
+
+# The scenario matrix (nightly CI): every scenario in turn, a table of verdicts against expectations.
+# Exit 0: all as expected; 1: a scenario expected safe lost something; 2: an unknown verdict.
+matrix: setup
+	$(PY) -m harness matrix $(if $(SCENARIO_LIST),--scenarios $(SCENARIO_LIST)) $(RUN_ARGS)
 
 scenarios: setup
 	@$(PY) -m harness scenarios

@@ -1,4 +1,4 @@
-"""The command line: `python -m harness run|check|report|clean|scenarios`.
+"""The command line: `python -m harness run|matrix|check|report|clean|scenarios`.
 
 Only this module prints. Bad options exit 2 with a clear message before
 anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error.
@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--spark-master")
     rp = sub.add_parser("report", help="draw the plots and report.html of a stored run")
     rp.add_argument("run_dir", type=Path)
+    m = sub.add_parser("matrix", help="run several scenarios in turn and tabulate their verdicts")
+    m.add_argument("--scenarios", type=_csv,
+                   help="scenario names, comma-separated (default: every scenario)")
+    add_run_options(m)
     sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
     sub.add_parser("scenarios", help="list the named scenarios")
     return p
@@ -174,6 +178,10 @@ def _setup_logging(verbose: bool) -> None:
     console.setLevel(logging.DEBUG if verbose else logging.INFO)
     console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
                                            "%H:%M:%S"))
+    if not verbose:
+        # pika logs every refused connect and reset with a traceback; the workload logs one line
+        # per retired process instead. The run's harness.log still gets pika's records.
+        console.addFilter(lambda r: not r.name.startswith("pika"))
     root.addHandler(console)
     for noisy in ("pika", "py4j", "matplotlib", "paramiko", "urllib3", "docker"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -207,8 +215,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
     spec = spec_from_args(a)
     if os.geteuid() != 0:
         raise UsageError("the local cluster needs root (network namespaces and iptables)")
-    code, outcome = run_test(spec, PROJECT_ROOT / spec.store if not os.path.isabs(spec.store)
-                             else Path(spec.store))
+    code, outcome = run_test(spec, _store_root(spec))
     if outcome.results is not None:
         try:
             render(outcome.run_dir)
@@ -219,6 +226,56 @@ def _cmd_run(a: argparse.Namespace) -> int:
         print(f"error: {outcome.error}", file=sys.stderr)
     print(f"run directory: {outcome.run_dir}")
     return code
+
+
+def _store_root(spec: TestSpec) -> Path:
+    return Path(spec.store) if os.path.isabs(spec.store) else PROJECT_ROOT / spec.store
+
+
+def _cmd_matrix(a: argparse.Namespace) -> int:
+    import time
+    from datetime import UTC, datetime
+
+    from harness import matrix
+    from harness.report import render
+    from harness.runner import run_test
+    from harness.scenarios import SCENARIOS
+
+    if a.scenario:
+        raise UsageError("matrix takes --scenarios a,b,... (not --scenario)")
+    names = list(a.scenarios or SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise UsageError(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    specs = []
+    for name in names:  # every spec is validated before anything starts
+        a.scenario = name
+        specs.append(spec_from_args(a))
+    a.scenario = None
+    if os.geteuid() != 0:
+        raise UsageError("the local cluster needs root (network namespaces and iptables)")
+    rows: list[matrix.Row] = []
+    for name, spec in zip(names, specs, strict=True):
+        print(f"=== {name}: {spec.description}", flush=True)
+        t0 = time.monotonic()
+        code, outcome = run_test(spec, _store_root(spec))
+        if outcome.results is not None:
+            try:
+                render(outcome.run_dir)
+            except Exception:
+                log.exception("report failed")
+            print(summary(outcome.results), flush=True)
+        rows.append(matrix.make_row(name, SCENARIOS[name].expect_valid, code,
+                                    time.monotonic() - t0, outcome.run_dir, outcome.results,
+                                    outcome.error))
+        if outcome.interrupted:
+            print("matrix interrupted: the remaining scenarios did not run", file=sys.stderr)
+            break
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    _js, md = matrix.write(rows, _store_root(specs[0]) / "matrix" / stamp)
+    print(md.read_text(), end="")
+    print(f"matrix: {md}")
+    return matrix.exit_code(rows) if len(rows) == len(names) else 2
 
 
 def _cmd_check(a: argparse.Namespace) -> int:
@@ -258,7 +315,7 @@ def _cmd_scenarios(_a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _cmd_run, "check": _cmd_check, "report": _cmd_report, "clean": _cmd_clean,
+COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "check": _cmd_check, "report": _cmd_report, "clean": _cmd_clean,
             "scenarios": _cmd_scenarios}
 
 

@@ -40,7 +40,8 @@ CLASSIC = QueueSpec(type="classic")
 _CATALOGUE: list[tuple[str, str, str, bool | None, dict[str, object]]] = [
     ("partition", "quorum queue, pause_minority, random-halves and single-node partitions",
      "no loss: quorum queues confirm only once a majority has the message", True,
-     {"nemesis": _faults("partition-random-halves", "partition-one")}),
+     {"time_limit_s": 90.0,  # three 20 s faults: about a minute of partitions
+      "nemesis": _faults("partition-random-halves", "partition-one")}),
     ("healthy", "quorum queue, no faults: the control run",
      "valid: nothing lost, duplicated or reordered", True,
      {"nemesis": NemesisOptions(faults=())}),
