@@ -19,7 +19,26 @@ def leftovers() -> list[str]:
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     found += [line.split(":")[1].strip() for line in links.splitlines()
               if line.split(":")[1].strip().startswith("rmqh-")]
+    found += [f"pid {pid}" for pid in project_processes()]
     return found
+
+
+def project_processes() -> list[int]:
+    """Returns the pids of live processes (beam.smp, epmd, ...) whose HOME is a node directory of
+    the project's state: the brokers a run started, in or out of a namespace."""
+    marker = f"HOME={ROOT / '.state'}/".encode()
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(v.startswith(marker) for v in env.split(b"\0")):
+            pids.append(int(proc.name))
+    return pids
 
 
 def harness(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
