@@ -208,13 +208,16 @@ def summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cmd_run(a: argparse.Namespace) -> int:
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise UsageError("the local cluster needs root (network namespaces and iptables)")
+
+
+def _run_and_report(spec: TestSpec) -> tuple[int, Any]:
+    """Runs a validated spec, draws its report and prints its verdict. Returns (code, outcome)."""
     from harness.report import render
     from harness.runner import run_test
 
-    spec = spec_from_args(a)
-    if os.geteuid() != 0:
-        raise UsageError("the local cluster needs root (network namespaces and iptables)")
     code, outcome = run_test(spec, _store_root(spec))
     if outcome.results is not None:
         try:
@@ -224,8 +227,14 @@ def _cmd_run(a: argparse.Namespace) -> int:
         print(summary(outcome.results))
     elif outcome.error:
         print(f"error: {outcome.error}", file=sys.stderr)
-    print(f"run directory: {outcome.run_dir}")
-    return code
+    print(f"run directory: {outcome.run_dir}", flush=True)
+    return code, outcome
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    spec = spec_from_args(a)
+    _require_root()
+    return _run_and_report(spec)[0]
 
 
 def _store_root(spec: TestSpec) -> Path:
@@ -237,8 +246,6 @@ def _cmd_matrix(a: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from harness import matrix
-    from harness.report import render
-    from harness.runner import run_test
     from harness.scenarios import SCENARIOS
 
     if a.scenario:
@@ -252,19 +259,12 @@ def _cmd_matrix(a: argparse.Namespace) -> int:
         a.scenario = name
         specs.append(spec_from_args(a))
     a.scenario = None
-    if os.geteuid() != 0:
-        raise UsageError("the local cluster needs root (network namespaces and iptables)")
+    _require_root()
     rows: list[matrix.Row] = []
     for name, spec in zip(names, specs, strict=True):
         print(f"=== {name}: {spec.description}", flush=True)
         t0 = time.monotonic()
-        code, outcome = run_test(spec, _store_root(spec))
-        if outcome.results is not None:
-            try:
-                render(outcome.run_dir)
-            except Exception:
-                log.exception("report failed")
-            print(summary(outcome.results), flush=True)
+        code, outcome = _run_and_report(spec)
         rows.append(matrix.make_row(name, SCENARIOS[name].expect_valid, code,
                                     time.monotonic() - t0, outcome.run_dir, outcome.results,
                                     outcome.error))
