@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from clusters.base import Node
@@ -36,21 +36,47 @@ class RecoveryReport:
     last_status: list[dict[str, object]] = field(default_factory=list)
 
 
-def unhealthy_nodes(statuses: Sequence[NodeStatus], nodes: Sequence[Node]) -> list[Node]:
-    """Takes every node's status (same order as nodes). Returns the nodes that are not whole.
+def partition_peers(statuses: Sequence[NodeStatus]) -> dict[str, set[str]]:
+    """Takes every node's status. Returns, per Erlang node name, the peers it is partitioned from,
+    by the union of every view: each node reports the partitions it knows of anywhere in the
+    cluster, so a node can list a partition it takes no part in."""
+    peers: dict[str, set[str]] = {}
+    for s in statuses:
+        for a, others in s.partitions.items():
+            for b in others:
+                peers.setdefault(a, set()).add(b)
+                peers.setdefault(b, set()).add(a)
+    return peers
 
-    A node is unhealthy when it does not answer, does not see every node
-    running, or reports a partition. Under `ignore`, both sides report the
-    partition; the side seeing fewer running nodes comes first, so it is the
-    one restarted first.
+
+def unhealthy_nodes(statuses: Sequence[NodeStatus], nodes: Sequence[Node],
+                    mended: Mapping[str, int] | None = None) -> list[Node]:
+    """Takes every node's status (same order as nodes) and how often each node was mended.
+    Returns the nodes that are not whole, the one to mend first first.
+
+    A node is unhealthy when it does not answer, takes part in a partition, or
+    does not see every node running. Order: nodes not answering; then parties
+    to a partition, the one cut from the most peers first (under `ignore` the
+    minority side; where two nodes are cut only from each other, the one mended
+    less often, so that a stale record on one side is mended next); then nodes
+    missing peers, the one seeing fewest first.
     """
+    mended = mended or {}
     want = frozenset(n.erlang_name for n in nodes)
-    bad = [
-        (len(s.running_nodes), n)
-        for s, n in zip(statuses, nodes, strict=True)
-        if not (s.running and s.running_nodes >= want and not s.partitions)
-    ]
-    return [n for _, n in sorted(bad, key=lambda x: x[0])]
+    peers = partition_peers(statuses)
+    ranked = []
+    for i, (s, n) in enumerate(zip(statuses, nodes, strict=True)):
+        cut = len(peers.get(n.erlang_name, ()))
+        if not s.running:
+            rank = (0, 0)
+        elif cut:
+            rank = (1, -cut)
+        elif not s.running_nodes >= want:
+            rank = (2, len(s.running_nodes))
+        else:
+            continue
+        ranked.append((rank, mended.get(n.name, 0), i, n))
+    return [n for *_, n in sorted(ranked, key=lambda x: x[:3])]
 
 
 def recover(
@@ -69,7 +95,7 @@ def recover(
     statuses: list[NodeStatus] = []
     while time.monotonic() < deadline:
         statuses = broker.statuses()
-        bad = unhealthy_nodes(statuses, broker.nodes)
+        bad = unhealthy_nodes(statuses, broker.nodes, level)
         if not bad:
             report.healthy = True
             break
@@ -86,7 +112,8 @@ def recover(
             level[worst.name] = step + 1
             status = next(s for s in statuses if s.node == worst.erlang_name)
             _mend(broker, history, worst, action, status, report)
-            bad_since[worst.name] = time.monotonic()  # give the mended node its own grace
+            # Every node gets a fresh grace: the mend may be what heals the others.
+            bad_since = dict.fromkeys(bad_since, time.monotonic())
             continue
         time.sleep(2.0)
     report.seconds = time.monotonic() - start
