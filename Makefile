@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 SCENARIOS := partition healthy kill pause \
              quorum-leader-partition quorum-ignore quorum-majorities-ring quorum-rolling-restart \
-             quorum-packet-loss quorum-sac-fifo quorum-crashing-consumers mirrored-partition \
+             quorum-packet-loss quorum-sac-fifo quorum-crashing-consumers stream-partition mirrored-partition \
              mirrored-master-partition mirrored-pause-minority mirrored-unsynced-promotion durable-full-restart \
              transient-full-restart
 RUN_ARGS ?=

@@ -55,10 +55,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--net-ticktime", type=int, help="seconds (default 10; RabbitMQ's own is 60)")
     q = p.add_argument_group("queue")
     q.add_argument("--queue", dest="queue_name", help="queue name")
-    q.add_argument("--queue-type", choices=("quorum", "mirrored", "classic"))
+    q.add_argument("--queue-type", choices=("quorum", "mirrored", "classic", "stream"),
+                   help="stream: a replicated log every consumer reads from its first offset")
     q.add_argument("--transient-queue", action="store_true", default=None,
                    help="declare the queue non-durable (classic only)")
-    q.add_argument("--quorum-initial-group-size", type=int)
+    q.add_argument("--quorum-initial-group-size", type=int,
+                   help="replicas of a quorum queue or stream")
     q.add_argument("--delivery-limit", type=int)
     q.add_argument("--ha-mode", choices=("all", "exactly", "nodes"))
     q.add_argument("--ha-params", type=_ha_params, help="a count, or node names n1,n2")
@@ -145,7 +147,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         store=a.store, recovery_timeout_s=a.recovery_timeout, broker=broker, queue=queue,
         placement_interval_s=a.placement_interval,
         workload=workload, nemesis=nemesis, check=check,
-    )
+    ).for_queue()
     spec.validate()
     return spec.with_seed()
 

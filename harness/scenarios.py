@@ -79,6 +79,12 @@ _CATALOGUE: list[tuple[str, str, str, bool | None, dict[str, object]]] = [
      "no loss; duplicates are redelivered (flagged), which at-least-once allows", True,
      {"workload": WorkloadOptions(client=ClientOptions(crash_after=50)),
       "nemesis": _faults("partition-one")}),
+    ("stream-partition", "stream (3 replicas), pause_minority, random-halves and single-node "
+     "partitions; every consumer reads the log from its first offset",
+     "no loss and per-publisher order for every reader: a stream confirms once a majority of "
+     "replicas has the message; each consumer sees every message, so repeats are by design", True,
+     {"queue": QueueSpec(type="stream"), "check": CheckSpec(unflagged_duplicates_invalid=False),
+      "nemesis": _faults("partition-random-halves", "partition-one")}),
     ("mirrored-partition", "mirrored queue (ha-mode all, automatic sync), autoheal, partitions",
      "loss possible: autoheal restarts the losing side and discards what it accepted", None,
      {"broker": BrokerConfig(partition_handling="autoheal"), "queue": MIRRORED_ALL,

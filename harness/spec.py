@@ -16,7 +16,7 @@ from clusters.rabbitmq import BrokerConfig
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.queue import WorkloadConfigError, WorkloadOptions
-from workloads.queues import QueueConfigError, QueueSpec
+from workloads.queues import QueueConfigError, QueueSpec, reads_whole_log
 
 MAX_NODES = 9
 
@@ -80,10 +80,25 @@ class TestSpec:
             self.workload.validate()
         except (ValueError, QueueConfigError, WorkloadConfigError) as e:
             raise SpecError(str(e)) from e
+        if reads_whole_log(self.queue):
+            if self.workload.client.prefetch < 1:
+                raise SpecError("stream consumers need a prefetch >= 1")
+            if self.check.unflagged_duplicates_invalid or self.check.flagged_duplicates_invalid:
+                raise SpecError("every consumer of a stream reads every message: duplicates "
+                                "cannot invalidate a stream test (use for_queue)")
         try:
             self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)])
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
+
+    def for_queue(self) -> TestSpec:
+        """Returns the spec with the check its queue type needs: for a stream, where every
+        consumer reads every message, deliveries of one message to several consumers are the
+        design, so duplicates do not invalidate (lost, unexpected and order still do)."""
+        if not reads_whole_log(self.queue):
+            return self
+        return dataclasses.replace(self, check=dataclasses.replace(
+            self.check, unflagged_duplicates_invalid=False, flagged_duplicates_invalid=False))
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the spec as plain JSON-able data."""

@@ -59,6 +59,8 @@ class ClientOptions:
     # acking the last one, so the broker redelivers it (0: never).
     crash_after: int = 0
     port: int = 5672
+    # Consumers of a stream give the offset they start from (x-stream-offset), e.g. "first".
+    stream_offset: str | None = None
 
 
 class ProcessIds:
@@ -294,8 +296,11 @@ class Consumer:
         try:
             self.channel = self.conn.channel()
             self.channel.basic_qos(prefetch_count=self.opts.prefetch)
+            args = ({"x-stream-offset": self.opts.stream_offset}
+                    if self.opts.stream_offset is not None else None)
             self.channel.basic_consume(
-                self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag
+                self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag,
+                arguments=args,
             )
         except AMQP_ERRORS as e:
             abandon(self.conn)

@@ -31,7 +31,7 @@ from workloads.clients import (
     abandon,
     connect,
 )
-from workloads.queues import QueueSpec, ha_policy, queue_arguments
+from workloads.queues import QueueSpec, ha_policy, queue_arguments, reads_whole_log
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,10 @@ class QueueWorkload:
         self.history = history
         self.pids = ProcessIds()
         self._threads: list[threading.Thread] = []
+        # Consumers of a stream read it from the first offset: each sees the whole log.
+        self.stream = reads_whole_log(spec)
+        self.consumer_opts = (dataclasses.replace(opts.client, stream_offset="first")
+                              if self.stream else opts.client)
 
     # -- setup ------------------------------------------------------------------------
 
@@ -161,7 +165,7 @@ class QueueWorkload:
         while not stop.is_set():
             node = self.nodes[node_ix % len(self.nodes)]
             con = Consumer(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                           self.opts.client)
+                           self.consumer_opts)
             try:
                 con.open()
                 while not stop.is_set():
@@ -182,7 +186,9 @@ class QueueWorkload:
         """
         report = DrainReport()
         deadline = time.monotonic() + self.opts.drain_timeout_s
-        for _round in range(3):
+        # A queue is drained when a whole pass finds nothing left; a stream is read whole
+        # from every node once (reading removes nothing), complete if any node could be read.
+        for _round in range(1 if self.stream else 3):
             took = 0
             for node in self.nodes:
                 n, err = self._drain_node(node, deadline)
@@ -191,7 +197,7 @@ class QueueWorkload:
                 if err:
                     report.errors[node.name] = err
             reached = [n for n in self.nodes if n.name not in report.errors]
-            if took == 0 and reached:
+            if reached and (took == 0 or self.stream):
                 report.complete = True
                 break
             if time.monotonic() > deadline:
@@ -201,7 +207,7 @@ class QueueWorkload:
         return report
 
     def _drain_node(self, node: Node, deadline: float) -> tuple[int, str | None]:
-        drain_opts = dataclasses.replace(self.opts.client, prefetch=200, crash_after=0)
+        drain_opts = dataclasses.replace(self.consumer_opts, prefetch=200, crash_after=0)
         con = Consumer(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
                        drain_opts, f="drain", phase="drain")
         try:
@@ -209,7 +215,7 @@ class QueueWorkload:
             while time.monotonic() < deadline:
                 con.poll(0.2)
                 idle = time.monotonic() - con.last_delivery
-                if idle >= self.opts.drain_idle_s and con.ready_count() == 0:
+                if idle >= self.opts.drain_idle_s and (self.stream or con.ready_count() == 0):
                     break
             return con.delivered, None
         except ClientError as e:

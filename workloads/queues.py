@@ -1,8 +1,11 @@
 """Queue configurations under test, as pure data: queue arguments and mirroring policies.
 
 `QueueSpec` says which kind of queue the workload uses (quorum, classic
-mirrored via a policy, classic unmirrored) and with which settings;
-`queue_arguments` and `ha_policy` turn it into what the broker is given.
+mirrored via a policy, classic unmirrored, or a stream) and with which
+settings; `queue_arguments` and `ha_policy` turn it into what the broker is
+given. A stream is a replicated log read over AMQP 0.9.1: consuming does not
+remove a message, every consumer reads from the first offset, so every
+consumer sees every message (`reads_whole_log`).
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-QueueType = Literal["quorum", "mirrored", "classic"]
-QUEUE_TYPES: tuple[str, ...] = ("quorum", "mirrored", "classic")
+QueueType = Literal["quorum", "mirrored", "classic", "stream"]
+QUEUE_TYPES: tuple[str, ...] = ("quorum", "mirrored", "classic", "stream")
 HA_MODES: tuple[str, ...] = ("all", "exactly", "nodes")
 HA_SYNC_MODES: tuple[str, ...] = ("automatic", "manual")
 HA_PROMOTE: tuple[str, ...] = ("when-synced", "always")
@@ -29,7 +32,7 @@ class QueueSpec:
     name: str = "jepsen.queue"
     type: QueueType = "quorum"
     durable: bool = True
-    # quorum queues
+    # quorum queues (and streams: their initial cluster size)
     quorum_initial_group_size: int | None = None
     delivery_limit: int | None = None
     # classic mirrored queues (applied by policy)
@@ -46,8 +49,12 @@ class QueueSpec:
         _one_of("queue type", self.type, QUEUE_TYPES)
         if not self.name or len(self.name) > 255:
             raise QueueConfigError("queue name must be 1-255 characters")
-        if self.type == "quorum" and not self.durable:
-            raise QueueConfigError("quorum queues are always durable")
+        if self.type in ("quorum", "stream") and not self.durable:
+            raise QueueConfigError(f"{self.type} queues are always durable")
+        if self.type == "stream" and self.single_active_consumer:
+            raise QueueConfigError("streams have no single active consumer on RabbitMQ 3.10")
+        if self.type == "stream" and self.delivery_limit is not None:
+            raise QueueConfigError("streams have no delivery limit")
         if self.quorum_initial_group_size is not None and not (
             1 <= self.quorum_initial_group_size <= node_count
         ):
@@ -77,6 +84,11 @@ class QueueSpec:
             raise QueueConfigError("ha-mode all takes no ha-params")
 
 
+def reads_whole_log(spec: QueueSpec) -> bool:
+    """Returns whether every consumer of the queue reads every message (a stream)."""
+    return spec.type == "stream"
+
+
 def _one_of(label: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise QueueConfigError(f"unknown {label} {value!r}; known: {', '.join(allowed)}")
@@ -91,6 +103,10 @@ def queue_arguments(spec: QueueSpec) -> dict[str, Any]:
             args["x-quorum-initial-group-size"] = spec.quorum_initial_group_size
         if spec.delivery_limit is not None:
             args["x-delivery-limit"] = spec.delivery_limit
+    elif spec.type == "stream":
+        args["x-queue-type"] = "stream"
+        if spec.quorum_initial_group_size is not None:
+            args["x-initial-cluster-size"] = spec.quorum_initial_group_size
     else:
         args["x-queue-type"] = "classic"
     if spec.single_active_consumer:

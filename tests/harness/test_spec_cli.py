@@ -8,7 +8,7 @@ import pytest
 from harness.check import compose_valid, exit_code, run_section
 from harness.cli import build_parser, main, spec_from_args
 from harness.scenarios import SCENARIOS, scenario
-from harness.spec import SpecError, TestSpec, spec_from_dict
+from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
 from harness.store import new_run_dir
 
 
@@ -18,7 +18,8 @@ from harness.store import new_run_dir
     (["run", "--time-limit", "-5"], "time limit"),
     (["run", "--nemesis", "partition-sideways"], "partition-sideways"),
     (["run", "--scenario", "nope"], "unknown scenario"),
-    (["run", "--queue-type", "stream"], "invalid choice"),
+    (["run", "--queue-type", "lifo"], "invalid choice"),
+    (["run", "--queue-type", "stream", "--prefetch", "0"], "prefetch"),
     (["run", "--publishers", "0"], "publishers"),
     (["run", "--quorum-initial-group-size", "5"], "initial group size"),
     (["run", "--queue-type", "mirrored", "--ha-mode", "exactly"], "ha-params"),
@@ -109,3 +110,14 @@ def test_makefile_has_a_target_per_scenario():
     names = block.group(1).replace("\\\n", " ").split()
     assert names == list(SCENARIOS)
     assert {"partition", "kill", "pause"} <= set(names)
+
+
+def test_a_stream_test_lets_readers_repeat_messages_but_keeps_loss_and_order():
+    spec = spec_from_args(build_parser().parse_args(["run", "--queue-type", "stream"]))
+    assert spec.queue.type == "stream"
+    assert not spec.check.unflagged_duplicates_invalid and not spec.check.flagged_duplicates_invalid
+    assert spec.to_dict()["check"]["unflagged_duplicates_invalid"] is False
+    quorum = spec_from_args(build_parser().parse_args(["run"]))
+    assert quorum.check.unflagged_duplicates_invalid and quorum.for_queue() is quorum
+    with pytest.raises(SpecError, match="duplicates"):
+        dataclasses.replace(spec, check=CheckSpec()).validate()

@@ -119,3 +119,19 @@ def test_sigkill_then_clean_leaves_nothing(tmp_path):
     clean = harness("clean")
     assert clean.returncode == 0, clean.stderr
     assert not leftovers()
+
+
+def test_stream_every_node_serves_the_whole_log(tmp_path):
+    proc = harness("run", "--queue-type", "stream", "--nemesis", "none", "--time-limit", "15",
+                   "--rate", "100", "--name", "stream", "--store", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    run = _run_dir(proc)
+    results = json.loads((run / "results.json").read_text())
+    test = json.loads((run / "test.json").read_text())
+    q = results["queue"]
+    assert test["spec"]["queue"]["type"] == "stream"
+    assert q["lost_count"] == 0 and q["unexpected_count"] == 0 and q["acknowledged_count"] > 500
+    # Reading removes nothing: the drain from each node reads every confirmed message again.
+    assert test["drain"]["delivered"] == {n: q["ok_count"] for n in ("n1", "n2", "n3")}
+    assert q["duplicated_count"] == q["ok_count"]
+    assert results["ordering"]["violation_count"] == 0

@@ -4,7 +4,13 @@ import pytest
 
 from workloads.clients import message_id, parse_message_id
 from workloads.queue import WorkloadConfigError, WorkloadOptions
-from workloads.queues import QueueConfigError, QueueSpec, ha_policy, queue_arguments
+from workloads.queues import (
+    QueueConfigError,
+    QueueSpec,
+    ha_policy,
+    queue_arguments,
+    reads_whole_log,
+)
 
 NAMES = {"n1": "rabbit@10.0.0.1", "n2": "rabbit@10.0.0.2", "n3": "rabbit@10.0.0.3"}
 
@@ -37,7 +43,7 @@ def test_exactly_takes_a_count():
 
 
 @pytest.mark.parametrize("spec,msg", [
-    (QueueSpec(type="stream"), "unknown queue type"),  # type: ignore[arg-type]
+    (QueueSpec(type="lifo"), "unknown queue type"),  # type: ignore[arg-type]
     (QueueSpec(type="quorum", durable=False), "always durable"),
     (QueueSpec(quorum_initial_group_size=4), "initial group size"),
     (QueueSpec(type="mirrored", ha_mode="exactly"), "ha-params"),
@@ -66,3 +72,17 @@ def test_message_ids_roundtrip_and_foreign_ids_are_not_ours():
     assert parse_message_id(message_id(12, 345)) == (12, 345)
     for bad in ("", "x-1", "1-", "-1", "1-2-3", "abc"):
         assert parse_message_id(bad) is None
+
+
+def test_stream_arguments_and_rules():
+    spec = QueueSpec(type="stream", quorum_initial_group_size=3)
+    assert queue_arguments(spec) == {"x-queue-type": "stream", "x-initial-cluster-size": 3}
+    assert ha_policy(spec, NAMES) is None
+    assert reads_whole_log(spec) and not reads_whole_log(QueueSpec())
+    spec.validate(3)
+    for bad, msg in [(QueueSpec(type="stream", durable=False), "always durable"),
+                     (QueueSpec(type="stream", single_active_consumer=True), "single active"),
+                     (QueueSpec(type="stream", delivery_limit=3), "delivery limit"),
+                     (QueueSpec(type="stream", quorum_initial_group_size=4), "1..3")]:
+        with pytest.raises(QueueConfigError, match=msg):
+            bad.validate(3)
