@@ -28,7 +28,7 @@ class Scenario:
     expect_valid: bool | None = True
 
 
-def _faults(*faults: str, interval: float = 10, duration: float = 20, targets: str = "random",
+def _faults(*faults: str, interval: float = 10, duration: float = 20, targets: str = "one",
             **extra: object) -> NemesisOptions:
     return NemesisOptions(faults=faults, interval_s=interval, duration_s=duration,
                           targets=targets, **extra)  # type: ignore[arg-type]

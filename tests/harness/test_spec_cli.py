@@ -121,3 +121,9 @@ def test_a_stream_test_lets_readers_repeat_messages_but_keeps_loss_and_order():
     assert quorum.check.unflagged_duplicates_invalid and quorum.for_queue() is quorum
     with pytest.raises(SpecError, match="duplicates"):
         dataclasses.replace(spec, check=CheckSpec()).validate()
+
+
+def test_scenarios_that_say_a_random_node_hit_exactly_one():
+    # "random" targets a random non-empty subset (Jepsen's default): it can kill every node.
+    for name in ("kill", "pause", "quorum-packet-loss", "quorum-sac-fifo"):
+        assert SCENARIOS[name].spec.nemesis.targets == "one", name
