@@ -111,7 +111,7 @@ def recover(
             action = ACTIONS[min(step, len(ACTIONS) - 1)]
             level[worst.name] = step + 1
             status = next(s for s in statuses if s.node == worst.erlang_name)
-            _mend(broker, history, worst, action, status, report)
+            _mend(broker, history, worst, action, _reason(status), report)
             # Every node gets a fresh grace: the mend may be what heals the others.
             bad_since = dict.fromkeys(bad_since, time.monotonic())
             continue
@@ -127,14 +127,17 @@ def recover(
     return report
 
 
-def _mend(
-    broker: RabbitBroker, history: HistoryWriter, node: Node, action: str, status: NodeStatus,
-    report: RecoveryReport,
-) -> None:
-    reason = status.error or (
+def _reason(status: NodeStatus) -> str:
+    return status.error or (
         f"partitions {status.partitions}" if status.partitions
         else f"sees {sorted(status.running_nodes)}"
     )
+
+
+def _mend(
+    broker: RabbitBroker, history: HistoryWriter, node: Node, action: str, reason: str,
+    report: RecoveryReport, f: str = "recover-node",
+) -> None:
     log.warning("recovering %s by %s: %s", node.name, action, reason)
     outcome = "done"
     try:
@@ -149,4 +152,20 @@ def _mend(
         log.warning("recovery of %s by %s failed: %s", node.name, action, e)
     entry = {"node": node.name, "action": action, "reason": reason[:300], "outcome": outcome}
     report.actions.append(entry)
-    history.append(Op(type="info", process=HARNESS, f="recover-node", value=entry, node=node.name))
+    history.append(Op(type="info", process=HARNESS, f=f, value=entry, node=node.name))
+
+
+def restart_each(
+    broker: RabbitBroker, history: HistoryWriter, reason: str, timeout: float, grace: float,
+) -> RecoveryReport:
+    """Mends a queue the whole cluster cannot serve although every node is healthy (a classic
+    mirrored queue can answer "timeout" on every node for minutes after an autoheal): restarts
+    each node's app in turn, each recorded as f "recover-queue", then waits for the cluster to
+    be whole again. Takes the broker, history, reason, recovery timeout and grace. Returns what
+    was done and whether the cluster ended whole."""
+    report = RecoveryReport()
+    for node in broker.nodes:
+        _mend(broker, history, node, "restart-app", reason, report, f="recover-queue")
+    after = recover(broker, history, timeout, grace)
+    after.actions[:0] = report.actions
+    return after

@@ -28,7 +28,7 @@ from harness import store
 from harness.check import check_run, exit_code
 from harness.history import HARNESS, HistoryWriter, Op
 from harness.placement import PlacementSampler
-from harness.recovery import RecoveryReport, recover
+from harness.recovery import RecoveryReport, recover, restart_each
 from harness.spec import TestSpec
 from nemesis import NemesisError
 from workloads.clients import ClientError
@@ -214,6 +214,19 @@ class Run:
                                value={"phase": "drain", "state": "start"}))
         t0 = time.monotonic()
         rep = self.workload.drain()
+        if not rep.complete and rep.errors and self.outcome.recovery is not None \
+                and self.outcome.recovery.healthy:
+            # The cluster is whole but no node could serve the queue: mend it, then drain again.
+            reason = "queue not drained: " + "; ".join(sorted(set(rep.errors.values())))[:250]
+            log.warning("%s; restarting each node's app, then draining again", reason)
+            grace = max(30.0, 3.0 * self.spec.broker.net_ticktime)
+            mended = restart_each(self.broker, self.history, reason,
+                                  self.spec.recovery_timeout_s, grace)
+            self.outcome.recovery.actions.extend(mended.actions)
+            again = self.workload.drain()
+            for node, n in again.delivered.items():
+                again.delivered[node] = n + rep.delivered.get(node, 0)
+            rep = again
         self.outcome.drain = rep.__dict__
         self.outcome.phase_times["drain"] = round(time.monotonic() - t0, 2)
         state = "end" if rep.complete else "incomplete"

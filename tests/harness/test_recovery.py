@@ -6,7 +6,7 @@ from clusters.base import Node
 from clusters.rabbitmq import NodeStatus
 from clusters.remote import LocalRemote
 from harness.history import HistoryWriter, read_history
-from harness.recovery import partition_peers, recover, unhealthy_nodes
+from harness.recovery import partition_peers, recover, restart_each, unhealthy_nodes
 
 NODES = [Node(f"n{i}", f"10.0.0.{10 + i}", LocalRemote()) for i in range(1, 6)]
 ALL = frozenset(n.erlang_name for n in NODES)
@@ -103,3 +103,14 @@ def test_recover_escalates_to_kill_and_gives_up_at_its_deadline(tmp_path):
     assert [a["action"] for a in rep.actions][:2] == ["restart-app", "kill-restart"]
     assert {a["node"] for a in rep.actions} == {"n1"}
     assert rep.last_status[0]["running"] is False
+
+
+def test_restart_each_restarts_every_app_in_turn_and_records_recover_queue(tmp_path):
+    broker = ScriptedBroker([], heals_when=lambda m: True)
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    rep = restart_each(broker, h, "queue not drained: timeout", timeout=10, grace=0)  # type: ignore[arg-type]
+    h.close()
+    assert rep.healthy and broker.mended == [n.name for n in NODES]
+    ops = read_history(tmp_path / "h.jsonl")
+    assert [o.f for o in ops] == ["recover-queue"] * len(NODES)
+    assert ops[0].value["reason"] == "queue not drained: timeout"
