@@ -24,6 +24,13 @@ from harness.history import HARNESS, HistoryWriter, Op
 log = logging.getLogger(__name__)
 
 ACTIONS = ("restart-app", "kill-restart")
+SETTLE_S = 10.0
+
+
+def booting(status: NodeStatus) -> bool:
+    """Returns whether the node answers but its rabbit app is not running (booting, or paused
+    by pause_minority): past the grace period such a node is stuck, and only a kill mends it."""
+    return bool(status.error) and "app to be running" in (status.error or "")
 
 
 @dataclass
@@ -92,6 +99,7 @@ def recover(
     deadline = start + timeout
     level: dict[str, int] = {}
     bad_since: dict[str, float] = {}
+    settle_until = 0.0
     statuses: list[NodeStatus] = []
     while time.monotonic() < deadline:
         statuses = broker.statuses()
@@ -106,14 +114,18 @@ def recover(
         for n in bad:
             bad_since.setdefault(n.name, now)
         worst = bad[0]
-        if now - bad_since[worst.name] >= grace:
+        if now - bad_since[worst.name] >= grace and now >= settle_until:
+            status = next(s for s in statuses if s.node == worst.erlang_name)
             step = level.get(worst.name, 0)
+            if step == 0 and booting(status):
+                step = 1  # stop_app would hang on a node stuck in boot
             action = ACTIONS[min(step, len(ACTIONS) - 1)]
             level[worst.name] = step + 1
-            status = next(s for s in statuses if s.node == worst.erlang_name)
             _mend(broker, history, worst, action, _reason(status), report)
-            # Every node gets a fresh grace: the mend may be what heals the others.
-            bad_since = dict.fromkeys(bad_since, time.monotonic())
+            # The mended node gets a fresh grace, and the others a short settling time: the
+            # mend may be what heals them.
+            bad_since[worst.name] = time.monotonic()
+            settle_until = time.monotonic() + min(grace, SETTLE_S)
             continue
         time.sleep(2.0)
     report.seconds = time.monotonic() - start

@@ -114,3 +114,15 @@ def test_restart_each_restarts_every_app_in_turn_and_records_recover_queue(tmp_p
     ops = read_history(tmp_path / "h.jsonl")
     assert [o.f for o in ops] == ["recover-queue"] * len(NODES)
     assert ops[0].value["reason"] == "queue not drained: timeout"
+
+
+def test_a_node_stuck_in_boot_is_killed_and_restarted_at_once(tmp_path):
+    stuck = NodeStatus(e("n2"), False, error="Error: this command requires the 'rabbit' app to "
+                       "be running on the target node. Start it with 'rabbitmqctl start_app'.")
+    broker = ScriptedBroker([status("n1"), stuck, status("n3"), status("n4"), status("n5")],
+                            heals_when=lambda m: "n2" in m)
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    rep = recover(broker, h, timeout=30, grace=0)  # type: ignore[arg-type]
+    h.close()
+    assert rep.healthy
+    assert [(a["node"], a["action"]) for a in rep.actions] == [("n2", "kill-restart")]
