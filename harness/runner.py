@@ -197,12 +197,16 @@ class Run:
         with self.phase("heal"):
             self.nemesis.heal()
 
+    def grace(self) -> float:
+        """Returns how long a node may stay unhealthy before it is mended: partition detection
+        takes up to net_ticktime, and a node needs time to rejoin after it."""
+        return max(30.0, 3.0 * self.spec.broker.net_ticktime)
+
     def recover(self) -> None:
         """Waits until the cluster is whole, mending stuck nodes."""
         with self.phase("recovery"):
-            grace = max(30.0, 3.0 * self.spec.broker.net_ticktime)
             self.outcome.recovery = recover(
-                self.broker, self.history, self.spec.recovery_timeout_s, grace
+                self.broker, self.history, self.spec.recovery_timeout_s, self.grace()
             )
             self.test_info["placement_after_recovery"] = self.broker.queue_placement(
                 self.spec.queue.name
@@ -219,9 +223,8 @@ class Run:
             # The cluster is whole but no node could serve the queue: mend it, then drain again.
             reason = "queue not drained: " + "; ".join(sorted(set(rep.errors.values())))[:250]
             log.warning("%s; restarting each node's app, then draining again", reason)
-            grace = max(30.0, 3.0 * self.spec.broker.net_ticktime)
             mended = restart_each(self.broker, self.history, reason,
-                                  self.spec.recovery_timeout_s, grace)
+                                  self.spec.recovery_timeout_s, self.grace())
             self.outcome.recovery.actions.extend(mended.actions)
             again = self.workload.drain()
             for node, n in again.delivered.items():
