@@ -83,7 +83,7 @@ _CATALOGUE: list[tuple[str, str, str, bool | None, dict[str, object]]] = [
      "partitions; every consumer reads the log from its first offset",
      "no loss and per-publisher order for every reader: a stream confirms once a majority of "
      "replicas has the message; each consumer sees every message, so repeats are by design", True,
-     {"queue": QueueSpec(type="stream"), "check": CheckSpec(unflagged_duplicates_invalid=False),
+     {"queue": QueueSpec(type="stream"),
       "nemesis": _faults("partition-random-halves", "partition-one")}),
     ("mirrored-partition", "mirrored queue (ha-mode all, automatic sync), autoheal, partitions",
      "loss possible: autoheal restarts the losing side and discards what it accepted", None,
@@ -116,7 +116,9 @@ _CATALOGUE: list[tuple[str, str, str, bool | None, dict[str, object]]] = [
 
 SCENARIOS: dict[str, Scenario] = {
     name: Scenario(
-        dataclasses.replace(TestSpec(name=name, description=desc), **changes),  # type: ignore[arg-type]
+        dataclasses.replace(
+            TestSpec(name=name, description=desc), **changes,  # type: ignore[arg-type]
+        ).for_queue(),
         expect, expect_valid,
     )
     for name, desc, expect, expect_valid, changes in _CATALOGUE
