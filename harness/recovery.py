@@ -30,7 +30,7 @@ SETTLE_S = 10.0
 def booting(status: NodeStatus) -> bool:
     """Returns whether the node answers but its rabbit app is not running (booting, or paused
     by pause_minority): past the grace period such a node is stuck, and only a kill mends it."""
-    return bool(status.error) and "app to be running" in (status.error or "")
+    return "app to be running" in (status.error or "")
 
 
 @dataclass
