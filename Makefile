@@ -1,11 +1,14 @@
 # The two commands users need: `make test-partition` (the main job) and `make test` (the suite).
 # Every target that needs the environment runs `setup` first; setup is idempotent.
 PY := .venv/bin/python
-SCENARIOS := partition healthy kill pause \
-             quorum-leader-partition quorum-ignore quorum-majorities-ring quorum-rolling-restart \
-             quorum-packet-loss quorum-sac-fifo quorum-crashing-consumers stream-partition mirrored-partition \
-             mirrored-master-partition mirrored-pause-minority mirrored-unsynced-promotion durable-full-restart \
-             transient-full-restart
+SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-ignore \
+             quorum-majorities-ring quorum-rolling-restart quorum-packet-loss quorum-sac-fifo \
+             quorum-crashing-consumers stream-partition mirrored-master-partition \
+             quorum-autoheal-leader-partition mirrored-ignore-split-brain mirrored-partition \
+             mirrored-pause-minority mirrored-unsynced-promotion mirrored-synced-promotion \
+             mirrored-manual-sync-rejoin quorum-followers-restart transient-node-restart \
+             nondurable-node-restart durable-node-restart transient-full-restart \
+             durable-full-restart
 RUN_ARGS ?=
 
 .PHONY: setup test test-unit test-integration test-partition $(addprefix test-,$(filter-out partition,$(SCENARIOS))) \

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from clusters.remote import Remote
 
@@ -76,4 +76,9 @@ class Broker(Protocol):
 
     def queue_leader(self, queue: str) -> str | None:
         """Returns the short name of the node hosting the queue's leader or master, if known."""
+        ...
+
+    def queue_placement(self, queue: str) -> dict[str, Any]:
+        """Returns where the queue lives: {"leader", "members", "mirrors", ...} as short node
+        names, {} when unknown."""
         ...

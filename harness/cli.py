@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,18 @@ class _Parser(argparse.ArgumentParser):
 
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _rate(text: str) -> float:
+    if text == "unlimited":
+        return UNLIMITED
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a rate: {text!r}") from None
+
+
+UNLIMITED = -1.0  # --consume-rate unlimited, before it becomes None in the spec
 
 
 def _ha_params(text: str) -> int | list[str]:
@@ -72,7 +85,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     w = p.add_argument_group("workload")
     w.add_argument("--publishers", type=int)
     w.add_argument("--consumers", type=int)
-    w.add_argument("--rate", type=float, help="publishes per second, all publishers together")
+    w.add_argument("--rate", type=float,
+                   help="publishes per second, all publishers together (default 200)")
+    w.add_argument("--consume-rate", type=_rate,
+                   help="acks per second, all consumers together (default 50, below the publish "
+                        "rate, so the queue keeps a backlog); 'unlimited' for as fast as possible")
+    w.add_argument("--pause-consumers-in-faults", action="store_true", default=None,
+                   help="consumers stop while a fault is active (the backlog grows through it)")
     w.add_argument("--publish-timeout", type=float, help="seconds to wait for a confirm")
     w.add_argument("--prefetch", type=int)
     w.add_argument("--transient-messages", action="store_true", default=None,
@@ -86,11 +105,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--placement-interval", type=float,
                    help="seconds between samples of the queue's leader/members (0: off)")
     n = p.add_argument_group("nemesis")
-    n.add_argument("--nemesis", type=_csv, help="faults, comma-separated, or 'none'")
+    n.add_argument("--nemesis", type=_csv,
+                   help="faults, comma-separated, or 'none'; a fault may name its own targets: "
+                        "kill@leader, stop@follower, pause@n1+n3")
+    n.add_argument("--nemesis-order", choices=("random", "cycle"),
+                   help="draw each fault at random (default) or play them in the order given")
     n.add_argument("--nemesis-interval", type=float, help="healthy seconds between faults")
     n.add_argument("--nemesis-duration", type=float, help="seconds each fault lasts")
     n.add_argument("--nemesis-targets",
-                   help="one, random, minority, majority, all, leader, or n1,n2")
+                   help="one, random, minority, majority, all, leader, follower, followers, "
+                        "or n1,n2")
     n.add_argument("--packet-loss", type=float, help="share of packets dropped (packet-loss)")
     n.add_argument("--packet-scope", choices=("peers", "all"),
                    help="packet loss on cluster traffic only, or on all traffic")
@@ -131,12 +155,16 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
                       mandatory=False if a.no_mandatory else None,
                       crash_after=a.consumer_crash_after)
     workload = _replace(base.workload, publishers=a.publishers, consumers=a.consumers,
-                        rate=a.rate, client=client)
+                        rate=a.rate, consume_rate=a.consume_rate,
+                        pause_consumers_in_faults=a.pause_consumers_in_faults, client=client)
+    if a.consume_rate == UNLIMITED or (a.consume_rate is None and workload.consumers == 0):
+        # Unlimited, or a publish-only main phase: there is no consume rate to keep.
+        workload = dataclasses.replace(workload, consume_rate=None)
     faults = a.nemesis
     if faults is not None and faults in (("none",), ()):
         faults = ()
     nemesis: NemesisOptions = _replace(
-        base.nemesis, faults=faults, interval_s=a.nemesis_interval,
+        base.nemesis, faults=faults, order=a.nemesis_order, interval_s=a.nemesis_interval,
         duration_s=a.nemesis_duration, targets=a.nemesis_targets, packet_loss=a.packet_loss,
         packet_scope=a.packet_scope, bandwidth_kbit=a.bandwidth_kbit, delay_ms=a.delay_ms,
     )
@@ -159,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a test against a fresh local cluster")
     add_run_options(r)
+    r.add_argument("--repeat", type=int,
+                   help="run N independently seeded times (seeds SEED, SEED+1, ...) and "
+                        "summarise: valid/invalid/unknown, detection rate, lost min/median/max")
     c = sub.add_parser("check", help="check a stored run again and rewrite its results.json")
     c.add_argument("run_dir", type=Path)
     c.add_argument("--spark-master")
@@ -167,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("matrix", help="run several scenarios in turn and tabulate their verdicts")
     m.add_argument("--scenarios", type=_csv,
                    help="scenario names, comma-separated (default: every scenario)")
+    m.add_argument("--with-twins", action="store_true",
+                   help="add each scenario's safe twin (run with the same seeds)")
+    m.add_argument("--repeat", type=int,
+                   help="runs of each scenario, round by round (default 1)")
     add_run_options(m)
     sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
     sub.add_parser("scenarios", help="list the named scenarios")
@@ -235,8 +270,14 @@ def _run_and_report(spec: TestSpec) -> tuple[int, Any]:
 
 def _cmd_run(a: argparse.Namespace) -> int:
     spec = spec_from_args(a)
-    _require_root()
-    return _run_and_report(spec)[0]
+    if a.repeat is None:
+        _require_root()
+        return _run_and_report(spec)[0]
+    from harness.scenarios import SCENARIOS
+
+    known = SCENARIOS.get(a.scenario) if a.scenario else None
+    expect = known.expect if known else None
+    return _series([(spec.name, spec, expect)], a)
 
 
 def _store_root(spec: TestSpec) -> Path:
@@ -244,10 +285,6 @@ def _store_root(spec: TestSpec) -> Path:
 
 
 def _cmd_matrix(a: argparse.Namespace) -> int:
-    import time
-    from datetime import UTC, datetime
-
-    from harness import matrix
     from harness.scenarios import SCENARIOS
 
     if a.scenario:
@@ -256,28 +293,43 @@ def _cmd_matrix(a: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise UsageError(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
-    specs = []
+    if a.with_twins:
+        names = list(dict.fromkeys(x for n in names for x in (n, SCENARIOS[n].twin) if x))
+    entries = []
     for name in names:  # every spec is validated before anything starts
         a.scenario = name
-        specs.append(spec_from_args(a))
+        entries.append((name, spec_from_args(a), SCENARIOS[name].expect))
     a.scenario = None
+    return _series(entries, a)
+
+
+def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> int:
+    """Runs each (name, spec, expectation) `--repeat` times, round by round, and prints and stores
+    the table after every run. Returns the series' exit code."""
+    from harness import matrix
+    from harness.series import Series
+
+    repeat = 1 if a.repeat is None else a.repeat
+    if repeat < 1:
+        raise UsageError(f"--repeat must be >= 1, got {repeat}")
     _require_root()
-    rows: list[matrix.Row] = []
-    for name, spec in zip(names, specs, strict=True):
-        print(f"=== {name}: {spec.description}", flush=True)
+    series = Series(entries, repeat, _store_root(entries[0][1]), base_seed=a.seed)
+    print(f"series: {len(entries)} scenario(s) x {repeat} run(s), seeds from {series.base_seed}; "
+          f"table: {series.out_dir / 'matrix.md'}", flush=True)
+    for name, spec in series.runs():
+        print(f"=== {name} (seed {spec.seed}, run {series.round + 1} of {repeat}): "
+              f"{spec.description}", flush=True)
         t0 = time.monotonic()
         code, outcome = _run_and_report(spec)
-        rows.append(matrix.make_row(name, SCENARIOS[name].expect_valid, code,
-                                    time.monotonic() - t0, outcome.run_dir, outcome.results,
-                                    outcome.error))
+        series.record(name, spec, code, time.monotonic() - t0, outcome)
         if outcome.interrupted:
-            print("matrix interrupted: the remaining scenarios did not run", file=sys.stderr)
+            print("series interrupted: the remaining runs did not happen", file=sys.stderr)
             break
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    _js, md = matrix.write(rows, _store_root(specs[0]) / "matrix" / stamp)
-    print(md.read_text(), end="")
-    print(f"matrix: {md}")
-    return matrix.exit_code(rows) if len(rows) == len(names) else 2
+    print(matrix.summary_table(series.summaries()), end="")
+    for problem in matrix.problems(series.summaries()):
+        print(f"- {problem}")
+    print(f"table: {series.out_dir / 'matrix.md'}")
+    return series.exit_code()
 
 
 def _cmd_check(a: argparse.Namespace) -> int:
@@ -313,7 +365,8 @@ def _cmd_scenarios(_a: argparse.Namespace) -> int:
 
     for name, sc in SCENARIOS.items():
         print(f"{name:32} {sc.spec.description}")
-        print(f"{'':32} expect: {sc.expect}")
+        twin = f" (safe twin: {sc.twin})" if sc.twin else ""
+        print(f"{'':32} predicts {sc.expect.describe()}: {sc.expect_text}{twin}")
     return 0
 
 

@@ -1,38 +1,111 @@
-"""The scenario matrix: run named scenarios one after another and tabulate what each found.
+"""The scenario matrix and repeated runs: judge each run against its scenario's prediction, then
+each scenario by how often the prediction held.
 
-A row holds a scenario's verdict beside what the documentation leads us to
-expect (`Scenario.expect_valid`). The matrix is judged by those
-expectations: a scenario expected safe that is invalid is a *finding* (exit
-1); a scenario whose verdict is unknown, or that could not run, makes the
-matrix unknown (exit 2); a scenario where loss is documented as possible is
-*measured* whatever it found. The table is written as matrix.json and
-matrix.md in the store, for nightly CI to keep.
+Every scenario predicts something that can fail (`Expectation`): either the
+run is valid, or the run shows a named anomaly ("lost": confirmed messages
+that a complete drain did not find). A run is judged:
+
+- expected valid: valid -> *as expected*; invalid -> **FINDING** (RabbitMQ did
+  something its documentation says it does not); unknown -> *unknown*;
+- expected an anomaly: shown -> *detected*; valid -> **MISSED** (the harness
+  failed to show a loss RabbitMQ documents); invalid for another reason ->
+  **FINDING**; unknown -> *unknown*.
+
+Over repeated runs a scenario's *rate* is the share of runs whose prediction
+held; it must reach the expectation's `min_rate` (1.0 for valid, 0.9 by
+default for an anomaly). The exit code: 2 when a run was unknown or could not
+run, or an anomaly scenario fell short of its rate (the harness is not
+sensitive enough: that is a harness failure, never a pass); else 1 when any
+run is a FINDING; else 0. Rows and summaries are written as matrix.json and
+matrix.md, for nightly CI to keep and for tables to be rebuilt from.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# How a row compares with its expectation.
+# How a run compares with its scenario's prediction.
 AS_EXPECTED = "as expected"
+DETECTED = "detected"
 FINDING = "FINDING"
-MEASURED = "measured"
+MISSED = "MISSED"
 UNKNOWN = "unknown"
+HELD = frozenset({AS_EXPECTED, DETECTED})
+
+VALID = "valid"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A prediction a run can fail: "valid", or an anomaly the run must show (e.g. "lost"), in at
+    least `min_rate` of repeated runs."""
+
+    outcome: str = VALID
+    min_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_rate <= 1:
+            raise ValueError(f"min_rate must be in (0, 1], got {self.min_rate}")
+
+    @property
+    def anomaly(self) -> str | None:
+        """Returns the anomaly the run must show, None when it must be valid."""
+        return None if self.outcome == VALID else self.outcome
+
+    def describe(self) -> str:
+        """Returns the prediction in a few words."""
+        if self.anomaly is None:
+            return VALID
+        return f"{self.anomaly} in >= {self.min_rate:.0%} of runs"
+
+
+def loss(min_rate: float = 0.9) -> Expectation:
+    """Returns the prediction that confirmed messages are lost, in at least min_rate of runs."""
+    return Expectation("lost", min_rate)
+
+
+def shows(results: dict[str, Any] | None, anomaly: str) -> bool:
+    """Takes results and an anomaly name. Returns whether the results prove that anomaly: the
+    queue section is invalid and names it (for "lost", only after a complete drain, or the
+    section would be unknown), or, for "ordering", the ordering section is invalid."""
+    if not results:
+        return False
+    if anomaly == "ordering":
+        return results.get("ordering", {}).get("valid") is False
+    q = results.get("queue", {})
+    return q.get("valid") is False and anomaly in q.get("anomalies", ())
+
+
+def judge(expect: Expectation, results: dict[str, Any] | None) -> str:
+    """Takes the prediction and a run's results (None when it never got to a check). Returns
+    how they compare (AS_EXPECTED, DETECTED, FINDING, MISSED or UNKNOWN)."""
+    valid = (results or {}).get("valid")
+    if expect.anomaly is not None and shows(results, expect.anomaly):
+        return DETECTED
+    if valid is False:
+        return FINDING
+    if valid is True:
+        return AS_EXPECTED if expect.anomaly is None else MISSED
+    return UNKNOWN
 
 
 @dataclass(frozen=True)
 class Row:
-    """One scenario's run, as the matrix reports it."""
+    """One run of one scenario, as the matrix reports it."""
 
     scenario: str
-    expect_valid: bool | None
+    expect: str
+    judgement: str
     valid: bool | str | None
     exit_code: int
     wall_s: float
     run_dir: str
+    seed: int | None = None
     attempts: int | None = None
     acknowledged: int | None = None
     lost: int | None = None
@@ -44,33 +117,29 @@ class Row:
     problems: tuple[str, ...] = ()
 
     @property
-    def judgement(self) -> str:
-        return judge(self.expect_valid, self.valid)
+    def expect_valid(self) -> bool:
+        """Returns whether the scenario predicts a valid run."""
+        return self.expect == VALID
 
 
-def judge(expect_valid: bool | None, valid: bool | str | None) -> str:
-    """Takes the expectation (True: safe; None: loss possible) and the verdict. Returns how they
-    compare: unknown, a finding, as expected, or measured."""
-    if valid not in (True, False):
-        return UNKNOWN
-    if expect_valid is None:
-        return MEASURED
-    return AS_EXPECTED if valid == expect_valid else FINDING
-
-
-def make_row(scenario: str, expect_valid: bool | None, exit_code: int, wall_s: float,
-             run_dir: Path, results: dict[str, Any] | None, error: str | None = None) -> Row:
-    """Takes a scenario's name, expectation, exit code, wall time, run directory and results
-    (None when it never got to a check) and its error. Returns its Row."""
+def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
+             run_dir: Path, results: dict[str, Any] | None, error: str | None = None,
+             seed: int | None = None) -> Row:
+    """Takes a scenario's name, prediction, exit code, wall time, run directory, results (None
+    when it never got to a check), error and seed. Returns its Row."""
     r = results or {}
     q = r.get("queue", {})
     o = r.get("ordering", {})
     problems = tuple(r.get("run", {}).get("problems", ()))
+    reason = q.get("reason")
+    if reason and q.get("valid") != True:  # noqa: E712 (valid may be a string)
+        problems += (f"queue: {reason}",)
     if error:
         problems += (error,)
     return Row(
-        scenario=scenario, expect_valid=expect_valid, valid=r.get("valid"), exit_code=exit_code,
-        wall_s=round(wall_s, 1), run_dir=str(run_dir),
+        scenario=scenario, expect=expect.outcome, judgement=judge(expect, results),
+        valid=r.get("valid"), exit_code=exit_code, wall_s=round(wall_s, 1),
+        run_dir=str(run_dir), seed=seed,
         attempts=q.get("attempt_count"), acknowledged=q.get("acknowledged_count"),
         lost=q.get("lost_count"), unexpected=q.get("unexpected_count"),
         duplicated=q.get("duplicated_count"),
@@ -80,43 +149,148 @@ def make_row(scenario: str, expect_valid: bool | None, exit_code: int, wall_s: f
     )
 
 
-def exit_code(rows: list[Row]) -> int:
-    """Takes the rows. Returns 2 if any is unknown, else 1 if any is a finding, else 0."""
+@dataclass(frozen=True)
+class Summary:
+    """What repeated runs of one scenario showed."""
+
+    scenario: str
+    expect: str
+    min_rate: float
+    runs: int
+    valid: int
+    invalid: int
+    unknown: int
+    held: int
+    lost_min: int | None
+    lost_median: float | None
+    lost_max: int | None
+    wall_s_median: float
+    judgements: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        """Returns the share of runs whose prediction held."""
+        return self.held / self.runs if self.runs else 0.0
+
+    @property
+    def verdict(self) -> str:
+        """Returns "ok" when the rate reached the prediction's, else what went wrong."""
+        if self.judgements.get(FINDING):
+            return FINDING
+        if self.rate >= self.min_rate:
+            return "ok"
+        if self.judgements.get(UNKNOWN) and self.expect == VALID:
+            return UNKNOWN
+        return "insensitive" if self.expect != VALID else UNKNOWN
+
+
+def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list[Summary]:
+    """Takes rows and each scenario's prediction. Returns one Summary per scenario, in the order
+    scenarios first appear."""
+    out = []
+    for name in dict.fromkeys(r.scenario for r in rows):
+        mine = [r for r in rows if r.scenario == name]
+        exp = expectations.get(name, Expectation())
+        lost = [r.lost for r in mine if r.lost is not None and r.valid in (True, False)]
+        judgements: dict[str, int] = {}
+        for r in mine:
+            judgements[r.judgement] = judgements.get(r.judgement, 0) + 1
+        out.append(Summary(
+            scenario=name, expect=exp.outcome, min_rate=exp.min_rate, runs=len(mine),
+            valid=sum(r.valid is True for r in mine), invalid=sum(r.valid is False for r in mine),
+            unknown=sum(r.valid not in (True, False) for r in mine),
+            held=sum(r.judgement in HELD for r in mine),
+            lost_min=min(lost) if lost else None,
+            lost_median=statistics.median(lost) if lost else None,
+            lost_max=max(lost) if lost else None,
+            wall_s_median=round(statistics.median(r.wall_s for r in mine), 1),
+            judgements=judgements,
+        ))
+    return out
+
+
+def exit_code(rows: Sequence[Row], summaries: Sequence[Summary] = ()) -> int:
+    """Takes the rows and their summaries. Returns 2 if any run is unknown or a scenario fell
+    short of its detection rate, else 1 if any run is a finding, else 0."""
     judgements = {row.judgement for row in rows}
-    if not rows or UNKNOWN in judgements:
+    if not rows or UNKNOWN in judgements or any(s.verdict == "insensitive" for s in summaries):
         return 2
     return 1 if FINDING in judgements else 0
+
+
+def problems(summaries: Sequence[Summary]) -> list[str]:
+    """Takes summaries. Returns a sentence for each scenario that did not hold, saying why."""
+    out = []
+    for s in summaries:
+        if s.verdict == "insensitive":
+            never = " never" if s.held == 0 else ""
+            out.append(f"{s.scenario}: expected {s.expect} but the harness{never} showed it in "
+                       f"{s.held} of {s.runs} runs (needs {s.min_rate:.0%}): not sensitive enough")
+        elif s.verdict == FINDING:
+            out.append(f"{s.scenario}: {s.judgements[FINDING]} of {s.runs} runs contradict the "
+                       f"prediction ({s.expect})")
+        elif s.verdict == UNKNOWN:
+            out.append(f"{s.scenario}: {s.unknown} of {s.runs} runs had no verdict")
+    return out
 
 
 def _cell(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def table(rows: list[Row]) -> str:
-    """Takes the rows. Returns them as a Markdown table."""
-    head = ["scenario", "expected", "valid", "judgement", "attempts", "acked", "lost",
+def table(rows: Sequence[Row]) -> str:
+    """Takes the rows. Returns them as a Markdown table, one line per run."""
+    head = ["scenario", "expected", "seed", "valid", "judgement", "attempts", "acked", "lost",
             "unexpected", "dup (unflagged)", "recovered", "order viol.", "wall s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        expected = "valid" if row.expect_valid else "loss possible"
         dup = (f"{row.duplicated} ({row.unflagged_duplicated})"
                if row.duplicated is not None else "-")
-        cells = [row.scenario, expected, _cell(row.valid), row.judgement, _cell(row.attempts),
-                 _cell(row.acknowledged), _cell(row.lost), _cell(row.unexpected), dup,
-                 _cell(row.recovered), _cell(row.ordering_violations), f"{row.wall_s:.0f}"]
+        cells = [row.scenario, row.expect, _cell(row.seed), _cell(row.valid), row.judgement,
+                 _cell(row.attempts), _cell(row.acknowledged), _cell(row.lost),
+                 _cell(row.unexpected), dup, _cell(row.recovered),
+                 _cell(row.ordering_violations), f"{row.wall_s:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"- {row.scenario}: {'; '.join(row.problems)}" for row in rows if row.problems]
+    notes = [f"- {row.scenario} (seed {_cell(row.seed)}): {'; '.join(row.problems)}"
+             for row in rows if row.problems]
     if notes:
         lines += ["", "Problems:", *notes]
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[Row], out_dir: Path) -> tuple[Path, Path]:
-    """Takes the rows and a directory. Writes matrix.json and matrix.md there. Returns both."""
+def summary_table(summaries: Sequence[Summary]) -> str:
+    """Takes summaries. Returns them as a Markdown table, one line per scenario."""
+    head = ["scenario", "expected", "runs", "valid", "invalid", "unknown", "rate", "needs",
+            "verdict", "lost min / median / max", "wall s (median)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        lost = ("-" if s.lost_min is None
+                else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}")
+        cells = [s.scenario, s.expect, str(s.runs), str(s.valid), str(s.invalid), str(s.unknown),
+                 f"{s.held}/{s.runs}", f"{s.min_rate:.0%}", s.verdict, lost,
+                 f"{s.wall_s_median:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path) -> tuple[Path, Path]:
+    """Takes the rows, their summaries and a directory. Writes matrix.json and matrix.md there.
+    Returns both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     js, md = out_dir / "matrix.json", out_dir / "matrix.md"
-    doc = {"exit_code": exit_code(rows),
-           "rows": [{**asdict(row), "judgement": row.judgement} for row in rows]}
+    said = problems(summaries)
+    doc = {"exit_code": exit_code(rows, summaries), "problems": said,
+           "summaries": [{**asdict(s), "rate": s.rate, "verdict": s.verdict} for s in summaries],
+           "rows": [asdict(row) for row in rows]}
     js.write_text(json.dumps(doc, indent=2) + "\n")
-    md.write_text(table(rows))
+    text = summary_table(summaries) + "\n" + table(rows)
+    if said:
+        text += "\n" + "\n".join(f"- {p}" for p in said) + "\n"
+    md.write_text(text)
     return js, md
+
+
+def read_rows(path: Path) -> list[Row]:
+    """Takes a matrix.json. Returns its rows (to rebuild tables across several matrices)."""
+    doc = json.loads(path.read_text())
+    return [Row(**{**r, "problems": tuple(r.get("problems", ()))}) for r in doc["rows"]]

@@ -1,45 +1,67 @@
-"""Sampling, during the run, where the queue lives: its leader or master and its members or mirrors.
+"""Sampling, during the run, where the queue lives and how many messages it holds, node by node.
 
-A failover shows up in the history as a `placement` harness event whose value
-differs from the previous one, so anomalies can be tied to leader changes.
-Samples are recorded only when the placement changes (and once at start).
+Every `interval_s` the sampler asks every node at once (one `list_queues` each,
+with a hard timeout) and records:
+
+- a `depth` harness event every time: value {"queue", "nodes": {node: {"ready",
+  "unacked"} or {"error"} or {"absent": true}}, "ready", "unacked"} where the
+  top-level counts are the largest any node reported (during a split brain two
+  masters may each hold a different queue), so a reader sees how much was at
+  risk when each fault began;
+- a `placement` harness event when the queue's leader or members change (and
+  once at the start), as the first node that answered sees it, so anomalies
+  can be tied to leader changes.
+
+A quorum queue's counts in `list_queues` are metrics the leader emits every
+few seconds: good enough for a plot, never a proof of emptiness (the drain
+asks the leader itself).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from clusters.base import Node
 from harness.history import HARNESS, HistoryWriter, Op
 
 log = logging.getLogger(__name__)
 
+PLACEMENT_KEYS = ("type", "leader", "members", "mirrors", "synchronised_mirrors")
 
-class PlacementSource(Protocol):
-    """Anything that can say where a queue lives (RabbitBroker does)."""
 
-    def queue_placement(self, queue: str) -> dict[str, Any]:
-        """Returns the placement dict, {} when unknown."""
+class StatsSource(Protocol):
+    """Anything that can say, node by node, where a queue lives and its depth (RabbitBroker)."""
+
+    def queue_stats(self, node: Node, queue: str, timeout: float = 10.0) -> dict[str, Any] | None:
+        """Returns the queue's placement and counts as that node sees them, None when it lists
+        no such queue; raises when the node does not answer."""
         ...
 
 
-class PlacementSampler:
-    """A thread that records the queue's placement every `interval_s` while the run lasts."""
+class QueueSampler:
+    """A thread that records the queue's depth (and placement changes) every `interval_s`."""
 
     def __init__(
-        self, source: PlacementSource, queue: str, history: HistoryWriter, interval_s: float,
-        stop: threading.Event,
+        self, source: StatsSource, nodes: Sequence[Node], queue: str, history: HistoryWriter,
+        interval_s: float, stop: threading.Event, timeout_s: float = 8.0,
     ) -> None:
         self.source = source
+        self.nodes = tuple(nodes)
         self.queue = queue
         self.history = history
         self.interval_s = interval_s
+        self.timeout_s = timeout_s
         self.stop = stop
         self.samples = 0
         self.changes = 0
         self._last: dict[str, Any] | None = None
-        self._thread = threading.Thread(target=self._loop, name="placement", daemon=True)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.nodes)),
+                                        thread_name_prefix="sampler")
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
 
     def start(self) -> None:
         """Starts sampling (no-op when the interval is 0)."""
@@ -50,16 +72,35 @@ class PlacementSampler:
         """Waits for the sampler to end after `stop` was set."""
         if self._thread.is_alive():
             self._thread.join(timeout)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _ask(self, node: Node) -> dict[str, Any]:
+        try:
+            row = self.source.queue_stats(node, self.queue, self.timeout_s)
+        except Exception as e:  # a sampler must never end the run
+            return {"error": f"{type(e).__name__}: {e}"[-200:]}
+        return {"absent": True} if row is None else row
 
     def sample(self) -> None:
-        """Takes one sample; records it when it differs from the last known placement."""
-        try:
-            placement = self.source.queue_placement(self.queue)
-        except Exception as e:  # a sampler must never end the run
-            log.debug("placement sample failed: %s", e)
-            return
+        """Takes one sample from every node; records the depth, and the placement if it changed."""
+        answers = dict(zip((n.name for n in self.nodes),
+                           self._pool.map(self._ask, self.nodes), strict=True))
         self.samples += 1
-        if not placement or placement == self._last:
+        by_node: dict[str, dict[str, Any]] = {}
+        for name, a in answers.items():
+            if "error" in a or "absent" in a:
+                by_node[name] = a
+            else:
+                by_node[name] = {"ready": a.get("ready"), "unacked": a.get("unacked")}
+        ready = [d["ready"] for d in by_node.values() if isinstance(d.get("ready"), int)]
+        unacked = [d["unacked"] for d in by_node.values() if isinstance(d.get("unacked"), int)]
+        self.history.append(Op(type="info", process=HARNESS, f="depth", value={
+            "queue": self.queue, "nodes": by_node,
+            "ready": max(ready) if ready else None, "unacked": max(unacked) if unacked else None,
+        }))
+        placement = next(({k: a.get(k) for k in PLACEMENT_KEYS} for a in answers.values()
+                          if a.get("leader")), None)
+        if placement is None or placement == self._last:
             return
         self.changes += 1
         self._last = placement

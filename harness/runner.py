@@ -27,7 +27,7 @@ from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
 from harness.history import HARNESS, HistoryWriter, Op
-from harness.placement import PlacementSampler
+from harness.placement import QueueSampler
 from harness.recovery import RecoveryReport, recover, restart_each
 from harness.spec import TestSpec
 from nemesis import NemesisError
@@ -176,10 +176,11 @@ class Run:
         stop = threading.Event()
         self.nemesis = make_nemesis(self.spec, self.cluster, self.broker, self.history, stop)
         self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
-        sampler = PlacementSampler(self.broker, self.spec.queue.name, self.history,
-                                   self.spec.placement_interval_s, stop)
+        sampler = QueueSampler(self.broker, self.cluster.nodes, self.spec.queue.name,
+                               self.history, self.spec.placement_interval_s, stop)
+        nemesis = self.nemesis
         with self.phase("main"):
-            self.workload.start(stop)
+            self.workload.start(stop, fault_active=lambda: nemesis.active is not None)
             self.nemesis.start()
             sampler.start()
             try:
@@ -213,11 +214,12 @@ class Run:
             )
 
     def drain(self) -> None:
-        """Consumes what is left from every node. The phase only ends when a pass came back empty."""
+        """Consumes what is left from every node until the broker proves the queue empty. The
+        drain's end event says whether it did (`complete`) and, if not, why (`reason`)."""
         self.history.append(Op(type="info", process=HARNESS, f="phase",
                                value={"phase": "drain", "state": "start"}))
         t0 = time.monotonic()
-        rep = self.workload.drain()
+        rep = self.workload.drain(self.broker)
         if not rep.complete and rep.errors and self.outcome.recovery is not None \
                 and self.outcome.recovery.healthy:
             # The cluster is whole but no node could serve the queue: mend it, then drain again.
@@ -226,7 +228,7 @@ class Run:
             mended = restart_each(self.broker, self.history, reason,
                                   self.spec.recovery_timeout_s, self.grace())
             self.outcome.recovery.actions.extend(mended.actions)
-            again = self.workload.drain()
+            again = self.workload.drain(self.broker)
             for node, n in again.delivered.items():
                 again.delivered[node] = n + rep.delivered.get(node, 0)
             rep = again

@@ -1,9 +1,16 @@
-"""Named scenarios: complete test specs, each with the outcome RabbitMQ's documentation leads us to expect.
+"""Named scenarios: complete test specs, each with a prediction that a run can fail.
 
 `scenario(name)` returns the spec; the CLI's `--scenario NAME` starts from it
-and further options override it; `make test-<name>` runs one. `expect_valid`
-is True where the documentation promises safety (a loss there is a finding),
-None where loss is documented as possible (the run measures how much).
+and further options override it; `make test-<name>` runs one. Every scenario
+predicts (`Scenario.expect`, a harness.matrix.Expectation) either a valid run,
+where RabbitMQ's documentation promises safety, or a named anomaly ("lost"),
+where the documentation says the configuration loses confirmed messages, and
+the share of repeated runs that must show it. Each unsafe scenario has a safe
+twin (`Scenario.twin`): the same faults under the same seeded schedule, with
+the documented safe configuration, predicted valid.
+
+The workload keeps a standing backlog in the queue by default (consumers
+slower than publishers), so a fault always has thousands of messages to lose.
 """
 
 from __future__ import annotations
@@ -12,20 +19,24 @@ import dataclasses
 from dataclasses import dataclass
 
 from clusters.rabbitmq import BrokerConfig
+from harness.matrix import Expectation, loss
 from harness.spec import CheckSpec, SpecError, TestSpec
 from nemesis import NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.queue import WorkloadOptions
 from workloads.queues import QueueSpec
 
+VALID = Expectation()
+
 
 @dataclass(frozen=True)
 class Scenario:
-    """A spec and what the documentation says should happen to it."""
+    """A spec, what the documentation says should happen to it, and its safe twin's name."""
 
     spec: TestSpec
-    expect: str
-    expect_valid: bool | None = True
+    expect_text: str
+    expect: Expectation = VALID
+    twin: str | None = None
 
 
 def _faults(*faults: str, interval: float = 10, duration: float = 20, targets: str = "one",
@@ -36,82 +47,154 @@ def _faults(*faults: str, interval: float = 10, duration: float = 20, targets: s
 
 MIRRORED_ALL = QueueSpec(type="mirrored", ha_mode="all", ha_sync_mode="automatic")
 CLASSIC = QueueSpec(type="classic")
+# Restart a mirror (it rejoins empty), then kill the master while the old backlog is queued.
+UNSYNCED_FAULTS = _faults("stop@follower", "kill@leader", order="cycle", interval=15,
+                          duration=15)
+# Restart every mirror at once (all rejoin empty), then kill the master.
+REJOIN_FAULTS = _faults("stop@followers", "kill@leader", order="cycle", interval=15, duration=15)
+SLOW_CONSUMERS = WorkloadOptions(consume_rate=20.0)
+PROMOTE_UNSYNCED = QueueSpec(type="mirrored", ha_mode="exactly", ha_params=2,
+                             ha_sync_mode="manual", ha_promote_on_failure="always",
+                             ha_promote_on_shutdown="always")
+RESTART_LEADER = _faults("kill@leader", interval=20, duration=10)
+FULL_RESTART = _faults("full-restart", interval=15, duration=10)
 
-_CATALOGUE: list[tuple[str, str, str, bool | None, dict[str, object]]] = [
+_CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]]] = [
     ("partition", "quorum queue, pause_minority, random-halves and single-node partitions",
-     "no loss: quorum queues confirm only once a majority has the message", True,
+     "no loss: quorum queues confirm only once a majority has the message", VALID, None,
      {"time_limit_s": 90.0,  # three 20 s faults: about a minute of partitions
       "nemesis": _faults("partition-random-halves", "partition-one")}),
     ("healthy", "quorum queue, no faults: the control run",
-     "valid: nothing lost, duplicated or reordered", True,
+     "valid: nothing lost, duplicated or reordered", VALID, None,
      {"nemesis": NemesisOptions(faults=())}),
     ("kill", "quorum queue, kill -9 of a random node's broker, then restart",
-     "no loss: a confirmed message is on a majority's disk", True,
+     "no loss: a confirmed message is on a majority's disk", VALID, None,
      {"nemesis": _faults("kill", duration=15)}),
     ("pause", "quorum queue, SIGSTOP then SIGCONT of a random node's broker",
-     "no loss; a resumed node may need recovery (recorded as recover-node)", True,
+     "no loss; a resumed node may need recovery (recorded as recover-node)", VALID, None,
      {"nemesis": _faults("pause")}),
     ("quorum-leader-partition", "quorum queue, pause_minority, the queue leader's node isolated",
-     "no loss: a new leader is elected by the majority; the old one steps down", True,
+     "no loss: a new leader is elected by the majority; the old one steps down", VALID, None,
      {"nemesis": _faults("partition-leader")}),
-    ("quorum-ignore", "quorum queue under cluster_partition_handling=ignore, partitions",
-     "no loss: Raft does not rely on partition handling; the harness mends the split cluster",
-     True,
+    ("quorum-ignore", "quorum queue under cluster_partition_handling=ignore, random-halves "
+     "partitions; the harness mends the split cluster (twin of mirrored-ignore-split-brain)",
+     "no loss: Raft does not rely on partition handling", VALID, None,
      {"broker": BrokerConfig(partition_handling="ignore"),
       "nemesis": _faults("partition-random-halves")}),
     ("quorum-majorities-ring", "quorum queue, 5 nodes, majorities-ring and bridge partitions",
-     "no loss: every node sees a majority, but no majority is the same", True,
+     "no loss: every node sees a majority, but no majority is the same", VALID, None,
      {"nodes": 5, "nemesis": _faults("partition-majorities-ring", "partition-bridge")}),
     ("quorum-rolling-restart", "quorum queue, rolling restart of every node",
-     "no loss; clients reconnect to the other nodes", True,
+     "no loss; clients reconnect to the other nodes", VALID, None,
      {"nemesis": _faults("rolling-restart", duration=5)}),
     ("quorum-packet-loss", "quorum queue, 20% packet loss on a random node's cluster traffic",
-     "no loss; latency rises, publishes may time out (info)", True,
+     "no loss; latency rises, publishes may time out (info)", VALID, None,
      {"nemesis": _faults("packet-loss", packet_loss=0.2)}),
     ("quorum-sac-fifo", "quorum queue, single active consumer, prefetch 1, strict FIFO check",
-     "strict FIFO, redeliveries included: one consumer at a time, one message in flight", True,
+     "strict FIFO, redeliveries included: one consumer at a time, one message in flight",
+     VALID, None,
      {"queue": QueueSpec(single_active_consumer=True),
-      "workload": WorkloadOptions(publishers=1, consumers=2, rate=50,
+      "workload": WorkloadOptions(publishers=1, consumers=2, rate=50, consume_rate=25,
                                   client=ClientOptions(prefetch=1)),
       "check": CheckSpec(strict_order=True),
       "nemesis": _faults("kill", duration=15)}),
     ("quorum-crashing-consumers", "quorum queue, consumers crash unacked every 50 deliveries",
-     "no loss; duplicates are redelivered (flagged), which at-least-once allows", True,
+     "no loss; duplicates are redelivered (flagged), which at-least-once allows", VALID, None,
      {"workload": WorkloadOptions(client=ClientOptions(crash_after=50)),
       "nemesis": _faults("partition-one")}),
     ("stream-partition", "stream (3 replicas), pause_minority, random-halves and single-node "
      "partitions; every consumer reads the log from its first offset",
      "no loss and per-publisher order for every reader: a stream confirms once a majority of "
-     "replicas has the message; each consumer sees every message, so repeats are by design", True,
+     "replicas has the message; each consumer sees every message, so repeats are by design",
+     VALID, None,
      {"queue": QueueSpec(type="stream"),
       "nemesis": _faults("partition-random-halves", "partition-one")}),
-    ("mirrored-partition", "mirrored queue (ha-mode all, automatic sync), autoheal, partitions",
-     "loss possible: autoheal restarts the losing side and discards what it accepted", None,
+    # -- documented losses, each with its safe twin under the same fault schedule ----------------
+    ("mirrored-master-partition",
+     "mirrored queue (ha-mode all), autoheal, the master's node isolated: both sides accept "
+     "publishes; at heal autoheal restarts the losing side (the old master's)",
+     "loss: autoheal discards what the losing side confirmed during the partition",
+     loss(), "quorum-autoheal-leader-partition",
+     {"broker": BrokerConfig(partition_handling="autoheal"), "queue": MIRRORED_ALL,
+      "nemesis": _faults("partition-leader", interval=15)}),
+    ("quorum-autoheal-leader-partition",
+     "quorum queue, autoheal, the leader's node isolated (twin of mirrored-master-partition)",
+     "no loss: only a majority confirms, and autoheal's restart of the minority loses nothing",
+     VALID, None,
+     {"broker": BrokerConfig(partition_handling="autoheal"),
+      "nemesis": _faults("partition-leader", interval=15)}),
+    ("mirrored-ignore-split-brain",
+     "mirrored queue (ha-mode all), cluster_partition_handling=ignore, random-halves "
+     "partitions: each side promotes its own master; after the heal the harness mends the "
+     "split cluster by restarting nodes, as an operator must",
+     "loss: the restarted side's master and everything only it confirmed are discarded",
+     loss(), "quorum-ignore",
+     {"broker": BrokerConfig(partition_handling="ignore"), "queue": MIRRORED_ALL,
+      "nemesis": _faults("partition-random-halves")}),
+    ("mirrored-partition", "mirrored queue (ha-mode all, automatic sync), autoheal, "
+     "random-halves partitions",
+     "loss: autoheal restarts the losing side and discards what it accepted", loss(), None,
      {"broker": BrokerConfig(partition_handling="autoheal"), "queue": MIRRORED_ALL,
       "nemesis": _faults("partition-random-halves")}),
-    ("mirrored-master-partition",
-     "mirrored queue (ha-mode all), autoheal, the master's node isolated",
-     "loss possible: the isolated master keeps confirming until the partition is detected", None,
-     {"broker": BrokerConfig(partition_handling="autoheal"), "queue": MIRRORED_ALL,
-      "nemesis": _faults("partition-leader")}),
     ("mirrored-pause-minority", "mirrored queue (ha-mode all), pause_minority, partitions",
-     "loss possible (Jepsen found it in 2014); pause_minority narrows the window", None,
+     "no loss predicted: the minority pauses and a synchronised mirror is promoted (Jepsen "
+     "lost messages here in 2014 through the detection window)", VALID, None,
      {"queue": MIRRORED_ALL, "nemesis": _faults("partition-random-halves", "partition-one")}),
     ("mirrored-unsynced-promotion",
-     "mirrored queue (exactly 2, manual sync, promote on failure always), master killed",
-     "loss possible: a restarted mirror comes back empty and unsynchronised, and "
-     "ha-promote-on-failure=always promotes it when the master dies", None,
-     {"queue": QueueSpec(type="mirrored", ha_mode="exactly", ha_params=2, ha_sync_mode="manual",
-                         ha_promote_on_failure="always", ha_promote_on_shutdown="always"),
-      "nemesis": _faults("kill", targets="leader", interval=8, duration=12)}),
-    ("durable-full-restart", "durable classic queue, persistent messages, full-cluster restart",
-     "nothing lost: durable queues and persistent messages survive a restart", True,
-     {"queue": CLASSIC, "nemesis": _faults("full-restart", interval=15, duration=10)}),
+     "mirrored queue (exactly 2, manual sync, ha-promote-on-failure=always): a mirror's node "
+     "is restarted, so a new mirror starts empty and is never synchronised; then the master "
+     "is killed while the older backlog is still queued",
+     "loss: the unsynchronised mirror is promoted and the backlog it never had is gone",
+     loss(), "mirrored-synced-promotion",
+     {"queue": PROMOTE_UNSYNCED, "workload": SLOW_CONSUMERS, "nemesis": UNSYNCED_FAULTS,
+      "time_limit_s": 75.0}),
+    ("mirrored-synced-promotion",
+     "as mirrored-unsynced-promotion but ha-promote-on-failure=when-synced (its twin)",
+     "no loss: an unsynchronised mirror is not promoted; the queue waits for its master",
+     VALID, None,
+     {"queue": dataclasses.replace(PROMOTE_UNSYNCED, ha_promote_on_failure="when-synced",
+                                   ha_promote_on_shutdown="when-synced"),
+      "workload": SLOW_CONSUMERS, "nemesis": UNSYNCED_FAULTS, "time_limit_s": 75.0}),
+    ("mirrored-manual-sync-rejoin",
+     "mirrored queue (ha-mode all, ha-sync-mode manual, default promotion): both mirrors' "
+     "nodes restart at once and rejoin empty; then the master is killed before the older "
+     "backlog is consumed",
+     "loss: the oldest mirror is promoted although it never had the older backlog",
+     loss(), "quorum-followers-restart",
+     {"queue": dataclasses.replace(MIRRORED_ALL, ha_sync_mode="manual"),
+      "workload": SLOW_CONSUMERS, "nemesis": REJOIN_FAULTS, "time_limit_s": 75.0}),
+    ("quorum-followers-restart",
+     "quorum queue: both followers restart at once, then the leader is killed (twin of "
+     "mirrored-manual-sync-rejoin)",
+     "no loss: restarted followers catch up from the Raft log before they can lead",
+     VALID, None,
+     {"workload": SLOW_CONSUMERS, "nemesis": REJOIN_FAULTS, "time_limit_s": 75.0}),
+    ("transient-node-restart",
+     "durable classic queue, transient messages, the queue's node killed and restarted",
+     "loss: transient messages live in memory and die with the node", loss(),
+     "durable-node-restart",
+     {"queue": CLASSIC, "workload": WorkloadOptions(client=ClientOptions(persistent=False)),
+      "nemesis": RESTART_LEADER, "time_limit_s": 45.0}),
+    ("nondurable-node-restart",
+     "non-durable classic queue, persistent messages, the queue's node killed and restarted",
+     "loss: a non-durable queue does not survive its node's restart, nor do its messages",
+     loss(), "durable-node-restart",
+     {"queue": dataclasses.replace(CLASSIC, durable=False), "nemesis": RESTART_LEADER,
+      "time_limit_s": 45.0}),
+    ("durable-node-restart",
+     "durable classic queue, persistent messages, the queue's node killed and restarted "
+     "(twin of transient-node-restart and nondurable-node-restart)",
+     "no loss: confirmed persistent messages are on disk", VALID, None,
+     {"queue": CLASSIC, "nemesis": RESTART_LEADER, "time_limit_s": 45.0}),
     ("transient-full-restart", "durable classic queue, transient messages, full-cluster restart",
-     "transient messages still queued at the restart are gone: loss expected", None,
-     {"queue": CLASSIC,
-      "workload": WorkloadOptions(consumers=0, client=ClientOptions(persistent=False)),
-      "nemesis": _faults("full-restart", interval=15, duration=10)}),
+     "loss: transient messages still queued at the restart are gone", loss(),
+     "durable-full-restart",
+     {"queue": CLASSIC, "workload": WorkloadOptions(client=ClientOptions(persistent=False)),
+      "nemesis": FULL_RESTART}),
+    ("durable-full-restart", "durable classic queue, persistent messages, full-cluster restart "
+     "(twin of transient-full-restart)",
+     "no loss: durable queues and persistent messages survive a restart", VALID, None,
+     {"queue": CLASSIC, "nemesis": FULL_RESTART}),
 ]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -119,9 +202,9 @@ SCENARIOS: dict[str, Scenario] = {
         dataclasses.replace(
             TestSpec(name=name, description=desc), **changes,  # type: ignore[arg-type]
         ).for_queue(),
-        expect, expect_valid,
+        text, expect, twin,
     )
-    for name, desc, expect, expect_valid, changes in _CATALOGUE
+    for name, desc, text, expect, twin, changes in _CATALOGUE
 }
 
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from clusters.base import Broker, Cluster, Node
 from nemesis import net
 from nemesis.errors import FaultError, FaultUnsupported
-from nemesis.targets import select_targets
+from nemesis.targets import Locator, select_targets
 
 if TYPE_CHECKING:
     from nemesis.schedule import NemesisOptions
@@ -105,9 +105,23 @@ class FaultContext:
             raise FaultError(f"queue {self.queue!r} leader {name!r} is not a cluster node")
         return name
 
+    def followers(self) -> list[str]:
+        """Returns the names of the nodes hosting the queue's other replicas (quorum members or
+        classic mirrors besides the leader), asked of the broker now; [] when there are none.
+
+        Raises FaultError when there is no queue.
+        """
+        if self.queue is None:
+            raise FaultError("no queue given, so there are no queue replicas to target")
+        placement = self.broker.queue_placement(self.queue)
+        leader = placement.get("leader")
+        replicas = set(placement.get("members") or []) | set(placement.get("mirrors") or [])
+        return sorted(n for n in replicas - {leader} if n in self.names)
+
     def targets(self, rng: random.Random) -> list[Node]:
         """Takes a Random. Returns the nodes the options' target spec selects now."""
-        names = select_targets(self.options.targets, self.names, rng, self.leader)
+        names = select_targets(self.options.targets, self.names, rng,
+                               Locator(self.leader, self.followers))
         return [self.node(n) for n in names]
 
 

@@ -21,6 +21,7 @@ heal.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from typing import Any
@@ -30,7 +31,7 @@ from harness.history import NEMESIS, HistoryWriter, Op, OpType
 from nemesis.errors import NemesisConfigError
 from nemesis.fault import HEALERS, Fault, FaultContext, Preflight, describe_error
 from nemesis.registry import make_fault
-from nemesis.schedule import NemesisOptions, fault_rng, schedule, schedule_rng
+from nemesis.schedule import NemesisOptions, fault_rng, parse_entry, schedule, schedule_rng
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +75,18 @@ class NemesisRunner:
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.error: Exception | None = None
         self._ctx = FaultContext(cluster, broker, options, queue, cancel=self.stop_event)
-        self._faults: dict[str, Fault] = {n: make_fault(n) for n in dict.fromkeys(options.faults)}
+        # One fault instance and one context per entry: "kill@leader" and "kill" differ in targets.
+        self._faults: dict[str, Fault] = {
+            e: make_fault(parse_entry(e)[0]) for e in dict.fromkeys(options.faults)}
+        self._ctxs: dict[str, FaultContext] = {
+            e: dataclasses.replace(self._ctx, options=dataclasses.replace(
+                options, targets=options.targets_of(e))) for e in self._faults}
         self._steps = schedule(options, schedule_rng(seed))
         self._rng = fault_rng(seed)
         # Orders fault actions against heal; reentrant so heal may run inside a fault's thread.
         self._lock = threading.RLock()
         self._active: Fault | None = None
+        self._active_ctx: FaultContext = self._ctx
         self._active_node: str | None = None
         self._thread: threading.Thread | None = None
 
@@ -97,9 +104,9 @@ class NemesisRunner:
         FaultUnsupported (e.g. no netem on a node's kernel), FaultError or
         RemoteError when a node cannot.
         """
-        for fault in self._faults.values():
+        for entry, fault in self._faults.items():
             if isinstance(fault, Preflight):
-                fault.preflight(self._ctx)
+                fault.preflight(self._ctxs[entry])
 
     def start(self) -> threading.Thread:
         """Starts `run` in a daemon thread named "nemesis". Returns the thread."""
@@ -134,7 +141,7 @@ class NemesisRunner:
                 if step.kind == "healthy" or step.fault is None:
                     self.stop_event.wait(step.seconds)
                 else:
-                    self._fault_period(self._faults[step.fault], step.seconds)
+                    self._fault_period(step.fault, step.seconds)
         except Exception as e:
             log.exception("nemesis stopped by an error")
             self.error = e
@@ -188,24 +195,24 @@ class NemesisRunner:
             log.info("healed: %s", ", ".join(healed) or "nothing to heal")
         return value
 
-    def _fault_period(self, fault: Fault, seconds: float) -> None:
+    def _fault_period(self, entry: str, seconds: float) -> None:
         with self._lock:
             if self.stop_event.is_set():
                 return
-            started = self._start_fault(fault)
+            started = self._start_fault(self._faults[entry], self._ctxs[entry])
         if started:
             self.stop_event.wait(seconds)
         with self._lock:
             self._stop_active()
 
-    def _start_fault(self, fault: Fault) -> bool:
+    def _start_fault(self, fault: Fault, ctx: FaultContext) -> bool:
         info = fault.info
         self._record("invoke", info.start_f, {"fault": info.name}, strict=True)
         # Active before acting: a start that fails half-way still gets stopped.
-        self._active, self._active_node = fault, None
+        self._active, self._active_node, self._active_ctx = fault, None, ctx
         log.info("nemesis: %s (%s)", info.name, info.start_f)
         try:
-            description = fault.start(self._ctx, self._rng)
+            description = fault.start(ctx, self._rng)
         except Exception as e:
             log.warning("fault %s failed to start: %s", info.name, describe_error(e))
             self._record("info", info.start_f, {"fault": info.name}, error=describe_error(e))
@@ -222,7 +229,7 @@ class NemesisRunner:
         self._record("invoke", info.stop_f, {"fault": info.name}, node=node)
         log.info("nemesis: end %s (%s)", info.name, info.stop_f)
         try:
-            description = fault.stop(self._ctx)
+            description = fault.stop(self._active_ctx)
         except Exception as e:
             log.warning("fault %s failed to stop: %s", info.name, describe_error(e))
             self._record(

@@ -7,8 +7,14 @@ for anything that cannot run. The schedule alternates a healthy period of
 Jepsen's `(gen/stagger interval (gen/flip-flop start stop))` with a fixed
 interval. Each fault is drawn from `faults` (repeat a name to weight it) with
 a Random seeded from the test seed alone, so one seed gives one sequence of
-faults however the faults themselves go. An empty `faults` is a control run:
-the nemesis only waits.
+faults however the faults themselves go; with `order="cycle"` the faults are
+played in the order given, over and over (a fixed sequence such as "restart a
+mirror, then kill the master"). An empty `faults` is a control run: the
+nemesis only waits.
+
+A fault entry may name its own targets after an `@`: `kill@leader`,
+`stop@follower`, `pause@n2` (several nodes joined by `+`: `kill@n1+n3`);
+without one it takes the options' `targets`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from nemesis.targets import validate_targets
 log = logging.getLogger(__name__)
 
 PacketScope = Literal["peers", "all"]
+Order = Literal["random", "cycle"]
+ORDERS: tuple[str, ...] = ("random", "cycle")
 PACKET_SCOPES: tuple[str, ...] = ("peers", "all")
 # A tbf bucket smaller than one full Ethernet frame would drop every large packet.
 MIN_BURST_BYTES = 1600
@@ -36,7 +44,9 @@ MIN_BURST_BYTES = 1600
 class NemesisOptions:
     """Which faults, how often, for how long, against which nodes, and how hard.
 
-    - faults: fault names (see nemesis.registry); empty for no faults
+    - faults: fault entries, a fault name (see nemesis.registry) with optional targets
+      ("kill@leader"); empty for no faults
+    - order: "random" (each fault drawn at random) or "cycle" (in the order given, repeated)
     - interval_s: healthy seconds before each fault; duration_s: seconds each fault lasts
     - targets: target spec for faults that pick nodes (see nemesis.targets)
     - packet_loss: probability a packet is dropped, per direction; packet_scope:
@@ -48,6 +58,7 @@ class NemesisOptions:
     """
 
     faults: tuple[str, ...] = ("partition-random-halves",)
+    order: Order = "random"
     interval_s: float = 10.0
     duration_s: float = 10.0
     targets: str = "one"
@@ -73,7 +84,14 @@ class NemesisOptions:
         """
         if isinstance(self.faults, str) or not isinstance(self.faults, tuple):
             raise NemesisConfigError(f"faults must be a tuple of fault names, got {self.faults!r}")
-        faults = [make_fault(name) for name in dict.fromkeys(self.faults)]
+        faults = []
+        for entry in dict.fromkeys(self.faults):
+            name, targets = parse_entry(entry)
+            faults.append(make_fault(name))
+            if targets is not None:
+                validate_targets(targets, nodes)
+        if self.order not in ORDERS:
+            raise NemesisConfigError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
         for name in ("interval_s", "duration_s", "heal_wait_s"):
             _non_negative(name, getattr(self, name))
         _positive("command_timeout_s", self.command_timeout_s)
@@ -100,7 +118,7 @@ class NemesisOptions:
             _non_negative(name, value)
             if value > 100:
                 raise NemesisConfigError(f"{name} is a percentage, got {value!r}")
-        if self.reorder_pct and not self.delay_ms and "netem-reorder" in self.faults:
+        if self.reorder_pct and not self.delay_ms and "netem-reorder" in self.fault_names():
             raise NemesisConfigError("netem-reorder needs delay_ms > 0 (netem reorders by delay)")
         if nodes is not None:
             for fault in faults:
@@ -113,10 +131,22 @@ class NemesisOptions:
 
     def needs_queue(self) -> tuple[str, ...]:
         """Returns what in these options asks where the queue leader is (empty when nothing)."""
-        names = [n for n in dict.fromkeys(self.faults) if make_fault(n).info.needs_queue]
-        if self.targets == "leader" and self.faults:
-            names.append("targets=leader")
+        names = []
+        for entry in dict.fromkeys(self.faults):
+            name, targets = parse_entry(entry)
+            if make_fault(name).info.needs_queue or targets in QUEUE_SELECTORS:
+                names.append(entry)
+        if self.targets in QUEUE_SELECTORS and self.faults:
+            names.append(f"targets={self.targets}")
         return tuple(names)
+
+    def fault_names(self) -> tuple[str, ...]:
+        """Returns the fault names of the entries, without their targets, each once."""
+        return tuple(dict.fromkeys(parse_entry(e)[0] for e in self.faults))
+
+    def targets_of(self, entry: str) -> str:
+        """Takes a fault entry. Returns the target spec it acts on."""
+        return parse_entry(entry)[1] or self.targets
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the options as JSON-able data (faults as a list)."""
@@ -140,6 +170,17 @@ class NemesisOptions:
         if "faults" in data and isinstance(data["faults"], list):
             data["faults"] = tuple(data["faults"])
         return NemesisOptions(**data).validate()
+
+
+# Target selectors that ask the broker where the queue lives.
+QUEUE_SELECTORS: frozenset[str] = frozenset({"leader", "follower", "followers"})
+
+
+def parse_entry(entry: str) -> tuple[str, str | None]:
+    """Takes a fault entry such as "kill" or "kill@leader" or "pause@n1+n3". Returns (fault
+    name, its own target spec or None)."""
+    name, sep, targets = entry.partition("@")
+    return name, (targets.replace("+", ",") if sep else None)
 
 
 def _non_negative(name: str, value: float) -> None:
@@ -179,10 +220,16 @@ def schedule(options: NemesisOptions, rng: random.Random) -> Iterator[Step]:
 
     With no faults, yields only healthy steps.
     """
+    k = 0
     while True:
         yield Step("healthy", options.interval_s)
         if options.faults:
-            yield Step("fault", options.duration_s, rng.choice(options.faults))
+            if options.order == "cycle":
+                entry = options.faults[k % len(options.faults)]
+                k += 1
+            else:
+                entry = rng.choice(options.faults)
+            yield Step("fault", options.duration_s, entry)
 
 
 def plan(options: NemesisOptions, seed: int | str, count: int) -> list[Step]:

@@ -11,6 +11,9 @@ leader is (called only for that spec).
 - `majority`: a random majority (Jepsen `:majority`)
 - `all`: every node (Jepsen `:all`)
 - `leader`: the node hosting the queue's leader (like Jepsen `:primaries`)
+- `follower`: one random node hosting a replica of the queue that is not the leader
+  (a quorum member or a classic mirror), asked of the broker at fault time
+- `followers`: every node hosting a replica of the queue that is not the leader
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from nemesis.errors import FaultError, NemesisConfigError
 from nemesis.partition import majority, shuffled
@@ -25,31 +29,56 @@ from nemesis.partition import majority, shuffled
 log = logging.getLogger(__name__)
 
 LeaderFn = Callable[[], str]
-Selector = Callable[[Sequence[str], random.Random, LeaderFn], list[str]]
 
 
-def _one(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+@dataclass(frozen=True)
+class Locator:
+    """Where the queue lives, asked only by the selectors that need it: its leader's node and
+    the nodes of its other replicas."""
+
+    leader: LeaderFn
+    followers: Callable[[], list[str]] = lambda: []
+
+
+Selector = Callable[[Sequence[str], random.Random, Locator], list[str]]
+
+
+def _one(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
     return [rng.choice(list(nodes))]
 
 
-def _random(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+def _random(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
     return shuffled(nodes, rng)[: rng.randint(1, len(nodes))]
 
 
-def _minority(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+def _minority(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
     return shuffled(nodes, rng)[: majority(len(nodes)) - 1]
 
 
-def _majority(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+def _majority(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
     return shuffled(nodes, rng)[: majority(len(nodes))]
 
 
-def _all(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
+def _all(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
     return list(nodes)
 
 
-def _leader(nodes: Sequence[str], rng: random.Random, leader: LeaderFn) -> list[str]:
-    return [leader()]
+def _leader(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
+    return [where.leader()]
+
+
+def _follower(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
+    followers = sorted(where.followers())
+    if not followers:
+        raise FaultError("the queue has no replica besides its leader to target")
+    return [rng.choice(followers)]
+
+
+def _followers(nodes: Sequence[str], rng: random.Random, where: Locator) -> list[str]:
+    followers = sorted(where.followers())
+    if not followers:
+        raise FaultError("the queue has no replica besides its leader to target")
+    return followers
 
 
 SELECTORS: dict[str, Selector] = {
@@ -59,6 +88,8 @@ SELECTORS: dict[str, Selector] = {
     "majority": _majority,
     "all": _all,
     "leader": _leader,
+    "follower": _follower,
+    "followers": _followers,
 }
 
 
@@ -94,15 +125,17 @@ def validate_targets(spec: str, nodes: Sequence[str] | None = None) -> None:
 
 
 def select_targets(
-    spec: str, nodes: Sequence[str], rng: random.Random, leader: LeaderFn
+    spec: str, nodes: Sequence[str], rng: random.Random, where: Locator | LeaderFn
 ) -> list[str]:
-    """Takes a target spec, the node names, a Random and a leader lookup. Returns target names.
+    """Takes a target spec, the node names, a Random and a Locator (or just a leader lookup).
+    Returns target names.
 
     The result keeps the cluster's node order. Raises FaultError when the spec
     selects nobody (a minority of one node) or something not in the cluster.
     """
     names = explicit_nodes(spec)
-    chosen = set(SELECTORS[spec](nodes, rng, leader) if names is None else names)
+    locator = where if isinstance(where, Locator) else Locator(where)
+    chosen = set(SELECTORS[spec](nodes, rng, locator) if names is None else names)
     unknown = sorted(chosen - set(nodes))
     if unknown:
         raise FaultError(f"targets {spec!r} chose {unknown}, not in the cluster {list(nodes)}")

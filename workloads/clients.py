@@ -4,7 +4,13 @@ Each client is one logical process of the history: one connection and one
 channel to one node. A publish is `invoke` when sent, `ok` on the broker's
 basic.ack, `fail` on basic.nack or a basic.return of the mandatory message,
 and `info` when its own deadline passes or the connection is lost after
-sending. A delivery is one `ok` op recorded before it is acked.
+sending. A delivery is one `ok` op recorded before it is acked; the ack, once
+written on an open channel, is an `ok` op of its own (f "ack").
+
+A publisher slot is one publishing thread's identity: its processes come and
+go (a process is retired after an unknown outcome), but the slot's sequence
+numbers run on across them, so the id "<slot>-<seq>" orders every message the
+slot ever published.
 
 pika's BlockingChannel.basic_publish waits for the confirm with no deadline,
 so the publisher enables confirms on the channel's underlying
@@ -16,13 +22,14 @@ The ack/nack/return callbacks run in the client's own thread, during
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pika
@@ -61,6 +68,18 @@ class ClientOptions:
     port: int = 5672
     # Consumers of a stream give the offset they start from (x-stream-offset), e.g. "first".
     stream_offset: str | None = None
+
+
+class PublisherSlot:
+    """One publisher's identity across its processes: an id and a sequence that never restarts."""
+
+    def __init__(self, slot_id: int) -> None:
+        self.id = slot_id
+        self._seq = itertools.count()
+
+    def next_seq(self) -> int:
+        """Returns the slot's next sequence number."""
+        return next(self._seq)
 
 
 class ProcessIds:
@@ -150,7 +169,7 @@ class Publisher:
 
     def __init__(
         self, history: HistoryWriter, queue: str, node: str, host: str, process: int,
-        opts: ClientOptions,
+        opts: ClientOptions, slot: PublisherSlot | None = None,
     ) -> None:
         self.history = history
         self.queue = queue
@@ -160,7 +179,8 @@ class Publisher:
         self.opts = opts
         self.conn: pika.BlockingConnection | None = None
         self._impl: Any = None
-        self._seq = itertools.count()
+        # Without a slot the process is its own publisher (one process, one sequence).
+        self.slot = slot if slot is not None else PublisherSlot(process)
         self._pending: Op | None = None
         self._tag = 0
         self._returned = False
@@ -224,13 +244,13 @@ class Publisher:
         """
         if self.conn is None:
             raise ClientError("publisher is not open")
-        seq = next(self._seq)
-        mid = message_id(self.process, seq)
+        seq = self.slot.next_seq()
+        mid = message_id(self.slot.id, seq)
         self._returned = False
         self._outcome = None
         self._pending = self.history.append(Op(
             type="invoke", process=self.process, f="publish", value=mid, node=self.node,
-            queue=self.queue, publisher=self.process, seq=seq, phase=phase,
+            queue=self.queue, publisher=self.slot.id, seq=seq, phase=phase,
         ))
         self._tag += 1
         props = pika.BasicProperties(
@@ -265,15 +285,18 @@ class Publisher:
 
 
 class Consumer:
-    """One consuming process: manual acks, each delivery recorded before its ack.
+    """One consuming process: manual acks, each delivery recorded before its ack, each ack after.
 
-    Takes the history, queue, node, host, process number, options and the op
-    name ("consume" in the main phase, "drain" at the end).
+    Takes the history, queue, node, host, process number, options, the op
+    name ("consume" in the main phase, "drain" at the end) and the least
+    seconds between two acks (0: as fast as deliveries come; the broker sends
+    no more than `prefetch` unacked, so this bounds the consume rate).
     """
 
     def __init__(
         self, history: HistoryWriter, queue: str, node: str, host: str, process: int,
         opts: ClientOptions, f: str = "consume", phase: str = "main",
+        ack_interval_s: float = 0.0,
     ) -> None:
         self.history = history
         self.queue = queue
@@ -286,9 +309,14 @@ class Consumer:
         self.tag = f"{f}-{process}"
         self.conn: pika.BlockingConnection | None = None
         self.channel: Any = None
+        self.ack_interval_s = ack_interval_s
         self.delivered = 0
         self.last_delivery = time.monotonic()
         self.crashed = False
+        # The highest x-stream-offset delivered (streams only).
+        self.max_offset: int | None = None
+        self._next_ack = 0.0
+        self._to_ack: collections.deque[tuple[int, Op]] = collections.deque()
 
     def open(self) -> None:
         """Connects, sets prefetch and starts consuming. Raises ClientError."""
@@ -306,11 +334,13 @@ class Consumer:
             abandon(self.conn)
             self.conn = None
             raise ClientError(f"consume on {self.node}: {type(e).__name__}: {e}") from e
+        # Idle time counts from the moment the broker has the consumer, not from construction.
+        self.last_delivery = time.monotonic()
 
     def _on_message(self, ch: Any, method: Any, props: Any, body: bytes) -> None:
         text = body.decode("utf-8", errors="replace")
         parsed = parse_message_id(text)
-        self.history.append(Op(
+        delivery = self.history.append(Op(
             type="ok", process=self.process, f=self.f, value=text, node=self.node,
             queue=self.queue, publisher=parsed[0] if parsed else None,
             seq=parsed[1] if parsed else None, consumer=self.tag,
@@ -318,19 +348,45 @@ class Consumer:
         ))
         self.delivered += 1
         self.last_delivery = time.monotonic()
+        offset = (getattr(props, "headers", None) or {}).get("x-stream-offset")
+        if isinstance(offset, int):
+            self.max_offset = offset if self.max_offset is None else max(self.max_offset, offset)
         if self.opts.crash_after and self.delivered % self.opts.crash_after == 0:
-            # Crash: drop the channel with this delivery (and any prefetched) unacked.
+            # Crash: drop the channel with this delivery (and any prefetched or pending) unacked.
             self.crashed = True
+            self._to_ack.clear()
             ch.close()
             return
-        ch.basic_ack(delivery_tag=method.delivery_tag)
+        # Acked from `poll`, never here: each basic_ack flushes I/O, which reads more deliveries,
+        # and pika dispatches those in the same call, so acking here never returns under a backlog.
+        self._to_ack.append((method.delivery_tag, delivery))
+
+    def _ack_due(self) -> None:
+        """Acks the deliveries whose time has come (all of them, unless the consumer is slow)."""
+        while self._to_ack:
+            now = time.monotonic()
+            if self.ack_interval_s and now < self._next_ack:
+                return
+            tag, delivery = self._to_ack.popleft()
+            self.channel.basic_ack(delivery_tag=tag)
+            self.history.append(replace(delivery, f="ack", index=-1, time=-1))
+            if self.ack_interval_s:
+                # A slow consumer: the broker holds the rest of the backlog until the next ack.
+                self._next_ack = max(self._next_ack + self.ack_interval_s, now)
 
     def poll(self, seconds: float) -> None:
-        """Processes deliveries for up to `seconds`. Raises ClientError when the client broke."""
+        """Takes deliveries and acks them for about `seconds` (never much longer). Raises
+        ClientError when the client broke."""
         if self.conn is None or self.channel is None:
             raise ClientError("consumer is not open")
+        end = time.monotonic() + seconds
         try:
-            self.conn.process_data_events(time_limit=seconds)
+            while True:
+                self._ack_due()
+                left = end - time.monotonic()
+                if left <= 0 or not self.channel.is_open:
+                    break
+                self.conn.process_data_events(time_limit=min(left, 0.02) if self._to_ack else left)
         except AMQP_ERRORS as e:
             raise ClientError(f"{type(e).__name__}: {e}"[:300]) from e
         if not self.channel.is_open or self.tag not in self.channel.consumer_tags:

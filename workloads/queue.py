@@ -6,6 +6,17 @@ busy until told to stop, each thread playing a succession of processes:
 when a process's op ends unknown or its connection breaks, it is retired and
 a new process number takes its place on the next node, as Jepsen does.
 `drain` consumes what is left from every node after the cluster healed.
+
+Messages are only at risk while they sit in the queue, so by default the
+consumers are slower than the publishers (`consume_rate` below `rate`): the
+queue holds a standing backlog of thousands of messages through every fault,
+and the drain reads it back at the end. `consumers=0` makes the main phase
+publish-only; `pause_consumers_in_faults` stops consuming while a fault is on.
+
+The drain is complete only when the broker itself says the queue is empty
+(0 ready, 0 unacknowledged) from a source that fails loudly, asked of every
+node after the drain consumers were registered and idle: for a stream, when
+a drain consumer read up to the stream's last committed offset.
 """
 
 from __future__ import annotations
@@ -15,11 +26,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from clusters.base import Node
-from clusters.rabbitmq import RabbitBroker
+from clusters.rabbitmq import BrokerError, QueueDepth, RabbitBroker
+from clusters.remote import RemoteError
 from harness.history import HistoryWriter
 from workloads.clients import (
     AMQP_ERRORS,
@@ -28,6 +41,7 @@ from workloads.clients import (
     Consumer,
     ProcessIds,
     Publisher,
+    PublisherSlot,
     abandon,
     connect,
 )
@@ -46,7 +60,11 @@ class WorkloadOptions:
 
     publishers: int = 3
     consumers: int = 2
-    rate: float = 100.0  # publishes per second, all publishers together
+    rate: float = 200.0  # publishes per second, all publishers together
+    # Acks per second, all consumers together (None: as fast as deliveries come). Below
+    # `rate`, the queue keeps a growing backlog for the faults to put at risk.
+    consume_rate: float | None = 50.0
+    pause_consumers_in_faults: bool = False
     client: ClientOptions = field(default_factory=ClientOptions)
     drain_idle_s: float = 2.0
     drain_timeout_s: float = 120.0
@@ -60,6 +78,18 @@ class WorkloadOptions:
             raise WorkloadConfigError(f"consumers must be >= 0, got {self.consumers}")
         if not self.rate > 0:
             raise WorkloadConfigError(f"rate must be > 0 publishes/s, got {self.rate}")
+        if self.consume_rate is not None:
+            if self.consumers == 0:
+                raise WorkloadConfigError(
+                    f"a consume rate ({self.consume_rate:g}/s) needs consumers; with "
+                    "--consumers 0 the main phase only publishes")
+            if not self.consume_rate > 0:
+                raise WorkloadConfigError(
+                    f"consume rate must be > 0 acks/s, got {self.consume_rate}")
+        if self.pause_consumers_in_faults and self.consumers == 0:
+            raise WorkloadConfigError("pausing consumers during faults needs consumers")
+        if self.drain_idle_s <= 0 or self.drain_timeout_s <= 0:
+            raise WorkloadConfigError("drain idle time and timeout must be > 0")
         if not self.client.publish_timeout_s > 0:
             raise WorkloadConfigError("publish timeout must be > 0")
         if self.client.prefetch < 0:
@@ -70,11 +100,17 @@ class WorkloadOptions:
 
 @dataclass
 class DrainReport:
-    """What the drain did: deliveries per node, and whether a whole pass found the queue empty."""
+    """What the drain did: deliveries per node, and whether the broker proved the queue empty.
+
+    `reason` says why the drain is not complete (or, when complete, anything worth knowing,
+    such as a queue that no longer exists); `depth` is each node's last answer.
+    """
 
     delivered: dict[str, int] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     complete: bool = False
+    reason: str | None = None
+    depth: dict[str, Any] = field(default_factory=dict)
 
 
 class QueueWorkload:
@@ -117,8 +153,14 @@ class QueueWorkload:
 
     # -- main phase -------------------------------------------------------------------
 
-    def start(self, stop: threading.Event) -> None:
-        """Starts the publisher and consumer threads; they run until `stop` is set."""
+    def start(self, stop: threading.Event,
+              fault_active: Callable[[], bool] = lambda: False) -> None:
+        """Starts the publisher and consumer threads; they run until `stop` is set.
+
+        `fault_active` says whether a fault is on now (consumers pause then, when the
+        options say so).
+        """
+        self._fault_active = fault_active
         for k in range(self.opts.publishers):
             self._threads.append(threading.Thread(
                 target=self._publish_loop, args=(k, stop), name=f"publisher-{k}", daemon=True))
@@ -139,10 +181,11 @@ class QueueWorkload:
     def _publish_loop(self, slot: int, stop: threading.Event) -> None:
         interval = self.opts.publishers / self.opts.rate
         node_ix = slot
+        ident = PublisherSlot(slot)
         while not stop.is_set():
             node = self.nodes[node_ix % len(self.nodes)]
             pub = Publisher(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                            self.opts.client)
+                            self.opts.client, ident)
             try:
                 pub.open()
             except ClientError as e:
@@ -160,15 +203,23 @@ class QueueWorkload:
             pub.close()
             node_ix += 1
 
+    def _paused(self) -> bool:
+        return self.opts.pause_consumers_in_faults and self._fault_active()
+
     def _consume_loop(self, slot: int, stop: threading.Event) -> None:
         node_ix = slot
+        rate = self.opts.consume_rate
+        ack_interval = self.opts.consumers / rate if rate else 0.0
         while not stop.is_set():
+            if self._paused():
+                stop.wait(0.2)
+                continue
             node = self.nodes[node_ix % len(self.nodes)]
             con = Consumer(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                           self.consumer_opts)
+                           self.consumer_opts, ack_interval_s=ack_interval)
             try:
                 con.open()
-                while not stop.is_set():
+                while not stop.is_set() and not self._paused():
                     con.poll(0.2)
             except ClientError as e:
                 if not con.crashed:
@@ -179,34 +230,61 @@ class QueueWorkload:
 
     # -- drain ------------------------------------------------------------------------
 
-    def drain(self) -> DrainReport:
-        """Consumes every remaining message, from every node in turn, then checks a pass is empty.
+    def drain(self, broker: RabbitBroker) -> DrainReport:
+        """Consumes every remaining message, from every node in turn, until the broker proves
+        the queue empty (or, for a stream, until a node was read to its last offset).
 
-        Returns a DrainReport. A node that cannot be reached is noted and skipped.
+        Takes the broker, asked for the queue's depth. Returns a DrainReport; a node that
+        cannot be reached is noted and skipped.
         """
         report = DrainReport()
         deadline = time.monotonic() + self.opts.drain_timeout_s
-        # A queue is drained when a whole pass finds nothing left; a stream is read whole
-        # from every node once (reading removes nothing), complete if any node could be read.
-        for _round in range(1 if self.stream else 3):
-            took = 0
+        while True:
+            read_to: dict[str, int | None] = {}
             for node in self.nodes:
-                n, err = self._drain_node(node, deadline)
-                took += n
+                n, err, offset = self._drain_node(node, deadline)
                 report.delivered[node.name] = report.delivered.get(node.name, 0) + n
+                read_to[node.name] = offset
                 if err:
                     report.errors[node.name] = err
-            reached = [n for n in self.nodes if n.name not in report.errors]
-            if reached and (took == 0 or self.stream):
-                report.complete = True
+                else:
+                    report.errors.pop(node.name, None)
+            report.complete, report.reason = self._proven_empty(broker, report, read_to)
+            if report.complete or time.monotonic() > deadline:
                 break
-            if time.monotonic() > deadline:
-                break
-        log.info("drain: %s (complete=%s, errors=%s)", report.delivered, report.complete,
-                 report.errors or "none")
+        log.info("drain: %s (complete=%s: %s, errors=%s)", report.delivered, report.complete,
+                 report.reason, report.errors or "none")
         return report
 
-    def _drain_node(self, node: Node, deadline: float) -> tuple[int, str | None]:
+    def _proven_empty(self, broker: RabbitBroker, report: DrainReport,
+                      read_to: dict[str, int | None]) -> tuple[bool, str | None]:
+        """Asks every node for the queue's depth. Returns (proven empty, why not / a note)."""
+        depths: dict[str, QueueDepth] = {}
+        for node in self.nodes:
+            try:
+                depths[node.name] = broker.queue_depth(node, self.spec.name)
+                report.depth[node.name] = dataclasses.asdict(depths[node.name])
+            except (RemoteError, BrokerError) as e:
+                report.depth[node.name] = {"error": str(e)[-300:]}
+        unanswered = [n for n in report.depth if n not in depths]
+        if unanswered:
+            return False, f"no depth from {', '.join(unanswered)}: the queue's emptiness is unproven"
+        if not any(d.exists for d in depths.values()):
+            return True, "the queue no longer exists on any node"
+        if self.stream:
+            end = max(d.last_offset for d in depths.values() if d.last_offset is not None)
+            done = [n for n, o in read_to.items() if end < 0 or (o is not None and o >= end)]
+            if done:
+                return True, f"{', '.join(done)} read the stream to its last offset {end}"
+            return False, f"no node's drain reached the stream's last committed offset {end}"
+        full = {n: (d.ready, d.unacked) for n, d in depths.items() if not d.empty}
+        if full:
+            said = "; ".join(f"{n}: {r} ready, {u} unacked" for n, (r, u) in full.items())
+            return False, f"the queue still holds messages ({said})"
+        return True, None
+
+    def _drain_node(self, node: Node, deadline: float) -> tuple[int, str | None, int | None]:
+        """Drains through one node until idle. Returns (deliveries, error, highest offset)."""
         drain_opts = dataclasses.replace(self.consumer_opts, prefetch=200, crash_after=0)
         con = Consumer(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
                        drain_opts, f="drain", phase="drain")
@@ -214,11 +292,10 @@ class QueueWorkload:
             con.open()
             while time.monotonic() < deadline:
                 con.poll(0.2)
-                idle = time.monotonic() - con.last_delivery
-                if idle >= self.opts.drain_idle_s and (self.stream or con.ready_count() == 0):
+                if time.monotonic() - con.last_delivery >= self.opts.drain_idle_s:
                     break
-            return con.delivered, None
+            return con.delivered, None, con.max_offset
         except ClientError as e:
-            return con.delivered, str(e)
+            return con.delivered, str(e), con.max_offset
         finally:
             con.close()

@@ -9,66 +9,110 @@ from harness import matrix
 from harness.cli import main
 
 
-@pytest.mark.parametrize(("expect", "valid", "judgement"), [
-    (True, True, matrix.AS_EXPECTED),
-    (True, False, matrix.FINDING),
-    (None, False, matrix.MEASURED),
-    (None, True, matrix.MEASURED),
-    (True, "unknown", matrix.UNKNOWN),
-    (None, "unknown", matrix.UNKNOWN),
-    (True, None, matrix.UNKNOWN),
+VALID = matrix.Expectation()
+LOSS = matrix.loss()
+
+
+def results(valid, lost=0, anomalies=(), queue_valid=None):
+    return {"valid": valid, "queue": {"valid": valid if queue_valid is None else queue_valid,
+                                      "lost_count": lost, "anomalies": list(anomalies)}}
+
+
+@pytest.mark.parametrize(("expect", "res", "judgement"), [
+    (VALID, results(True), matrix.AS_EXPECTED),
+    (VALID, results(False, 3, ["lost"]), matrix.FINDING),
+    (VALID, results("unknown"), matrix.UNKNOWN),
+    (VALID, None, matrix.UNKNOWN),
+    (LOSS, results(False, 3, ["lost"]), matrix.DETECTED),
+    (LOSS, results(True), matrix.MISSED),
+    # lost counted but the drain was not proven: no detection, no pass
+    (LOSS, results("unknown", 3, ["lost"], queue_valid="unknown"), matrix.UNKNOWN),
+    # invalid, but not for the predicted reason
+    (LOSS, results(False, 0, ["unexpected"]), matrix.FINDING),
+    (LOSS, None, matrix.UNKNOWN),
 ])
-def test_judge(expect, valid, judgement):
-    assert matrix.judge(expect, valid) == judgement
+def test_judge(expect, res, judgement):
+    assert matrix.judge(expect, res) == judgement
+
+
+def test_an_expectation_must_be_a_rate_in_0_1():
+    with pytest.raises(ValueError):
+        matrix.Expectation("lost", 0)
+    assert LOSS.describe() == "lost in >= 90% of runs" and VALID.describe() == "valid"
 
 
 RESULTS = {
     "valid": False,
-    "queue": {"attempt_count": 100, "acknowledged_count": 98, "lost_count": 3,
-              "unexpected_count": 0, "duplicated_count": 2, "unflagged_duplicated_count": 1,
-              "recovered_count": 1},
+    "queue": {"valid": False, "anomalies": ["lost"], "attempt_count": 100,
+              "acknowledged_count": 98, "lost_count": 3, "unexpected_count": 0,
+              "duplicated_count": 2, "unflagged_duplicated_count": 1, "recovered_count": 1},
     "ordering": {"violation_count": 4},
     "run": {"problems": []},
 }
+OK = {**RESULTS, "valid": True, "queue": {**RESULTS["queue"], "valid": True, "anomalies": [],
+                                          "lost_count": 0}}
 
 
 def test_row_takes_the_counts_from_results():
-    row = matrix.make_row("kill", True, 1, 123.456, Path("/s/kill/x"), RESULTS)
+    row = matrix.make_row("kill", VALID, 1, 123.456, Path("/s/kill/x"), RESULTS, seed=7)
     assert (row.attempts, row.acknowledged, row.lost, row.duplicated, row.unflagged_duplicated,
             row.recovered, row.ordering_violations) == (100, 98, 3, 2, 1, 1, 4)
-    assert row.wall_s == 123.5 and row.judgement == matrix.FINDING
+    assert row.wall_s == 123.5 and row.judgement == matrix.FINDING and row.seed == 7
 
 
 def test_row_of_a_run_that_never_checked_is_unknown_and_says_why():
-    row = matrix.make_row("kill", True, 2, 5, Path("/s"), None, "cluster never formed")
+    row = matrix.make_row("kill", VALID, 2, 5, Path("/s"), None, "cluster never formed")
     assert row.valid is None and row.lost is None
     assert row.judgement == matrix.UNKNOWN and row.problems == ("cluster never formed",)
 
 
 def test_exit_code_orders_unknown_over_finding_over_success():
-    ok = matrix.make_row("a", True, 0, 1, Path("."), {**RESULTS, "valid": True})
-    measured = matrix.make_row("b", None, 1, 1, Path("."), RESULTS)
-    finding = matrix.make_row("c", True, 1, 1, Path("."), RESULTS)
-    unknown = matrix.make_row("d", True, 2, 1, Path("."), None, "boom")
-    assert matrix.exit_code([ok, measured]) == 0
-    assert matrix.exit_code([ok, measured, finding]) == 1
+    ok = matrix.make_row("a", VALID, 0, 1, Path("."), OK)
+    detected = matrix.make_row("b", LOSS, 1, 1, Path("."), RESULTS)
+    finding = matrix.make_row("c", VALID, 1, 1, Path("."), RESULTS)
+    unknown = matrix.make_row("d", VALID, 2, 1, Path("."), None, "boom")
+    assert matrix.exit_code([ok, detected]) == 0
+    assert matrix.exit_code([ok, detected, finding]) == 1
     assert matrix.exit_code([finding, unknown]) == 2
     assert matrix.exit_code([]) == 2
 
 
-def test_write_leaves_a_table_and_json(tmp_path):
-    rows = [matrix.make_row("partition", True, 0, 110, Path("/r/p"), {**RESULTS, "valid": True}),
-            matrix.make_row("mirrored-partition", None, 1, 130, Path("/r/m"), RESULTS),
-            matrix.make_row("kill", True, 2, 9, Path("/r/k"), None, "boot timed out")]
-    js, md = matrix.write(rows, tmp_path / "m")
+def test_a_loss_scenario_below_its_rate_is_a_harness_failure():
+    exp = {"m": LOSS, "q": VALID}
+    rows = ([matrix.make_row("m", LOSS, 1, 100 + k, Path("."), RESULTS) for k in range(8)]
+            + [matrix.make_row("m", LOSS, 0, 90, Path("."), OK) for _ in range(2)]
+            + [matrix.make_row("q", VALID, 0, 50, Path("."), OK) for _ in range(10)])
+    m, q = matrix.summarize(rows, exp)
+    assert (m.runs, m.valid, m.invalid, m.unknown, m.held, m.rate) == (10, 2, 8, 0, 8, 0.8)
+    assert (m.lost_min, m.lost_median, m.lost_max) == (0, 3, 3)
+    assert m.verdict == "insensitive" and q.verdict == "ok" and q.rate == 1.0
+    assert matrix.exit_code(rows, [m, q]) == 2
+    assert matrix.problems([m, q]) == [
+        "m: expected lost but the harness showed it in 8 of 10 runs (needs 90%): "
+        "not sensitive enough"]
+    never = matrix.summarize([matrix.make_row("m", LOSS, 0, 1, Path("."), OK)], exp)
+    assert "never showed it in 0 of 1" in matrix.problems(never)[0]
+    nine = rows[:8] + rows[:1] + rows[8:9]
+    assert matrix.summarize(nine, exp)[0].verdict == "ok"
+
+
+def test_write_leaves_a_table_and_json_that_rows_can_be_read_back_from(tmp_path):
+    rows = [matrix.make_row("partition", VALID, 0, 110, Path("/r/p"), OK, seed=3),
+            matrix.make_row("mirrored-partition", LOSS, 1, 130, Path("/r/m"), RESULTS, seed=3),
+            matrix.make_row("kill", VALID, 2, 9, Path("/r/k"), None, "boot timed out", seed=3)]
+    sums = matrix.summarize(rows, {"mirrored-partition": LOSS})
+    js, md = matrix.write(rows, sums, tmp_path / "m")
     doc = json.loads(js.read_text())
     assert doc["exit_code"] == 2
-    assert [r["judgement"] for r in doc["rows"]] == ["as expected", "measured", "unknown"]
+    assert [r["judgement"] for r in doc["rows"]] == ["as expected", "detected", "unknown"]
+    assert [s["verdict"] for s in doc["summaries"]] == ["ok", "ok", "unknown"]
+    assert matrix.read_rows(js) == rows
     text = md.read_text()
     lines = text.splitlines()
     assert lines[0].startswith("| scenario |") and len(lines[2].split("|")) == len(lines[0].split("|"))
-    assert "| mirrored-partition | loss possible | False | measured | 100 | 98 | 3 | 0 | 2 (1) |" in text
-    assert "- kill: boot timed out" in text
+    assert "| mirrored-partition | lost | 3 | False | detected | 100 | 98 | 3 | 0 | 2 (1) |" in text
+    assert "| mirrored-partition | lost | 1 | 0 | 1 | 0 | 1/1 | 90% | ok | 3 / 3 / 3 |" in text
+    assert "- kill (seed 3): boot timed out" in text
 
 
 def test_cli_rejects_unknown_scenarios_before_anything_starts(capsys):
@@ -80,3 +124,26 @@ def test_cli_validates_every_spec_before_anything_starts(capsys):
     assert main(["matrix", "--scenarios", "healthy,kill", "--time-limit", "-1"]) == 2
     assert "time limit" in capsys.readouterr().err
     assert main(["matrix", "--scenario", "healthy"]) == 2
+
+
+def test_cli_refuses_a_repeat_below_one_before_anything_starts(capsys):
+    assert main(["run", "--scenario", "healthy", "--repeat", "0"]) == 2
+    assert "--repeat must be >= 1" in capsys.readouterr().err
+
+
+def test_every_unsafe_scenario_predicts_a_loss_and_names_a_safe_twin_with_its_faults():
+    from harness.scenarios import SCENARIOS
+
+    unsafe = {n: s for n, s in SCENARIOS.items() if s.expect.anomaly}
+    assert {"mirrored-master-partition", "mirrored-ignore-split-brain",
+            "mirrored-unsynced-promotion", "mirrored-manual-sync-rejoin",
+            "transient-node-restart", "nondurable-node-restart",
+            "transient-full-restart"} <= set(unsafe)
+    for name, sc in unsafe.items():
+        if sc.twin is None:
+            continue
+        twin = SCENARIOS[sc.twin]
+        assert twin.expect.anomaly is None, name
+        same = ("faults", "order", "interval_s", "duration_s", "targets")
+        assert ({k: getattr(twin.spec.nemesis, k) for k in same}
+                == {k: getattr(sc.spec.nemesis, k) for k in same}), name

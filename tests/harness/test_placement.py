@@ -1,33 +1,67 @@
-"""Tests of the placement sampler: records at start and on every change, never on repeats."""
+"""Tests of the queue sampler: depth every sample, node by node; placement at start and on change."""
 
 import threading
 
+from clusters.base import Node
 from harness.history import HistoryWriter, read_history
-from harness.placement import PlacementSampler
+from harness.placement import QueueSampler
+
+NODES = [Node(f"n{i}", f"10.0.0.{i}", None) for i in (1, 2, 3)]  # type: ignore[arg-type]
 
 
 class Source:
-    def __init__(self, answers):
-        self.answers = list(answers)
+    """Answers queue_stats from a script: one answer per node per sample, in node order."""
 
-    def queue_placement(self, queue):
-        a = self.answers.pop(0)
+    def __init__(self, samples):
+        self.samples = [dict(s) for s in samples]
+
+    def queue_stats(self, node, queue, timeout=10.0):
+        a = self.samples[0].pop(node.name)
+        if not self.samples[0]:
+            self.samples.pop(0)
         if isinstance(a, Exception):
             raise a
         return a
 
 
-def test_records_only_changes_and_survives_errors(tmp_path):
+def row(leader, ready, unacked=0):
+    return {"type": "quorum", "leader": leader, "members": ["n1", "n2", "n3"], "mirrors": [],
+            "synchronised_mirrors": [], "ready": ready, "unacked": unacked, "messages": ready}
+
+
+def sample(src, times, tmp_path):
     h = HistoryWriter(tmp_path / "h.jsonl")
-    a = {"leader": "n1", "members": ["n1", "n2", "n3"]}
-    b = {"leader": "n2", "members": ["n1", "n2", "n3"]}
-    src = Source([a, a, {}, RuntimeError("cli timed out"), b, b, a])
-    s = PlacementSampler(src, "q", h, 1.0, threading.Event())
-    for _ in range(7):
+    s = QueueSampler(src, NODES, "q", h, 1.0, threading.Event())
+    for _ in range(times):
         s.sample()
+    s.join()
     h.close()
-    ops = read_history(tmp_path / "h.jsonl")
-    assert [o.value["leader"] for o in ops] == ["n1", "n2", "n1"]
-    assert all(o.process == "harness" and o.f == "placement" and o.value["queue"] == "q" for o in ops)
-    assert [o.node for o in ops] == ["n1", "n2", "n1"]
-    assert s.changes == 3 and s.samples == 6
+    return s, read_history(tmp_path / "h.jsonl")
+
+
+def test_depth_every_sample_placement_only_on_change(tmp_path):
+    a, b = "n1", "n2"
+    src = Source([
+        {"n1": row(a, 10), "n2": row(a, 10), "n3": row(a, 10)},
+        {"n1": row(a, 500, 3), "n2": RuntimeError("cli timed out"), "n3": None},
+        {"n1": RuntimeError("down"), "n2": row(b, 40), "n3": row(b, 900, 5)},
+    ])
+    s, ops = sample(src, 3, tmp_path)
+    depths = [o for o in ops if o.f == "depth"]
+    assert [(d.value["ready"], d.value["unacked"]) for d in depths] == [(10, 0), (500, 3), (900, 5)]
+    assert depths[1].value["nodes"] == {
+        "n1": {"ready": 500, "unacked": 3},
+        "n2": {"error": "RuntimeError: cli timed out"},
+        "n3": {"absent": True},
+    }
+    placements = [o for o in ops if o.f == "placement"]
+    assert [(p.value["leader"], p.node) for p in placements] == [("n1", "n1"), ("n2", "n2")]
+    assert all(o.process == "harness" and o.type == "info" and o.value["queue"] == "q" for o in ops)
+    assert s.samples == 3 and s.changes == 2
+
+
+def test_no_answer_anywhere_records_unknown_depth_and_no_placement(tmp_path):
+    err = RuntimeError("partitioned")
+    _, ops = sample(Source([{"n1": err, "n2": err, "n3": err}]), 1, tmp_path)
+    assert [o.f for o in ops] == ["depth"]
+    assert ops[0].value["ready"] is None and ops[0].value["unacked"] is None

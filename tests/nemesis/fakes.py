@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from clusters.base import Node
 from clusters.remote import CommandResult, RemoteError
@@ -198,6 +199,7 @@ class FakeBroker:
 
     names: Sequence[str] = ("n1", "n2", "n3")
     leader: str | None = "n1"
+    members: list[str] | None = None
     state: dict[str, str] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     fail: dict[tuple[str, str], Exception] = field(default_factory=dict)
@@ -259,6 +261,13 @@ class FakeBroker:
         with self._lock:
             self.calls.append(("queue_leader", queue))
         return self.leader
+
+    def queue_placement(self, queue: str) -> dict[str, Any]:
+        """Returns the configured leader and members (every node, unless set)."""
+        with self._lock:
+            self.calls.append(("queue_placement", queue))
+        members = self.members if self.members is not None else list(self.state)
+        return {"leader": self.leader, "members": members, "mirrors": []}
 
     def of(self, method: str) -> list[str]:
         """Returns the nodes `method` was called on, in order."""

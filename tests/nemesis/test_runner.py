@@ -364,3 +364,16 @@ def test_sole_node() -> None:
     assert sole_node({"nodes": ["n1", "n2"]}) is None
     assert sole_node({"nodes": []}) is None
     assert sole_node({}) is None
+
+
+def test_each_entry_acts_on_its_own_targets_in_cycle_order(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, ("stop@follower", "kill@leader"), order="cycle",
+              interval_s=0.001, duration_s=0.001)
+    rig.broker.leader, rig.broker.members = "n2", ["n1", "n2"]
+    rig.runner.start()
+    wait_until(lambda: len(rig.completions("start")) >= 4)
+    rig.runner.stop()
+    assert rig.runner.join(5)
+    hits = [(op.f, op.value["nodes"]) for op in rig.ops()
+            if op.type == "info" and op.f in ("stop", "kill")]
+    assert hits[:4] == [("stop", ["n1"]), ("kill", ["n2"]), ("stop", ["n1"]), ("kill", ["n2"])]

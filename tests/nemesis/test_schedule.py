@@ -116,3 +116,23 @@ def test_from_dict_rejects_unknown_keys_and_bad_values() -> None:
         NemesisOptions.from_dict({"intervall": 3})
     with pytest.raises(NemesisConfigError, match="unknown fault"):
         NemesisOptions.from_dict({"faults": ["nope"]})
+
+
+def test_cycle_plays_the_faults_in_order_and_entries_carry_their_targets() -> None:
+    opts = NemesisOptions(faults=("stop@follower", "kill@leader"), order="cycle")
+    assert opts.validate(NODES) is opts
+    assert [s.fault for s in plan(opts, 1, 8)[1::2]] == ["stop@follower", "kill@leader"] * 2
+    assert opts.fault_names() == ("stop", "kill")
+    assert opts.targets_of("kill@leader") == "leader"
+    assert opts.targets_of("pause@n1+n3") == "n1,n3"
+    assert opts.targets_of("kill") == "one"
+    assert opts.needs_queue() == ("stop@follower", "kill@leader")
+
+
+def test_bad_entries_and_orders_are_refused() -> None:
+    with pytest.raises(NemesisConfigError, match="unknown fault"):
+        NemesisOptions(faults=("explode@leader",)).validate(NODES)
+    with pytest.raises(NemesisConfigError, match="n9"):
+        NemesisOptions(faults=("kill@n9",)).validate(NODES)
+    with pytest.raises(NemesisConfigError, match="order"):
+        NemesisOptions(order="sorted").validate(NODES)  # type: ignore[arg-type]

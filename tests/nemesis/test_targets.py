@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from nemesis.errors import FaultError, NemesisConfigError
 from nemesis.partition import majority
-from nemesis.targets import SELECTORS, explicit_nodes, select_targets, validate_targets
+from nemesis.targets import (
+    SELECTORS,
+    Locator,
+    explicit_nodes,
+    select_targets,
+    validate_targets,
+)
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
@@ -73,3 +79,19 @@ def test_selection_properties(n: int, seed: int, spec: str) -> None:
     expected = {"one": 1, "minority": majority(n) - 1, "majority": majority(n), "all": n}
     if spec in expected:
         assert len(chosen) == expected[spec]
+
+
+def test_follower_picks_a_replica_that_is_not_the_leader() -> None:
+    where = Locator(leader=lambda: "n1", followers=lambda: ["n4", "n2"])
+    picks = {tuple(select_targets("follower", NODES, random.Random(s), where)) for s in range(20)}
+    assert picks == {("n2",), ("n4",)}
+
+
+def test_follower_of_a_queue_without_replicas_is_an_error() -> None:
+    with pytest.raises(FaultError, match="no replica"):
+        select_targets("follower", NODES, random.Random(0), Locator(lambda: "n1"))
+
+
+def test_followers_picks_every_replica_but_the_leader() -> None:
+    where = Locator(leader=lambda: "n1", followers=lambda: ["n4", "n2"])
+    assert select_targets("followers", NODES, random.Random(0), where) == ["n2", "n4"]

@@ -1,0 +1,69 @@
+"""A series of runs: several scenarios, each repeated, round by round, with a table kept as it goes.
+
+`Series` hands out the runs in rounds (every scenario once, then again), so a
+series cut short still covers every scenario about equally, and run i of
+every scenario uses the seed `base_seed + i`: a scenario and its safe twin in
+one series play the same seeded fault schedule. After each run it rewrites
+matrix.json and matrix.md in `store/matrix/<time>/` (harness.matrix), so the
+raw rows survive an interrupted series and tables can be rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from harness import matrix
+from harness.matrix import Expectation
+from harness.spec import TestSpec
+
+SEED_RANGE = 2**31
+
+
+class Series:
+    """Takes (name, spec, expectation or None for valid) entries, a repeat count, the store root
+    and an optional base seed (drawn when None)."""
+
+    def __init__(self, entries: Sequence[tuple[str, TestSpec, Expectation | None]], repeat: int,
+                 store_root: Path, base_seed: int | None = None) -> None:
+        if repeat < 1:
+            raise ValueError(f"repeat must be >= 1, got {repeat}")
+        self.entries = list(entries)
+        self.repeat = repeat
+        self.base_seed = (random.SystemRandom().randrange(SEED_RANGE) if base_seed is None
+                          else base_seed)
+        self.expectations = {n: e or Expectation() for n, _s, e in self.entries}
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        self.out_dir = store_root / "matrix" / stamp
+        self.rows: list[matrix.Row] = []
+        self.round = 0
+
+    def runs(self) -> Iterator[tuple[str, TestSpec]]:
+        """Yields (name, spec with its seed) for every run, round by round."""
+        for k in range(self.repeat):
+            self.round = k
+            seed = (self.base_seed + k) % SEED_RANGE
+            for name, spec, _e in self.entries:
+                yield name, dataclasses.replace(spec, seed=seed)
+
+    def record(self, name: str, spec: TestSpec, code: int, wall_s: float, outcome: Any) -> None:
+        """Takes a finished run (its exit code, wall time and RunOutcome). Adds its row and
+        rewrites the series' table."""
+        self.rows.append(matrix.make_row(
+            name, self.expectations[name], code, wall_s, outcome.run_dir, outcome.results,
+            outcome.error, seed=spec.seed))
+        matrix.write(self.rows, self.summaries(), self.out_dir)
+
+    def summaries(self) -> list[matrix.Summary]:
+        """Returns each scenario's summary so far."""
+        return matrix.summarize(self.rows, self.expectations)
+
+    def exit_code(self) -> int:
+        """Returns the series' exit code (2 when it was cut short)."""
+        if len(self.rows) < self.repeat * len(self.entries):
+            return 2
+        return matrix.exit_code(self.rows, self.summaries())
