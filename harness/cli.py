@@ -203,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--repeat", type=int,
                    help="runs of each scenario, round by round (default 1)")
     add_run_options(m)
+    t = sub.add_parser("table", help="rebuild the detection table of stored series (matrix.json "
+                                     "files), judging each run from its results again")
+    t.add_argument("matrix_files", type=Path, nargs="+")
+    t.add_argument("--recheck", action="store_true", help="check every run's history again first")
+    t.add_argument("--scenarios", type=_csv, help="only these scenarios")
+    t.add_argument("--out", type=Path, help="where to write matrix.json/md (default: beside)")
     sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
     sub.add_parser("scenarios", help="list the named scenarios")
     return p
@@ -332,6 +338,33 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> 
     return series.exit_code()
 
 
+def _cmd_table(a: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from harness import matrix
+    from harness.check import check_run
+    from harness.scenarios import SCENARIOS
+    from harness.series import rebuild
+
+    missing = [str(p) for p in a.matrix_files if not p.exists()]
+    if missing:
+        raise UsageError(f"no such matrix.json: {', '.join(missing)}")
+    expectations = {n: sc.expect for n, sc in SCENARIOS.items()}
+    rows = rebuild(a.matrix_files, expectations,
+                   recheck=(lambda d: check_run(d)) if a.recheck else None)
+    if a.scenarios:
+        rows = [r for r in rows if r.scenario in a.scenarios]
+    summaries = matrix.summarize(rows, expectations)
+    out = a.out or (a.matrix_files[0].parent.parent
+                    / f"table-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+    _js, md = matrix.write(rows, summaries, out)
+    print(matrix.summary_table(summaries), end="")
+    for problem in matrix.problems(summaries):
+        print(f"- {problem}")
+    print(f"table: {md}")
+    return matrix.exit_code(rows, summaries)
+
+
 def _cmd_check(a: argparse.Namespace) -> int:
     from harness.check import check_run, exit_code
 
@@ -370,8 +403,8 @@ def _cmd_scenarios(_a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "check": _cmd_check, "report": _cmd_report, "clean": _cmd_clean,
-            "scenarios": _cmd_scenarios}
+COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "table": _cmd_table, "check": _cmd_check,
+            "report": _cmd_report, "clean": _cmd_clean, "scenarios": _cmd_scenarios}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,7 @@ raw rows survive an interrupted series and tables can be rebuilt from them.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -67,3 +68,30 @@ class Series:
         if len(self.rows) < self.repeat * len(self.entries):
             return 2
         return matrix.exit_code(self.rows, self.summaries())
+
+
+def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
+            recheck: Any = None) -> list[matrix.Row]:
+    """Takes matrix.json files (of one or several series), each scenario's prediction, and an
+    optional function run_dir -> results that checks a run again.
+
+    Returns the rows of every run they list, judged afresh from each run's results (re-checked
+    when `recheck` is given, else its stored results.json), so a table can be rebuilt across
+    series and sessions. A run whose directory is gone keeps its recorded row.
+    """
+    rows = []
+    for path in matrix_files:
+        for old in matrix.read_rows(path):
+            run_dir = Path(old.run_dir)
+            results_path = run_dir / "results.json"
+            if recheck is not None and (run_dir / "history.jsonl").exists():
+                results = recheck(run_dir)
+            elif results_path.exists():
+                results = json.loads(results_path.read_text())
+            else:
+                rows.append(old)
+                continue
+            rows.append(matrix.make_row(
+                old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
+                old.wall_s, run_dir, results, seed=old.seed))
+    return rows

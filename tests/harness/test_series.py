@@ -1,0 +1,56 @@
+"""Series of runs (no cluster): rounds, shared seeds for twins, tables kept and rebuilt."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness import matrix
+from harness.series import Series, rebuild
+from harness.spec import TestSpec
+
+LOSS = matrix.loss()
+LOST = {"valid": False, "queue": {"valid": False, "anomalies": ["lost"], "lost_count": 5}}
+OK = {"valid": True, "queue": {"valid": True, "anomalies": [], "lost_count": 0}}
+
+
+def test_runs_go_round_by_round_and_a_round_shares_one_seed(tmp_path):
+    s = Series([("a", TestSpec(name="a"), LOSS), ("b", TestSpec(name="b"), None)], 3, tmp_path,
+               base_seed=10)
+    got = [(name, spec.seed, s.round) for name, spec in s.runs()]
+    assert got == [("a", 10, 0), ("b", 10, 0), ("a", 11, 1), ("b", 11, 1), ("a", 12, 2),
+                   ("b", 12, 2)]
+    with pytest.raises(ValueError):
+        Series([], 0, tmp_path)
+
+
+def test_record_keeps_the_table_current_and_a_cut_series_exits_2(tmp_path):
+    s = Series([("a", TestSpec(name="a"), LOSS)], 2, tmp_path, base_seed=1)
+    run = tmp_path / "run1"
+    s.record("a", TestSpec(name="a", seed=1), 1, 60.0,
+             SimpleNamespace(run_dir=run, results=LOST, error=None))
+    doc = json.loads((s.out_dir / "matrix.json").read_text())
+    assert [r["judgement"] for r in doc["rows"]] == ["detected"] and doc["rows"][0]["seed"] == 1
+    assert s.exit_code() == 2  # one of two runs happened
+    s.record("a", TestSpec(name="a", seed=2), 1, 61.0,
+             SimpleNamespace(run_dir=run, results=LOST, error=None))
+    assert s.exit_code() == 0 and s.summaries()[0].rate == 1.0
+
+
+def test_rebuild_judges_each_run_again_from_its_results(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(OK))
+    row = matrix.make_row("a", LOSS, 2, 50, run, None, "checker crashed", seed=4)
+    gone = matrix.make_row("a", LOSS, 1, 50, tmp_path / "gone", LOST, seed=5)
+    matrix.write([row, gone], [], tmp_path / "m")
+    rows = rebuild([tmp_path / "m" / "matrix.json"], {"a": LOSS})
+    assert [(r.judgement, r.seed) for r in rows] == [("MISSED", 4), ("detected", 5)]
+    rechecked = rebuild([tmp_path / "m" / "matrix.json"], {"a": LOSS},
+                        recheck=lambda d: LOST)
+    assert rechecked[0].judgement == "MISSED"  # no history.jsonl there: nothing to recheck
+    (run / "history.jsonl").write_text("")
+    rechecked = rebuild([tmp_path / "m" / "matrix.json"], {"a": LOSS}, recheck=lambda d: LOST)
+    assert [r.judgement for r in rechecked] == ["detected", "detected"]
+    assert isinstance(rechecked[0].run_dir, str) and Path(rechecked[0].run_dir) == run
