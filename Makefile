@@ -51,7 +51,7 @@ bench: setup
 
 lint: setup
 	$(PY) -m ruff check .
-	$(PY) -m mypy harness workloads nemesis checkers clusters
+	$(PY) -m mypy history harness workloads nemesis checkers clusters
 
 # Removes whatever a run left (namespaces, links, broker processes by pid, broker data).
 clean:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from clusters.base import Broker, Cluster
-from harness.history import HistoryWriter
 from harness.spec import TestSpec
+from history import HistoryWriter
 from nemesis import NemesisRunner
 
 

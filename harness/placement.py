@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from clusters.base import Node
-from harness.history import HARNESS, HistoryWriter, Op
+from history import HARNESS, HistoryWriter, Op
 
 log = logging.getLogger(__name__)
 

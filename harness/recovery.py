@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError, NodeStatus, RabbitBroker
 from clusters.remote import RemoteError
-from harness.history import HARNESS, HistoryWriter, Op
+from history import HARNESS, HistoryWriter, Op
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from clusters.rabbitmq import BrokerError, RabbitBroker
 from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
-from harness.history import HARNESS, HistoryWriter, Op
 from harness.placement import QueueSampler
 from harness.recovery import RecoveryReport, recover, restart_each
 from harness.spec import TestSpec
+from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError
 from workloads.clients import ClientError
 from workloads.queue import QueueWorkload

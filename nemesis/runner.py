@@ -27,7 +27,7 @@ import threading
 from typing import Any
 
 from clusters.base import Broker, Cluster
-from harness.history import NEMESIS, HistoryWriter, Op, OpType
+from history import NEMESIS, Op, OpType, Recorder
 from nemesis.errors import NemesisConfigError
 from nemesis.fault import HEALERS, Fault, FaultContext, Preflight, describe_error
 from nemesis.registry import make_fault
@@ -59,7 +59,7 @@ class NemesisRunner:
         self,
         cluster: Cluster,
         broker: Broker,
-        history: HistoryWriter,
+        history: Recorder,
         options: NemesisOptions,
         seed: int | str,
         queue: str | None = None,

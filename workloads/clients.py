@@ -36,7 +36,7 @@ import pika
 import pika.exceptions
 import pika.spec
 
-from harness.history import HistoryWriter, Op, OpType
+from history import Op, OpType, Recorder
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class Publisher:
     """
 
     def __init__(
-        self, history: HistoryWriter, queue: str, node: str, host: str, process: int,
+        self, history: Recorder, queue: str, node: str, host: str, process: int,
         opts: ClientOptions, slot: PublisherSlot | None = None,
     ) -> None:
         self.history = history
@@ -294,7 +294,7 @@ class Consumer:
     """
 
     def __init__(
-        self, history: HistoryWriter, queue: str, node: str, host: str, process: int,
+        self, history: Recorder, queue: str, node: str, host: str, process: int,
         opts: ClientOptions, f: str = "consume", phase: str = "main",
         ack_interval_s: float = 0.0,
     ) -> None:

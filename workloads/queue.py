@@ -33,7 +33,7 @@ from typing import Any
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError, QueueDepth, RabbitBroker
 from clusters.remote import RemoteError
-from harness.history import HistoryWriter
+from history import Recorder
 from workloads.clients import (
     AMQP_ERRORS,
     ClientError,
@@ -118,7 +118,7 @@ class QueueWorkload:
 
     def __init__(
         self, spec: QueueSpec, opts: WorkloadOptions, nodes: Sequence[Node],
-        history: HistoryWriter,
+        history: Recorder,
     ) -> None:
         self.spec = spec
         self.opts = opts

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from harness.history import HistoryWriter, Op, read_history
+from history import HistoryWriter, Op, read_history
 
 
 def test_ops_are_stamped_flushed_and_read_back(tmp_path):

@@ -3,8 +3,8 @@
 import threading
 
 from clusters.base import Node
-from harness.history import HistoryWriter, read_history
 from harness.placement import QueueSampler
+from history import HistoryWriter, read_history
 
 NODES = [Node(f"n{i}", f"10.0.0.{i}", None) for i in (1, 2, 3)]  # type: ignore[arg-type]
 

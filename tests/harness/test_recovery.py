@@ -5,8 +5,8 @@ from collections.abc import Callable
 from clusters.base import Node
 from clusters.rabbitmq import NodeStatus
 from clusters.remote import LocalRemote
-from harness.history import HistoryWriter, read_history
 from harness.recovery import partition_peers, recover, restart_each, unhealthy_nodes
+from history import HistoryWriter, read_history
 
 NODES = [Node(f"n{i}", f"10.0.0.{10 + i}", LocalRemote()) for i in range(1, 6)]
 ALL = frozenset(n.erlang_name for n in NODES)

@@ -16,8 +16,8 @@ import pytest
 
 from clusters.netns import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker
-from harness.history import HistoryWriter, read_history
 from harness.recovery import recover
+from history import HistoryWriter, read_history
 from nemesis import FaultUnsupported, NemesisOptions
 from nemesis.fault import FaultContext
 from nemesis.registry import make_fault

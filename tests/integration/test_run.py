@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import read_history
+from history import read_history
 from tests.integration.conftest import ROOT, harness, leftovers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("nothing_left")]

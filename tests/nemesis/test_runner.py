@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from clusters.remote import CommandTimeout, RemoteError
-from harness.history import NEMESIS, HistoryWriter, Op, read_history
+from history import NEMESIS, HistoryWriter, Op, read_history
 from nemesis.errors import FaultUnsupported, NemesisConfigError
 from nemesis.runner import NemesisRunner, sole_node
 from nemesis.schedule import NemesisOptions

@@ -1,0 +1,147 @@
+"""The history: Jepsen's op model, written as JSON lines as operations happen.
+
+This package is the contract every layer shares and depends on nothing of the
+project: the harness records into it, workloads and nemeses hand it their ops,
+checkers and reports read it. An `Op` is one line of `history.jsonl`
+(shared/DESIGN.md fixes the fields). `HistoryWriter` is the one recorder: it
+assigns indexes and times under a lock and flushes every line, so a run killed
+half-way still leaves a readable history. `Recorder` is what clients are given
+(the writer's `append`), so they never hold the file. `read_history` reads a
+small history back; the Spark checkers read the file themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Protocol, TextIO
+
+OpType = Literal["invoke", "ok", "fail", "info"]
+OP_TYPES: frozenset[str] = frozenset({"invoke", "ok", "fail", "info"})
+
+# Processes that are not clients.
+NEMESIS = "nemesis"
+HARNESS = "harness"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of the history. `index` and `time` are set by the writer."""
+
+    type: OpType
+    process: int | str
+    f: str
+    value: Any = None
+    node: str | None = None
+    index: int = -1
+    time: int = -1
+    queue: str | None = None
+    publisher: int | None = None
+    seq: int | None = None
+    consumer: str | None = None
+    redelivered: bool | None = None
+    phase: str | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Returns the op as one JSON line (no newline); `extra` keys are merged in."""
+        d = asdict(self)
+        extra = d.pop("extra")
+        d.update(extra)
+        return json.dumps(d, separators=(",", ":"), sort_keys=False)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Op:
+        """Takes a decoded history line. Returns the Op; unknown keys go to `extra`."""
+        known = {f for f in Op.__dataclass_fields__ if f != "extra"}
+        base = {k: v for k, v in d.items() if k in known}
+        extra = {k: v for k, v in d.items() if k not in known}
+        return Op(**base, extra=extra)
+
+
+class Recorder(Protocol):
+    """Where clients and nemeses hand their ops: the controller stamps and writes them."""
+
+    def append(self, op: Op) -> Op:
+        """Takes an op without index/time. Returns it stamped, once written."""
+        ...
+
+
+class HistoryWriter:
+    """Appends ops to a JSONL file, thread-safe, one flushed line per op.
+
+    Takes the path and an optional monotonic start time (ns). `append` stamps
+    `index` (strictly increasing) and `time` (ns since start) and returns the
+    stamped op, so callers can pair an invocation with its completion.
+    """
+
+    def __init__(self, path: Path, start_ns: int | None = None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._file: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        self._index = 0
+        self.start_ns = time.monotonic_ns() if start_ns is None else start_ns
+
+    def now(self) -> int:
+        """Returns nanoseconds since the history started."""
+        return time.monotonic_ns() - self.start_ns
+
+    def append(self, op: Op) -> Op:
+        """Takes an op without index/time. Returns it stamped, after writing and flushing it."""
+        with self._lock:
+            stamped = replace(op, index=self._index, time=self.now())
+            if self._file is None:
+                raise ValueError(f"history {self.path} is closed")
+            self._file.write(stamped.to_json() + "\n")
+            self._file.flush()
+            self._index += 1
+            return stamped
+
+    @property
+    def count(self) -> int:
+        """Returns how many ops were written."""
+        return self._index
+
+    def close(self) -> None:
+        """Closes the file; later appends raise."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def iter_history(path: Path) -> Iterator[Op]:
+    """Takes a history path. Yields its ops in file order (blank lines skipped).
+
+    Raises ValueError naming the line for a line that is not a JSON object.
+    """
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not JSON: {e}") from e
+            if not isinstance(d, dict):
+                raise ValueError(f"{path}:{lineno}: not a JSON object")
+            missing = [k for k in ("type", "process", "f") if k not in d]
+            if missing:
+                raise ValueError(f"{path}:{lineno}: missing {', '.join(missing)}")
+            yield Op.from_dict(d)
+
+
+def read_history(path: Path) -> list[Op]:
+    """Takes a history path. Returns all its ops (small histories only)."""
+    return list(iter_history(path))
