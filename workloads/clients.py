@@ -1,23 +1,15 @@
-"""AMQP clients that record what they do: publisher, consumer and drainer.
+"""AMQP clients that record what they do: connections, options, and the consumer.
 
 Each client is one logical process of the history: one connection and one
-channel to one node. A publish is `invoke` when sent, `ok` on the broker's
-basic.ack, `fail` on basic.nack or a basic.return of the mandatory message,
-and `info` when its own deadline passes or the connection is lost after
-sending. A delivery is one `ok` op recorded before it is acked; the ack, once
-written on an open channel, is an `ok` op of its own (f "ack").
+channel to one node (the publisher is in workloads.publisher). A delivery is
+one `ok` op recorded before it is acked; the ack, once written on an open
+channel, is an `ok` op of its own (f "ack").
 
 A publisher slot is one publishing thread's identity: its processes come and
 go (a process is retired after an unknown outcome), but the slot's sequence
 numbers run on across them, so the id "<slot>-<seq>" orders every message the
 slot ever published.
 
-pika's BlockingChannel.basic_publish waits for the confirm with no deadline,
-so the publisher enables confirms on the channel's underlying
-`pika.channel.Channel` (`_impl`, stable in the pinned pika 1.3) and drives
-the connection's I/O itself until the confirm arrives or its deadline passes.
-The ack/nack/return callbacks run in the client's own thread, during
-`process_data_events`, and write the completion at the moment it arrives.
 """
 
 from __future__ import annotations
@@ -28,7 +20,6 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,7 +27,7 @@ import pika
 import pika.exceptions
 import pika.spec
 
-from history import Op, OpType, Recorder
+from history import Op, Recorder
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +47,8 @@ class ClientOptions:
     """How clients talk to the brokers."""
 
     publish_timeout_s: float = 5.0
+    # Unconfirmed publishes a publisher process keeps in flight (1: one at a time).
+    window: int = 1
     connect_timeout_s: float = 3.0
     heartbeat_s: int = 5
     prefetch: int = 10
@@ -145,145 +138,6 @@ def abandon(conn: pika.BlockingConnection | None) -> threading.Thread | None:
     return t
 
 
-def _noop() -> None:
-    pass
-
-
-def _wait(conn: pika.BlockingConnection, done: Callable[[], bool], deadline: float) -> bool:
-    """Drives I/O until done() or the monotonic deadline. Returns done()."""
-    while not done():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        conn.process_data_events(time_limit=min(0.05, left))
-    return True
-
-
-class Publisher:
-    """One publishing process: a connection and confirm-mode channel to one node.
-
-    Takes the history, queue name, node (short name and host), process number
-    and options. `publish` runs one op and returns its completion type; after
-    an `info` the publisher is spent and must be closed.
-    """
-
-    def __init__(
-        self, history: Recorder, queue: str, node: str, host: str, process: int,
-        opts: ClientOptions, slot: PublisherSlot | None = None,
-    ) -> None:
-        self.history = history
-        self.queue = queue
-        self.node = node
-        self.host = host
-        self.process = process
-        self.opts = opts
-        self.conn: pika.BlockingConnection | None = None
-        self._impl: Any = None
-        # Without a slot the process is its own publisher (one process, one sequence).
-        self.slot = slot if slot is not None else PublisherSlot(process)
-        self._pending: Op | None = None
-        self._tag = 0
-        self._returned = False
-        self._outcome: str | None = None
-
-    def open(self) -> None:
-        """Connects and puts the channel in confirm mode (unless confirms are off). Raises ClientError."""
-        self.conn = connect(self.host, self.opts)
-        try:
-            ch = self.conn.channel()
-            self._impl = ch._impl
-            if not self.opts.confirms:
-                return
-            selected: list[object] = []
-            self._impl.confirm_delivery(
-                ack_nack_callback=self._on_confirm, callback=selected.append
-            )
-            self._impl.add_on_return_callback(self._on_return)
-            if not _wait(self.conn, lambda: bool(selected),
-                         time.monotonic() + self.opts.connect_timeout_s):
-                raise ClientError(f"confirm.select on {self.node} timed out")
-        except AMQP_ERRORS as e:
-            abandon(self.conn)
-            self.conn = None
-            raise ClientError(f"channel on {self.node}: {type(e).__name__}: {e}") from e
-
-    def _complete(self, type_: OpType, error: str | None = None) -> None:
-        inv = self._pending
-        if inv is None or self._outcome is not None:
-            return
-        self._outcome = type_
-        self.history.append(Op(
-            type=type_, process=self.process, f="publish", value=inv.value, node=self.node,
-            queue=self.queue, publisher=inv.publisher, seq=inv.seq, phase=inv.phase, error=error,
-        ))
-        if self.conn is not None and type_ != "info":
-            # Impl callbacks do not end process_data_events; a no-op ready event does, so
-            # the waiting loop returns now rather than at the end of its poll slice.
-            self.conn.add_callback_threadsafe(_noop)
-
-    def _on_confirm(self, frame: Any) -> None:
-        method = frame.method
-        if method.delivery_tag != self._tag:
-            return  # one message in flight at a time: a confirm for another tag is not ours
-        if isinstance(method, pika.spec.Basic.Nack):
-            self._complete("fail", "nack")
-        elif self._returned:
-            self._complete("fail", "returned: unroutable")
-        else:
-            self._complete("ok")
-
-    def _on_return(self, _ch: Any, method: Any, _props: Any, _body: bytes) -> None:
-        self._returned = True
-        log.debug("message returned on %s: %s", self.node, method.reply_text)
-
-    def publish(self, phase: str = "main") -> str:
-        """Publishes one new message and waits for its outcome, up to the deadline.
-
-        Returns "ok", "fail" or "info" (already recorded in the history); with
-        confirms off, "sent" when the op was recorded `info` but the channel is fine.
-        """
-        if self.conn is None:
-            raise ClientError("publisher is not open")
-        seq = self.slot.next_seq()
-        mid = message_id(self.slot.id, seq)
-        self._returned = False
-        self._outcome = None
-        self._pending = self.history.append(Op(
-            type="invoke", process=self.process, f="publish", value=mid, node=self.node,
-            queue=self.queue, publisher=self.slot.id, seq=seq, phase=phase,
-        ))
-        self._tag += 1
-        props = pika.BasicProperties(
-            message_id=mid,
-            delivery_mode=2 if self.opts.persistent else 1,
-            headers={"publisher": self.process, "seq": seq},
-        )
-        deadline = time.monotonic() + self.opts.publish_timeout_s
-        try:
-            self._impl.basic_publish(
-                exchange="", routing_key=self.queue, body=mid.encode(), properties=props,
-                mandatory=self.opts.mandatory,
-            )
-            if not self.opts.confirms:
-                # Without confirms nothing says whether the broker took it: unknown, by
-                # definition. The channel stays usable, so the process is not retired.
-                self.conn.process_data_events(time_limit=0)
-                self._complete("info", "confirms off")
-            elif not _wait(self.conn, lambda: self._outcome is not None, deadline):
-                self._complete("info", f"no confirm within {self.opts.publish_timeout_s:g}s")
-        except AMQP_ERRORS as e:
-            self._complete("info", f"{type(e).__name__}: {e}"[:300])
-        assert self._outcome is not None
-        if not self.opts.confirms and self._outcome == "info" and self.conn.is_open:
-            return "sent"
-        return self._outcome
-
-    def close(self) -> None:
-        """Hands the connection to a background closer."""
-        abandon(self.conn)
-        self.conn = None
-
-
 class Consumer:
     """One consuming process: manual acks, each delivery recorded before its ack, each ack after.
 
@@ -311,6 +165,7 @@ class Consumer:
         self.channel: Any = None
         self.ack_interval_s = ack_interval_s
         self.delivered = 0
+        self.acked = 0
         self.last_delivery = time.monotonic()
         self.crashed = False
         # The highest x-stream-offset delivered (streams only).
@@ -370,6 +225,7 @@ class Consumer:
             tag, delivery = self._to_ack.popleft()
             self.channel.basic_ack(delivery_tag=tag)
             self.history.append(replace(delivery, f="ack", index=-1, time=-1))
+            self.acked += 1
             if self.ack_interval_s:
                 # A slow consumer: the broker holds the rest of the backlog until the next ack.
                 self._next_ack = max(self._next_ack + self.ack_interval_s, now)

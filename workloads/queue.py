@@ -40,11 +40,11 @@ from workloads.clients import (
     ClientOptions,
     Consumer,
     ProcessIds,
-    Publisher,
     PublisherSlot,
     abandon,
     connect,
 )
+from workloads.publisher import Publisher
 from workloads.queues import QueueSpec, ha_policy, queue_arguments, reads_whole_log
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,9 @@ class WorkloadOptions:
             raise WorkloadConfigError("drain idle time and timeout must be > 0")
         if not self.client.publish_timeout_s > 0:
             raise WorkloadConfigError("publish timeout must be > 0")
+        if self.client.window < 1:
+            raise WorkloadConfigError(
+                f"publish window must be >= 1 message in flight, got {self.client.window}")
         if self.client.prefetch < 0:
             raise WorkloadConfigError("prefetch must be >= 0")
         if self.client.crash_after < 0:
@@ -182,6 +185,7 @@ class QueueWorkload:
         interval = self.opts.publishers / self.opts.rate
         node_ix = slot
         ident = PublisherSlot(slot)
+        patience = self.opts.client.publish_timeout_s + 1.0
         while not stop.is_set():
             node = self.nodes[node_ix % len(self.nodes)]
             pub = Publisher(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
@@ -194,12 +198,14 @@ class QueueWorkload:
                 stop.wait(self.opts.reconnect_delay_s)
                 continue
             next_at = time.monotonic()
-            while not stop.is_set():
-                outcome = pub.publish()
-                if outcome == "info":
+            while not stop.is_set() and not pub.spent:
+                pub.wait_for_room(time.monotonic() + patience)
+                if pub.spent:
                     break  # the process is retired: its state is unknown
-                next_at += interval
-                stop.wait(max(0.0, next_at - time.monotonic()))
+                pub.send()
+                next_at = max(next_at + interval, time.monotonic() - 1.0)
+                pub.drive(next_at)
+            pub.settle()
             pub.close()
             node_ix += 1
 

@@ -22,7 +22,8 @@ from nemesis import FaultUnsupported, NemesisOptions
 from nemesis.fault import FaultContext
 from nemesis.registry import make_fault
 from tests.integration.conftest import leftovers
-from workloads.clients import ClientOptions, Consumer, Publisher
+from workloads.clients import ClientOptions, Consumer
+from workloads.publisher import Publisher
 from workloads.queue import QueueWorkload, WorkloadOptions
 from workloads.queues import QueueSpec
 

@@ -1,0 +1,228 @@
+"""Throughput of the workload against raw pika doing the same work, side by side on one cluster.
+
+Boots a local 3-node cluster (network namespaces, as `harness run` does) and
+a quorum queue, then alternates two ways of doing the same work for
+`--seconds` each, `--rounds` times:
+
+- raw: pika alone: publisher threads keeping `--window` unconfirmed publishes
+  in flight with confirms, consumer threads acking every delivery
+  (prefetch `--prefetch`); nothing is recorded;
+- harness: the harness's own Publisher and Consumer (workloads/), every
+  invoke, completion, delivery and ack recorded into a history file, the same
+  threads, window and prefetch.
+
+It counts confirmed publishes plus acked deliveries per second (recorded ops)
+and prints each round, the medians, and harness / raw. The recording overhead
+is 1 - that ratio. Run it as `make bench-workload` (root: namespaces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pika
+
+from clusters.netns import NetnsCluster, make_plan
+from clusters.rabbitmq import BrokerConfig, RabbitBroker
+from history import HistoryWriter
+from workloads.clients import ClientError, ClientOptions, Consumer, PublisherSlot, connect
+from workloads.publisher import Publisher
+
+STATE = Path(__file__).resolve().parent.parent / ".state"
+
+
+class Counter:
+    """A thread-safe count."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._lock = threading.Lock()
+
+    def add(self, k: int = 1) -> None:
+        with self._lock:
+            self.n += k
+
+
+def raw_publisher(host: str, queue: str, window: int, stop: threading.Event,
+                  confirmed: Counter) -> None:
+    """Publishes with confirms, `window` in flight, counting confirmed messages."""
+    conn = connect(host, ClientOptions())
+    impl = conn.channel()._impl
+    pending: set[int] = set()
+    tag = 0
+
+    def on_confirm(frame: Any) -> None:
+        m = frame.method
+        done = {t for t in pending if t <= m.delivery_tag} if m.multiple else {m.delivery_tag}
+        pending.difference_update(done)
+        if isinstance(m, pika.spec.Basic.Ack):
+            confirmed.add(len(done))
+
+    ready: list[object] = []
+    impl.confirm_delivery(ack_nack_callback=on_confirm, callback=ready.append)
+    while not ready:
+        conn.process_data_events(time_limit=0.05)
+    props = pika.BasicProperties(delivery_mode=2)
+    while not stop.is_set():
+        while len(pending) >= window and not stop.is_set():
+            conn.process_data_events(time_limit=0.05)
+        tag += 1
+        pending.add(tag)
+        impl.basic_publish("", queue, f"raw-{tag}".encode(), props, mandatory=True)
+        conn.process_data_events(time_limit=0)
+    conn.close()
+
+
+def raw_consumer(host: str, queue: str, prefetch: int, stop: threading.Event,
+                 acked: Counter) -> None:
+    """Consumes and acks every delivery, counting acks."""
+    conn = connect(host, ClientOptions())
+    ch = conn.channel()
+    ch.basic_qos(prefetch_count=prefetch)
+    to_ack: list[int] = []
+    ch.basic_consume(queue, lambda _c, m, _p, _b: to_ack.append(m.delivery_tag))
+    while not stop.is_set():
+        conn.process_data_events(time_limit=0.02)
+        while to_ack:
+            ch.basic_ack(to_ack.pop(0))
+            acked.add()
+    conn.close()
+
+
+def harness_publisher(history: HistoryWriter, host: str, queue: str, window: int, slot: int,
+                      stop: threading.Event, confirmed: Counter) -> None:
+    """The workload's Publisher, unthrottled, counting `ok` completions."""
+    pub = Publisher(history, queue, "n", host, 1000 + slot,
+                    ClientOptions(window=window), PublisherSlot(slot))
+    pub.open()
+    before = 0
+    while not stop.is_set() and not pub.spent:
+        pub.wait_for_room(time.monotonic() + 6)
+        pub.send()
+        pub.drive(time.monotonic())
+        confirmed.add(pub.confirmed - before)
+        before = pub.confirmed
+    pub.close()
+
+
+def harness_consumer(history: HistoryWriter, host: str, queue: str, prefetch: int, k: int,
+                     stop: threading.Event, acked: Counter) -> None:
+    """The workload's Consumer, unthrottled, counting recorded acks."""
+    con = Consumer(history, queue, "n", host, 2000 + k, ClientOptions(prefetch=prefetch))
+    con.open()
+    before = 0
+    try:
+        while not stop.is_set():
+            con.poll(0.1)
+            acked.add(con.acked - before)
+            before = con.acked
+    except ClientError:
+        pass
+    con.close()
+
+
+Worker = Callable[[threading.Event, Counter, Counter], list[threading.Thread]]
+
+
+def measure(start: Worker, seconds: float, warmup: float = 2.0) -> float:
+    """Starts the workers, counts confirmed publishes plus acks over `seconds` after a warm-up.
+    Returns ops/s."""
+    stop = threading.Event()
+    pubs, acks = Counter(), Counter()
+    threads = start(stop, pubs, acks)
+    time.sleep(warmup)
+    p0, a0, t0 = pubs.n, acks.n, time.monotonic()
+    time.sleep(seconds)
+    ops = (pubs.n - p0) + (acks.n - a0)
+    elapsed = time.monotonic() - t0
+    stop.set()
+    for t in threads:
+        t.join(10)
+    return ops / elapsed
+
+
+def spawn(fns: Sequence[Callable[[], None]]) -> list[threading.Thread]:
+    """Starts each function in a daemon thread. Returns the threads."""
+    threads = [threading.Thread(target=f, daemon=True) for f in fns]
+    for t in threads:
+        t.start()
+    return threads
+
+
+@contextlib.contextmanager
+def cluster(nodes: int) -> Iterator[tuple[list[str], RabbitBroker]]:
+    """Boots a local cluster; yields (node addresses, broker); tears it down."""
+    from harness.runner import run_lock
+
+    with run_lock():
+        net = NetnsCluster(make_plan(nodes))
+        broker = RabbitBroker(net.nodes, BrokerConfig(),
+                              str(STATE / "cluster" / f"bench-{int(time.time())}"))
+        try:
+            net.create()
+            broker.start_all()
+            broker.form_cluster()
+            yield [n.ip for n in net.nodes], broker
+        finally:
+            with contextlib.suppress(Exception):
+                broker.stop_all()
+            net.destroy()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the comparison. Returns 0."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=15.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--publishers", type=int, default=3)
+    p.add_argument("--consumers", type=int, default=3)
+    p.add_argument("--window", type=int, default=64)
+    p.add_argument("--prefetch", type=int, default=200)
+    a = p.parse_args(argv)
+    results: dict[str, list[float]] = {"raw": [], "harness": []}
+    with cluster(3) as (hosts, _broker), tempfile.TemporaryDirectory() as tmp:
+        declare = connect(hosts[0], ClientOptions()).channel()
+        for r in range(a.rounds):
+            for kind in ("raw", "harness"):
+                queue = f"bench.{kind}.{r}"
+                declare.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+                history = HistoryWriter(Path(tmp) / f"{kind}-{r}.jsonl")
+
+                def start(stop: threading.Event, pubs: Counter, acks: Counter,
+                          kind: str = kind, queue: str = queue,
+                          history: HistoryWriter = history) -> list[threading.Thread]:
+                    if kind == "raw":
+                        return spawn(
+                            [partial(raw_publisher, hosts[i % 3], queue, a.window, stop, pubs)
+                             for i in range(a.publishers)]
+                            + [partial(raw_consumer, hosts[i % 3], queue, a.prefetch, stop, acks)
+                               for i in range(a.consumers)])
+                    return spawn(
+                        [partial(harness_publisher, history, hosts[i % 3], queue, a.window, i,
+                                 stop, pubs) for i in range(a.publishers)]
+                        + [partial(harness_consumer, history, hosts[i % 3], queue, a.prefetch, i,
+                                   stop, acks) for i in range(a.consumers)])
+
+                rate = measure(start, a.seconds)
+                history.close()
+                results[kind].append(rate)
+                print(f"round {r + 1} {kind:8} {rate:8.0f} recorded ops/s "
+                      f"(confirmed publishes + acked deliveries)", flush=True)
+    raw, har = statistics.median(results["raw"]), statistics.median(results["harness"])
+    print(f"median raw pika {raw:.0f} ops/s, harness {har:.0f} ops/s, "
+          f"harness/raw {har / raw:.3f} (recording overhead {1 - har / raw:.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
