@@ -24,6 +24,14 @@ from harness.store import new_run_dir
     (["run", "--quorum-initial-group-size", "5"], "initial group size"),
     (["run", "--queue-type", "mirrored", "--ha-mode", "exactly"], "ha-params"),
     (["run", "--nemesis-duration", "-1"], "duration"),
+    (["run", "--consumers", "0", "--consume-rate", "30"], "needs consumers"),
+    (["run", "--consume-rate", "0"], "consume rate must be > 0"),
+    (["run", "--consumers", "0", "--pause-consumers-in-faults"], "needs consumers"),
+    (["run", "--window", "0"], "window"),
+    (["run", "--nemesis", "kill@n7"], "n7"),
+    (["run", "--nemesis-order", "sorted"], "invalid choice"),
+    (["run", "--repeat", "0"], "--repeat must be >= 1"),
+    (["matrix", "--scenarios", "healthy", "--repeat", "-2"], "--repeat must be >= 1"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_impossible_options_exit_2_before_anything_starts(argv, msg, capsys, monkeypatch):
@@ -127,3 +135,19 @@ def test_scenarios_that_say_a_random_node_hit_exactly_one():
     # "random" targets a random non-empty subset (Jepsen's default): it can kill every node.
     for name in ("kill", "pause", "quorum-packet-loss", "quorum-sac-fifo"):
         assert SCENARIOS[name].spec.nemesis.targets == "one", name
+
+
+def test_the_default_workload_keeps_a_backlog_and_publish_only_drops_the_consume_rate():
+    spec = spec_from_args(build_parser().parse_args(["run"]))
+    assert spec.workload.consume_rate is not None
+    assert spec.workload.consume_rate < spec.workload.rate
+    publish_only = spec_from_args(build_parser().parse_args(["run", "--consumers", "0"]))
+    assert publish_only.workload.consumers == 0 and publish_only.workload.consume_rate is None
+    unlimited = spec_from_args(build_parser().parse_args(["run", "--consume-rate", "unlimited"]))
+    assert unlimited.workload.consume_rate is None
+    piped = spec_from_args(build_parser().parse_args(
+        ["run", "--window", "32", "--nemesis", "stop@follower,kill@leader",
+         "--nemesis-order", "cycle", "--pause-consumers-in-faults"]))
+    assert piped.workload.client.window == 32 and piped.workload.pause_consumers_in_faults
+    assert piped.nemesis.faults == ("stop@follower", "kill@leader")
+    assert piped.nemesis.order == "cycle"

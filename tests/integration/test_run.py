@@ -135,3 +135,31 @@ def test_stream_every_node_serves_the_whole_log(tmp_path):
     assert test["drain"]["delivered"] == {n: q["ok_count"] for n in ("n1", "n2", "n3")}
     assert q["duplicated_count"] == q["ok_count"]
     assert results["ordering"]["violation_count"] == 0
+
+
+def test_the_default_workload_keeps_a_backlog_at_risk_through_every_fault(tmp_path):
+    """Issue: with consumers as fast as publishers the queue stayed near empty, so a fault had
+    nothing to lose. With the defaults the sampled depth must be in the thousands when each
+    fault begins and stay non-zero through it, and the drain must read the backlog back."""
+    proc = harness("run", "--time-limit", "45", "--nemesis", "partition-one",
+                   "--nemesis-interval", "12", "--nemesis-duration", "10", "--seed", "5",
+                   "--name", "backlog", "--store", str(tmp_path))
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-3000:]
+    run = _run_dir(proc)
+    ops = read_history(run / "history.jsonl")
+    starts = [o.time for o in ops if o.f == "start-partition" and o.type == "info"]
+    stops = [o.time for o in ops if o.f == "stop-partition" and o.type == "invoke"]
+    depths = [(o.time, o.value) for o in ops if o.f == "depth"]
+    assert starts and len(stops) >= len(starts) - 1 and depths
+    for k, start in enumerate(starts):
+        before = [v for t, v in depths if t <= start and v["ready"] is not None]
+        assert before and before[-1]["ready"] >= 1000, (k, before[-1:])
+        end = stops[k] if k < len(stops) else ops[-1].time
+        during = [v["ready"] for t, v in depths if start <= t <= end and v["ready"] is not None]
+        assert during and min(during) > 0, (k, during)
+        assert all(set(v["nodes"]) == {"n1", "n2", "n3"} for t, v in depths if start <= t <= end)
+    test = json.loads((run / "test.json").read_text())
+    assert test["drain"]["complete"] is True and sum(test["drain"]["delivered"].values()) > 1000
+    assert test["drain"]["depth"] and all(d.get("ready") == 0 for d in test["drain"]["depth"].values())
+    results = json.loads((run / "results.json").read_text())
+    assert results["queue"]["lost_count"] == 0, results["queue"]
