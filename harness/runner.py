@@ -31,6 +31,7 @@ from harness.recovery import RecoveryReport, recover, restart_each
 from harness.spec import TestSpec
 from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError
+from workloads import Workload
 from workloads.clients import ClientError
 from workloads.queue import QueueWorkload
 
@@ -114,7 +115,8 @@ class Run:
         self.broker = RabbitBroker(
             self.cluster.nodes, spec.broker, str(STATE_DIR / "cluster" / run_dir.name)
         )
-        self.workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes, self.history)
+        self.workload: Workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes,
+                                                self.history)
         self.nemesis: Any = None
         self.test_info: dict[str, Any] = {
             "name": spec.name,

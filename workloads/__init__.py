@@ -1,1 +1,37 @@
-"""Clients that act on the brokers: publishers with confirms, consumers with acks, the final drain."""
+"""Clients that act on the brokers: publishers with confirms, consumers with acks, the final drain.
+
+A workload, as in Jepsen and Maelstrom, is one small object the controller
+drives through fixed phases: `setup` (declare what it needs), `start` (its
+clients, until the stop event), `join`, then `drain` (the final reads, after
+the cluster healed). Its clients hand every operation to the controller's
+Recorder (history.Recorder), which stamps and writes it: a workload never
+holds the history file, and nothing here imports the harness.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Workload(Protocol):
+    """What the controller needs of a workload."""
+
+    def setup(self, broker: Any) -> None:
+        """Takes the broker. Declares what the workload needs (queues, policies)."""
+        ...
+
+    def start(self, stop: threading.Event, fault_active: Callable[[], bool]) -> None:
+        """Starts the clients; they run until `stop` is set. `fault_active` says whether a
+        fault is on now."""
+        ...
+
+    def join(self, timeout: float = 30.0) -> None:
+        """Waits for the clients to finish after `stop` was set."""
+        ...
+
+    def drain(self, broker: Any) -> Any:
+        """Takes the broker. Reads what is left and says whether that is provably all; returns
+        a report whose `complete`, `reason` and counts the drain's end event records."""
+        ...
