@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,7 +43,6 @@ class BrokerConfig:
 
     partition_handling: PartitionHandling = "pause_minority"
     net_ticktime: int = 10
-    cookie: str = "RMQHARNESSCOOKIE"
     extra: tuple[tuple[str, str], ...] = ()
 
     def validate(self) -> None:
@@ -289,13 +289,17 @@ class RabbitBroker:
     """RabbitMQ on a set of nodes, each driven through its Remote.
 
     Takes the nodes, a BrokerConfig, and the directory on each host under
-    which per-node directories are made (`<data_root>/<node>`).
+    which per-node directories are made (`<data_root>/<node>`). The cluster's
+    Erlang cookie is drawn fresh here and written only into each node's home,
+    mode 0400: anyone holding it who reaches a node's distribution port can
+    run code there, so it is never part of the spec, test.json or a report.
     """
 
     def __init__(self, nodes: Sequence[Node], config: BrokerConfig, data_root: str) -> None:
         self.nodes = tuple(nodes)
         self.config = config
         self.data_root = data_root
+        self._cookie = secrets.token_hex(24).upper()
         self._epmd: dict[str, int] = {}
 
     # -- paths and CLI -------------------------------------------------------------
@@ -326,7 +330,7 @@ class RabbitBroker:
         r.write_file(f"{p.etc}/enabled_plugins", "[].\n")
         r.write_file(f"{p.etc}/rabbitmq-env.conf", "")
         r.write_file(f"{p.etc}/advanced.config", "[].\n")
-        r.write_file(f"{p.home}/.erlang.cookie", self.config.cookie, mode=0o400)
+        r.write_file(f"{p.home}/.erlang.cookie", self._cookie, mode=0o400)
         r.run(["mkdir", "-p", p.mnesia, p.log_dir], timeout=10)
         if node.name not in self._epmd:
             # Our own epmd per node, started by us so teardown can end it by pid.

@@ -112,6 +112,7 @@ def spec_from_dict(d: dict[str, Any]) -> TestSpec:
     """
     def build(cls: Any, data: dict[str, Any]) -> Any:
         names = {f.name: f for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if (cls, k) not in _RETIRED}
         unknown = set(data) - set(names)
         if unknown:
             raise SpecError(f"unknown {cls.__name__} option(s): {', '.join(sorted(unknown))}")
@@ -128,6 +129,9 @@ def spec_from_dict(d: dict[str, Any]) -> TestSpec:
 
     return build(TestSpec, d)
 
+
+# Keys older test.json files have that a spec no longer takes (the cookie is drawn per cluster).
+_RETIRED: frozenset[tuple[Any, str]] = frozenset({(BrokerConfig, "cookie")})
 
 _NESTED: dict[tuple[Any, str], Any] = {
     (TestSpec, "broker"): BrokerConfig,

@@ -17,6 +17,7 @@ class FakeRemote:
         self.calls: list[tuple[str, ...]] = []
         self.envs: list[Mapping[str, str] | None] = []
         self.files: dict[str, str] = {}
+        self.modes: dict[str, int] = {}
         self.spawned: list[tuple[str, ...]] = []
         self.respond = respond or (lambda argv: None)
 
@@ -38,6 +39,7 @@ class FakeRemote:
 
     def write_file(self, path: str, content: str, mode: int = 0o644) -> None:
         self.files[path] = content
+        self.modes[path] = mode
 
     def read_file(self, path: str) -> str | None:
         return self.files.get(path)

@@ -1,5 +1,6 @@
 """Unit tests of the broker lifecycle: config rendering, CLI parsing, commands through a fake Remote."""
 
+import dataclasses
 import json
 
 import pytest
@@ -118,8 +119,15 @@ def test_configure_writes_config_cookie_and_starts_one_epmd():
     b.configure(nodes[0])
     files = nodes[0].remote.files
     assert "cluster_partition_handling = pause_minority" in files["/data/n1/etc/rabbitmq.conf"]
-    assert files["/data/n1/home/.erlang.cookie"] == BrokerConfig().cookie
+    cookie = files["/data/n1/home/.erlang.cookie"]
+    assert nodes[0].remote.modes["/data/n1/home/.erlang.cookie"] == 0o400
     assert nodes[0].remote.spawned == [("epmd",)]
+    # A fresh random cookie per cluster, the same on every node, never in the spec.
+    b.configure(nodes[1])
+    assert nodes[1].remote.files["/data/n2/home/.erlang.cookie"] == cookie
+    assert len(cookie) >= 32 and cookie not in json.dumps(dataclasses.asdict(BrokerConfig()))
+    _, other = _broker()
+    assert other._cookie != cookie
 
 
 def test_kill_pause_resume_signal_the_pid_from_the_pid_file():

@@ -151,3 +151,10 @@ def test_the_default_workload_keeps_a_backlog_and_publish_only_drops_the_consume
     assert piped.workload.client.window == 32 and piped.workload.pause_consumers_in_faults
     assert piped.nemesis.faults == ("stop@follower", "kill@leader")
     assert piped.nemesis.order == "cycle"
+
+
+def test_older_test_json_with_a_fixed_cookie_still_reads_and_the_cookie_is_gone():
+    d = TestSpec().to_dict()
+    assert "cookie" not in json.dumps(d)
+    d["broker"]["cookie"] = "RMQHARNESSCOOKIE"
+    assert spec_from_dict(d) == TestSpec()
