@@ -226,7 +226,8 @@ def parse_queue_row(text: str, queue: str, names_by_ip: dict[str, str]) -> dict[
 
 @dataclass(frozen=True)
 class QueueDepth:
-    """How many messages a queue holds, from a source that fails loudly instead of answering 0.
+    """How many messages a queue holds, from a source that fails loudly instead of answering 0
+    (each queue kind knows its source: workloads.kinds).
 
     `exists` is False when the node lists no such queue. For a stream, `last_offset` is the
     offset of its last committed message (-1 when empty) and ready/unacked are None.
@@ -496,29 +497,25 @@ class RabbitBroker:
         out = self.ctl(node, "list_queues", "--silent", *STATS_COLUMNS, timeout=timeout)
         return parse_queue_row(out, queue, {x.ip: x.name for x in self.nodes})
 
-    def queue_depth(self, node: Node, queue: str, timeout: float = 20.0) -> QueueDepth:
-        """Asks one node, freshly, how many messages the queue holds: a classic queue's own
-        process (list_queues), a quorum queue's Raft leader (eval), a stream's committed offset.
-
-        Returns the QueueDepth. Raises CommandTimeout, RemoteError or BrokerError when the node
-        or the queue's leader does not answer with numbers: never a silent 0.
-        """
-        row = self.queue_stats(node, queue, timeout)
-        if row is None:
-            return QueueDepth(False)
+    def quorum_depth(self, node: Node, queue: str, timeout: float = 20.0) -> QueueDepth:
+        """Asks a quorum queue's Raft leader, through the node, for its ready and checked-out
+        counts. Returns the QueueDepth (exists False when there is no such queue). Raises
+        CommandTimeout, RemoteError or BrokerError when the leader does not answer."""
+        expr = _QUORUM_DEPTH.format(q=queue, ms=int(timeout * 1000 / 3))
         try:
-            if row["type"] == "quorum":
-                expr = _QUORUM_DEPTH.format(q=queue, ms=int(timeout * 1000 / 3))
-                return parse_quorum_depth(self.ctl(node, "eval", expr, timeout=timeout))
-            if row["type"] == "stream":
-                out = self.ctl(node, "stream_status", queue, "--formatter", "json",
-                               tool="rabbitmq-streams", timeout=timeout)
-                return QueueDepth(True, "stream", last_offset=parse_stream_end(out))
+            return parse_quorum_depth(self.ctl(node, "eval", expr, timeout=timeout))
         except ValueError as e:
             raise BrokerError(f"{node.name}: {e}") from e
-        if row["ready"] is None or row["unacked"] is None:
-            raise BrokerError(f"{node.name}: list_queues gave no counts for {queue}")
-        return QueueDepth(True, row["type"], row["ready"], row["unacked"])
+
+    def stream_end(self, node: Node, queue: str, timeout: float = 20.0) -> int:
+        """Returns a stream's last committed offset (-1 when empty), as its members report it
+        through the node. Raises CommandTimeout, RemoteError or BrokerError."""
+        out = self.ctl(node, "stream_status", queue, "--formatter", "json",
+                       tool="rabbitmq-streams", timeout=timeout)
+        try:
+            return parse_stream_end(out)
+        except ValueError as e:
+            raise BrokerError(f"{node.name}: {e}") from e
 
     def collect_logs(self, dest: Path) -> None:
         """Copies each node's log directory and config into dest/<node>/ (best effort)."""

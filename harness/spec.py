@@ -15,8 +15,9 @@ from typing import Any
 from clusters.rabbitmq import BrokerConfig
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
+from workloads.kinds import kind_of
 from workloads.queue import WorkloadConfigError, WorkloadOptions
-from workloads.queues import QueueConfigError, QueueSpec, reads_whole_log
+from workloads.queues import QueueConfigError, QueueSpec
 
 MAX_NODES = 9
 
@@ -80,25 +81,27 @@ class TestSpec:
             self.workload.validate()
         except (ValueError, QueueConfigError, WorkloadConfigError) as e:
             raise SpecError(str(e)) from e
-        if reads_whole_log(self.queue):
-            if self.workload.client.prefetch < 1:
-                raise SpecError("stream consumers need a prefetch >= 1")
-            if self.check.unflagged_duplicates_invalid or self.check.flagged_duplicates_invalid:
-                raise SpecError("every consumer of a stream reads every message: duplicates "
-                                "cannot invalidate a stream test (use for_queue)")
+        kind = kind_of(self.queue)
+        if self.workload.client.prefetch < kind.min_prefetch:
+            raise SpecError(f"{kind.name} consumers need a prefetch >= {kind.min_prefetch}")
+        clash = [k for k, v in kind.check_rules().items() if getattr(self.check, k) != v]
+        if clash:
+            raise SpecError(f"a {kind.name} test needs {', '.join(clash)} = "
+                            f"{kind.check_rules()[clash[0]]} ({kind.summary}; use for_queue)")
         try:
             self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)])
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
 
     def for_queue(self) -> TestSpec:
-        """Returns the spec with the check its queue type needs: for a stream, where every
-        consumer reads every message, deliveries of one message to several consumers are the
-        design, so duplicates do not invalidate (lost, unexpected and order still do)."""
-        if not reads_whole_log(self.queue):
+        """Returns the spec with the check rules its queue kind imposes (workloads.kinds): for a
+        stream, where every consumer reads every message, duplicates do not invalidate (lost,
+        unexpected and order still do)."""
+        rules = kind_of(self.queue).check_rules()
+        if not rules:
             return self
-        return dataclasses.replace(self, check=dataclasses.replace(
-            self.check, unflagged_duplicates_invalid=False, flagged_duplicates_invalid=False))
+        changes: dict[str, Any] = dict(rules)
+        return dataclasses.replace(self, check=dataclasses.replace(self.check, **changes))
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the spec as plain JSON-able data."""

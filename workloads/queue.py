@@ -44,8 +44,9 @@ from workloads.clients import (
     abandon,
     connect,
 )
+from workloads.kinds import kind_of
 from workloads.publisher import Publisher
-from workloads.queues import QueueSpec, ha_policy, queue_arguments, reads_whole_log
+from workloads.queues import QueueSpec, ha_policy, queue_arguments
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +130,11 @@ class QueueWorkload:
         self.history = history
         self.pids = ProcessIds()
         self._threads: list[threading.Thread] = []
-        # Consumers of a stream read it from the first offset: each sees the whole log.
-        self.stream = reads_whole_log(spec)
-        self.consumer_opts = (dataclasses.replace(opts.client, stream_offset="first")
-                              if self.stream else opts.client)
+        self.kind = kind_of(spec)
+        # Consumers of a log (a stream) say where they start reading.
+        offset = self.kind.consumer_offset()
+        self.consumer_opts = (dataclasses.replace(opts.client, stream_offset=offset)
+                              if offset is not None else opts.client)
 
     # -- setup ------------------------------------------------------------------------
 
@@ -238,7 +240,7 @@ class QueueWorkload:
 
     def drain(self, broker: RabbitBroker) -> DrainReport:
         """Consumes every remaining message, from every node in turn, until the broker proves
-        the queue empty (or, for a stream, until a node was read to its last offset).
+        the queue empty (its kind says how: for a stream, a node read to its last offset).
 
         Takes the broker, asked for the queue's depth. Returns a DrainReport; a node that
         cannot be reached is noted and skipped.
@@ -268,26 +270,14 @@ class QueueWorkload:
         depths: dict[str, QueueDepth] = {}
         for node in self.nodes:
             try:
-                depths[node.name] = broker.queue_depth(node, self.spec.name)
+                depths[node.name] = self.kind.depth(broker, node, self.spec.name)
                 report.depth[node.name] = dataclasses.asdict(depths[node.name])
             except (RemoteError, BrokerError) as e:
                 report.depth[node.name] = {"error": str(e)[-300:]}
         unanswered = [n for n in report.depth if n not in depths]
         if unanswered:
             return False, f"no depth from {', '.join(unanswered)}: the queue's emptiness is unproven"
-        if not any(d.exists for d in depths.values()):
-            return True, "the queue no longer exists on any node"
-        if self.stream:
-            end = max(d.last_offset for d in depths.values() if d.last_offset is not None)
-            done = [n for n, o in read_to.items() if end < 0 or (o is not None and o >= end)]
-            if done:
-                return True, f"{', '.join(done)} read the stream to its last offset {end}"
-            return False, f"no node's drain reached the stream's last committed offset {end}"
-        full = {n: (d.ready, d.unacked) for n, d in depths.items() if not d.empty}
-        if full:
-            said = "; ".join(f"{n}: {r} ready, {u} unacked" for n, (r, u) in full.items())
-            return False, f"the queue still holds messages ({said})"
-        return True, None
+        return self.kind.drained(depths, read_to)
 
     def _drain_node(self, node: Node, deadline: float) -> tuple[int, str | None, int | None]:
         """Drains through one node until idle. Returns (deliveries, error, highest offset)."""

@@ -1,0 +1,91 @@
+"""Queue kinds: each kind's depth source and drain end, and the registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from clusters.base import Node
+from clusters.rabbitmq import BrokerError, QueueDepth
+from workloads.kinds import KINDS, QueueConfigError, kind_of
+from workloads.queues import QueueSpec
+
+NODE = Node("n1", "10.0.0.1", None)  # type: ignore[arg-type]
+
+
+class Broker:
+    """Answers the queue primitives from fixed values, recording which were asked."""
+
+    def __init__(self, row: dict[str, Any] | None, quorum: QueueDepth | None = None,
+                 end: int = -1) -> None:
+        self.row, self.quorum, self.end = row, quorum, end
+        self.asked: list[str] = []
+
+    def queue_stats(self, node: Node, queue: str, timeout: float = 10.0) -> dict[str, Any] | None:
+        self.asked.append("list_queues")
+        return self.row
+
+    def quorum_depth(self, node: Node, queue: str) -> QueueDepth:
+        self.asked.append("leader")
+        assert self.quorum is not None
+        return self.quorum
+
+    def stream_end(self, node: Node, queue: str) -> int:
+        self.asked.append("stream_status")
+        return self.end
+
+
+ROW = {"type": "x", "ready": 0, "unacked": 0}
+
+
+def test_each_kind_asks_its_own_fresh_source():
+    classic = Broker({**ROW, "ready": 5, "unacked": 1})
+    assert kind_of(QueueSpec(type="classic")).depth(classic, NODE, "q") == QueueDepth(
+        True, "classic", 5, 1)
+    # A quorum queue's list_queues count is a metric: the leader is asked, whatever it says.
+    quorum = Broker({**ROW, "ready": 0}, QueueDepth(True, "quorum", 700, 20))
+    assert kind_of(QueueSpec()).depth(quorum, NODE, "q").ready == 700
+    assert quorum.asked == ["list_queues", "leader"]
+    stream = Broker(ROW, end=4999)
+    assert kind_of(QueueSpec(type="stream")).depth(stream, NODE, "q").last_offset == 4999
+    for t in KINDS:
+        assert kind_of(QueueSpec(type=t)).depth(Broker(None), NODE, "q") == QueueDepth(False)
+    with pytest.raises(BrokerError, match="no counts"):
+        kind_of(QueueSpec(type="mirrored")).depth(Broker({**ROW, "ready": None}), NODE, "q")
+
+
+def test_a_queue_is_drained_only_when_every_node_says_empty_or_it_is_gone():
+    quorum = kind_of(QueueSpec())
+    empty = QueueDepth(True, "quorum", 0, 0)
+    assert quorum.drained({"n1": empty, "n2": empty}, {}) == (True, None)
+    done, why = quorum.drained({"n1": empty, "n2": QueueDepth(True, "quorum", 3, 1)}, {})
+    assert not done and why == "the queue still holds messages (n2: 3 ready, 1 unacked)"
+    gone = QueueDepth(False)
+    assert quorum.drained({"n1": gone, "n2": gone}, {}) == (
+        True, "the queue no longer exists on any node")
+
+
+def test_a_stream_is_drained_when_a_node_read_to_its_last_offset():
+    stream = kind_of(QueueSpec(type="stream"))
+    ends = {"n1": QueueDepth(True, "stream", last_offset=99),
+            "n2": QueueDepth(True, "stream", last_offset=99)}
+    assert stream.drained(ends, {"n1": 98, "n2": None}) == (
+        False, "no node's drain reached the stream's last committed offset 99")
+    assert stream.drained(ends, {"n1": 98, "n2": 99}) == (
+        True, "n2 read the stream to its last offset 99")
+    empty = {"n1": QueueDepth(True, "stream", last_offset=-1)}
+    assert stream.drained(empty, {"n1": None})[0]
+
+
+def test_settings_of_another_kind_are_refused():
+    with pytest.raises(QueueConfigError, match="ha-promote-on-failure applies to mirrored"):
+        QueueSpec(type="quorum", ha_promote_on_failure="always").validate(3)
+    with pytest.raises(QueueConfigError, match="unknown queue type 'lifo'"):
+        QueueSpec(type="lifo").validate(3)
+
+
+def test_the_registry_names_every_kind_by_its_own_name():
+    assert set(KINDS) == {"quorum", "mirrored", "classic", "stream"}
+    assert all(KINDS[n].name == n and KINDS[n].summary for n in KINDS)
+    assert [n for n in KINDS if KINDS[n].reads_whole_log] == ["stream"]

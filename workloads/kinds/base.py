@@ -1,0 +1,90 @@
+"""What a queue kind is: everything about a queue that differs by kind, in one small class.
+
+`QueueKind` holds the defaults (a durable queue declared with an
+x-queue-type, consumed destructively, whose broker-side depth must reach 0
+ready and 0 unacknowledged); each kind's module overrides what differs. The
+rest of the code asks the spec's kind (`workloads.kinds.kind_of`) and never
+tests a kind's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from clusters.rabbitmq import QueueDepth
+
+if TYPE_CHECKING:
+    from clusters.base import Node
+    from clusters.rabbitmq import RabbitBroker
+    from workloads.queues import QueueSpec
+
+
+class QueueConfigError(ValueError):
+    """A queue setting the broker would reject or that makes no sense."""
+
+
+class QueueKind:
+    """A kind of queue. Subclasses set `name` and `summary` and override what differs."""
+
+    name = ""
+    summary = ""
+    # Every consumer reads every message (a log, not a queue): repeats are by design.
+    reads_whole_log = False
+    # The least prefetch its consumers may ask for (0: unlimited is allowed).
+    min_prefetch = 0
+
+    def validate(self, spec: QueueSpec, node_count: int) -> None:
+        """Takes the queue spec and the cluster size. Raises QueueConfigError for a setting this
+        kind does not take."""
+        for field, label in (("ha_params", "ha-params"),
+                             ("ha_promote_on_shutdown", "ha-promote-on-shutdown"),
+                             ("ha_promote_on_failure", "ha-promote-on-failure"),
+                             ("queue_master_locator", "queue-master-locator")):
+            if getattr(spec, field) is not None:
+                raise QueueConfigError(f"{label} applies to mirrored queues, not {self.name}")
+
+    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+        """Takes the queue spec. Returns the x-arguments of its queue.declare."""
+        args: dict[str, Any] = {"x-queue-type": self.name}
+        if spec.single_active_consumer:
+            args["x-single-active-consumer"] = True
+        return args
+
+    def policy(self, spec: QueueSpec, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
+        """Takes the queue spec and short -> Erlang node names. Returns the definition of the
+        policy the queue needs, or None."""
+        return None
+
+    def consumer_offset(self) -> str | None:
+        """Returns where a consumer starts reading (x-stream-offset), None for a queue."""
+        return None
+
+    def check_rules(self) -> dict[str, bool]:
+        """Returns the check settings this kind's semantics impose (CheckSpec field -> value)."""
+        return {}
+
+    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+        """Asks one node, freshly, what the queue holds. Returns the QueueDepth (exists False when
+        the node lists no such queue). Raises RemoteError or BrokerError when the node does not
+        answer with numbers: never a silent 0."""
+        row = broker.queue_stats(node, queue, timeout=20.0)
+        if row is None:
+            return QueueDepth(False)
+        if row["ready"] is None or row["unacked"] is None:
+            from clusters.rabbitmq import BrokerError
+
+            raise BrokerError(f"{node.name}: list_queues gave no counts for {queue}")
+        return QueueDepth(True, self.name, row["ready"], row["unacked"])
+
+    def drained(self, depths: Mapping[str, QueueDepth],
+                read_to: Mapping[str, int | None]) -> tuple[bool, str | None]:
+        """Takes every node's depth after a drain pass (all answered) and the highest offset each
+        node's drain read. Returns (whether the drain has provably read everything, why not)."""
+        if not any(d.exists for d in depths.values()):
+            return True, "the queue no longer exists on any node"
+        full = {n: d for n, d in depths.items() if not d.empty}
+        if full:
+            said = "; ".join(f"{n}: {d.ready} ready, {d.unacked} unacked" for n, d in full.items())
+            return False, f"the queue still holds messages ({said})"
+        return True, None

@@ -1,0 +1,43 @@
+"""A quorum queue: a Raft log replicated on a majority before a publish is confirmed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from clusters.rabbitmq import QueueDepth
+from workloads.kinds.base import QueueConfigError, QueueKind
+
+if TYPE_CHECKING:
+    from clusters.base import Node
+    from clusters.rabbitmq import RabbitBroker
+    from workloads.queues import QueueSpec
+
+
+class Quorum(QueueKind):
+    """A quorum queue. Its depth is asked of its Raft leader itself: list_queues' counts of a
+    quorum queue are metrics emitted every few seconds, and a passive declare answers 0 when
+    the leader is slow."""
+
+    name = "quorum"
+    summary = "a quorum queue (Raft), always durable"
+
+    def validate(self, spec: QueueSpec, node_count: int) -> None:
+        """Quorum queues are durable and take no mirroring settings."""
+        super().validate(spec, node_count)
+        if not spec.durable:
+            raise QueueConfigError("quorum queues are always durable")
+
+    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+        """Adds the initial group size and delivery limit, when set."""
+        args = super().arguments(spec)
+        if spec.quorum_initial_group_size is not None:
+            args["x-quorum-initial-group-size"] = spec.quorum_initial_group_size
+        if spec.delivery_limit is not None:
+            args["x-delivery-limit"] = spec.delivery_limit
+        return args
+
+    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+        """Asks the queue's Raft leader (through the node) for ready and checked-out counts."""
+        if broker.queue_stats(node, queue, timeout=20.0) is None:
+            return QueueDepth(False)
+        return broker.quorum_depth(node, queue)

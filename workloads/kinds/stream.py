@@ -1,0 +1,73 @@
+"""A stream: a replicated log read over AMQP 0.9.1, where consuming removes nothing.
+
+Every consumer reads from the first offset, so every consumer sees every
+message: deliveries of one message to several consumers are the design, and
+duplicates cannot invalidate a stream test (loss, unexpected messages and
+per-publisher order still do). A drain is complete when a node's drain read
+the log up to its last committed offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from clusters.rabbitmq import QueueDepth
+from workloads.kinds.base import QueueConfigError, QueueKind
+
+if TYPE_CHECKING:
+    from clusters.base import Node
+    from clusters.rabbitmq import RabbitBroker
+    from workloads.queues import QueueSpec
+
+
+class Stream(QueueKind):
+    """A stream, read whole by every consumer."""
+
+    name = "stream"
+    summary = "a stream: a replicated log every consumer reads from its first offset"
+    reads_whole_log = True
+    min_prefetch = 1  # RabbitMQ refuses a stream consumer without a prefetch
+
+    def validate(self, spec: QueueSpec, node_count: int) -> None:
+        """Streams are durable, have no single active consumer (3.10) and no delivery limit."""
+        super().validate(spec, node_count)
+        if not spec.durable:
+            raise QueueConfigError("stream queues are always durable")
+        if spec.single_active_consumer:
+            raise QueueConfigError("streams have no single active consumer on RabbitMQ 3.10")
+        if spec.delivery_limit is not None:
+            raise QueueConfigError("streams have no delivery limit")
+
+    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+        """A stream's replica count is its initial cluster size."""
+        args: dict[str, Any] = {"x-queue-type": "stream"}
+        if spec.quorum_initial_group_size is not None:
+            args["x-initial-cluster-size"] = spec.quorum_initial_group_size
+        return args
+
+    def consumer_offset(self) -> str | None:
+        """Every consumer reads the log from its first offset."""
+        return "first"
+
+    def check_rules(self) -> dict[str, bool]:
+        """Repeats are the design: duplicates of either flag do not invalidate."""
+        return {"unflagged_duplicates_invalid": False, "flagged_duplicates_invalid": False}
+
+    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+        """Asks the stream's members for their last committed offset."""
+        if broker.queue_stats(node, queue, timeout=20.0) is None:
+            return QueueDepth(False)
+        return QueueDepth(True, self.name, last_offset=broker.stream_end(node, queue))
+
+    def drained(self, depths: Mapping[str, QueueDepth],
+                read_to: Mapping[str, int | None]) -> tuple[bool, str | None]:
+        """Complete when some node's drain read up to the last committed offset."""
+        if not any(d.exists for d in depths.values()):
+            return True, "the stream no longer exists on any node"
+        end = max((d.last_offset for d in depths.values() if d.last_offset is not None),
+                  default=-1)
+        done = [n for n, o in read_to.items() if end < 0 or (o is not None and o >= end)]
+        if done:
+            return True, f"{', '.join(done)} read the stream to its last offset {end}"
+        return False, f"no node's drain reached the stream's last committed offset {end}"
