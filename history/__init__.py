@@ -86,6 +86,8 @@ class HistoryWriter:
         self._file: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held for the run)
         self._index = 0
         self.start_ns = time.monotonic_ns() if start_ns is None else start_ns
+        # The wall clock at time 0, to line the history up with brokers' log timestamps.
+        self.start_unix = time.time() - (time.monotonic_ns() - self.start_ns) / 1e9
 
     def now(self) -> int:
         """Returns nanoseconds since the history started."""

@@ -1,0 +1,236 @@
+"""Every anomaly explained: for each sampled anomalous message, what happened to it and around it.
+
+The checker counts and samples anomalous message ids (lost, duplicated,
+unexpected, recovered, ...). `explain` takes those samples and tells, per
+message: the publishing process and node, when it was invoked and how and
+when it completed; the faults active then (from the nemesis's ops); the
+queue's leader or master at that time (from the sampled placement); every
+delivery (node, consumer, redelivered flag, acked, phase); and the broker log
+lines of that stretch of time that matter (partitions detected, autoheal
+decisions and restarts, promotions, a master stopping with no synchronised
+mirror, nodes going down, pause_minority). The history is read once, keeping
+only the sampled ids, so memory stays bounded by the samples.
+
+Broker logs carry wall-clock timestamps; test.json's `history_start_unix` (the
+wall clock at history time 0) lines them up with the history (older runs fall
+back on `start_time`, good to a second).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from history import HARNESS, NEMESIS, Op, iter_history
+
+log = logging.getLogger(__name__)
+
+NS = 1_000_000_000
+# The harness's own restarts to mend the cluster or the queue (harness.recovery).
+MEND_FS = ("recover-node", "recover-queue")
+# How far around a message's life log lines are looked for.
+LOG_MARGIN_S = 5.0
+MAX_LOG_LINES = 12
+
+# What in a RabbitMQ 3.10 log line is worth showing beside an anomaly, and what to call it.
+LOG_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (label, re.compile(rx, re.I)) for label, rx in (
+        ("partition detected", r"running_partitioned_network|partial partition detected"),
+        ("autoheal", r"autoheal"),
+        ("no synchronised mirror", r"no synchronised mirror"),
+        ("promotion", r"promoting (mirror|slave)|promoted to master|becoming master"),
+        ("mirror sync", r"synchronising: \d+ messages|all mirrors already synced"),
+        ("node down", r"node .* down|nodedown|lost contact with"),
+        ("pause_minority", r"minority|awaiting recovery|pause_minority"),
+        ("leader change", r"detected a new leader|leader (elected|changed)|became leader"),
+        ("queue recovery", r"recovering .* messages|discarding"),
+    )
+)
+# Which kinds of line say most about a loss, first; at most PER_LABEL of each kind are kept.
+LABEL_ORDER = ("autoheal", "no synchronised mirror", "promotion", "partition detected",
+               "pause_minority", "leader change", "queue recovery", "node down", "mirror sync")
+PER_LABEL = 3
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[+-]\d\d:\d\d) \[(\w+)\] \S+ (.*)$")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One broker log line that matters: when (history ns), where, what kind, and its text."""
+
+    time_ns: int
+    node: str
+    label: str
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Returns the JSON-able form, time in seconds since the history started."""
+        return {"t_s": round(self.time_ns / NS, 3), "node": self.node, "label": self.label,
+                "text": self.text[:300]}
+
+
+def read_log_lines(nodes_dir: Path, start_unix: float) -> list[LogLine]:
+    """Takes a run's nodes/ directory and the wall clock at history time 0. Returns the log
+    lines matching LOG_PATTERNS from every node's rabbit*.log, in time order."""
+    found = []
+    for path in sorted(nodes_dir.glob("*/rabbit*.log")):
+        node = path.parent.name
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                m = _LOG_TIME.match(line.rstrip("\n"))
+                if not m:
+                    continue
+                label = next((lb for lb, rx in LOG_PATTERNS if rx.search(m.group(3))), None)
+                if label is None:
+                    continue
+                t = datetime.fromisoformat(m.group(1)).timestamp() - start_unix
+                found.append(LogLine(int(t * NS), node, label, m.group(3).strip()))
+    return sorted(found, key=lambda x: x.time_ns)
+
+
+def pick_lines(lines: Sequence[LogLine], limit: int = MAX_LOG_LINES) -> list[LogLine]:
+    """Takes log lines in time order. Returns at most `limit`, the most telling kinds first
+    (LABEL_ORDER), at most PER_LABEL of a kind (and one per node and kind a second), in time
+    order."""
+    seen: dict[tuple[str, str, int], LogLine] = {}
+    for x in lines:
+        seen.setdefault((x.label, x.node, x.time_ns // NS), x)
+    by_label: dict[str, list[LogLine]] = {}
+    for x in seen.values():
+        by_label.setdefault(x.label, []).append(x)
+    chosen: list[LogLine] = []
+    for label in LABEL_ORDER:
+        chosen += by_label.get(label, [])[:PER_LABEL]
+    return sorted(chosen[:limit], key=lambda x: x.time_ns)
+
+
+def fault_windows(ops: Iterable[Op]) -> list[dict[str, Any]]:
+    """Takes the nemesis's ops in order. Returns each fault's window: {"fault", "nodes", "start",
+    "end"} (ns; end None while it never stopped), from a start op's info to its stop's."""
+    windows: list[dict[str, Any]] = []
+    open_: dict[str, Any] | None = None
+    for op in ops:
+        if op.process != NEMESIS or op.type != "info" or not isinstance(op.value, dict):
+            continue
+        fault = op.value.get("fault")
+        if fault is None:
+            continue
+        if open_ is not None and open_["fault"] == fault and op.time > open_["start"]:
+            open_["end"] = op.time
+            open_ = None
+        elif "nodes" in op.value or "grudge" in op.value:
+            open_ = {"fault": fault, "nodes": op.value.get("nodes"), "start": op.time,
+                     "end": None}
+            windows.append(open_)
+    return windows
+
+
+def _active(windows: Sequence[Mapping[str, Any]], t: int | None) -> list[str]:
+    if t is None:
+        return []
+    return [f"{w['fault']} on {','.join(w['nodes'] or [])}" for w in windows
+            if w["start"] <= t and (w["end"] is None or t <= w["end"])]
+
+
+def _leader_at(placements: Sequence[tuple[int, str | None]], t: int | None) -> str | None:
+    leader = None
+    for when, who in placements:
+        if t is not None and when > t:
+            break
+        leader = who
+    return leader
+
+
+def explain(history_path: Path, samples: Mapping[str, Sequence[str]], *,
+            nodes_dir: Path | None = None, start_unix: float | None = None,
+            limit: int = 10) -> dict[str, list[dict[str, Any]]]:
+    """Takes a history, the anomaly samples ({class: [ids]}), the run's nodes/ directory and the
+    wall clock at history time 0 (both optional), and how many ids per class to explain.
+
+    Returns {class: [one dict per explained id]}, each with "id", "publish" (process, node,
+    invoke and completion time, type, error), "faults_at_publish", "faults_at_confirm",
+    "leader_at_publish", "deliveries" (node, consumer, redelivered, acked, phase, t_s),
+    "harness_mends_after_confirm" (the harness's own restarts after the broker confirmed it:
+    a loss may be theirs) and "log" (the most telling broker log lines from LOG_MARGIN_S
+    before the invoke to LOG_MARGIN_S after the last delivery, or to the end of the history).
+    """
+    wanted = {cls: list(ids)[:limit] for cls, ids in samples.items() if ids}
+    ids = {i for v in wanted.values() for i in v}
+    if not ids:
+        return {}
+    per: dict[str, dict[str, Any]] = {i: {"publish": {}, "deliveries": []} for i in ids}
+    nemesis: list[Op] = []
+    placements: list[tuple[int, str | None]] = []
+    mends: list[dict[str, Any]] = []
+    pending_ack: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    last_time = 0
+    for op in iter_history(history_path):
+        last_time = max(last_time, op.time)
+        if op.process == NEMESIS:
+            nemesis.append(op)
+            continue
+        if op.process == HARNESS:
+            if op.f == "placement" and isinstance(op.value, dict):
+                placements.append((op.time, op.value.get("leader")))
+            elif op.f in MEND_FS and isinstance(op.value, dict):
+                mends.append({"f": op.f, "node": op.value.get("node") or op.node,
+                              "action": op.value.get("action"), "t_ns": op.time})
+            continue
+        if op.value not in ids:
+            continue
+        rec = per[op.value]
+        if op.f == "publish":
+            pub = rec["publish"]
+            if op.type == "invoke":
+                pub.update(process=op.process, node=op.node, invoke_s=round(op.time / NS, 3),
+                           invoke_ns=op.time)
+            else:
+                pub.update(type=op.type, error=op.error, complete_s=round(op.time / NS, 3),
+                           complete_ns=op.time)
+        elif op.f in ("consume", "drain") and op.type == "ok":
+            d = {"node": op.node, "consumer": op.consumer, "redelivered": op.redelivered,
+                 "acked": False, "phase": op.phase, "t_s": round(op.time / NS, 3),
+                 "t_ns": op.time}
+            rec["deliveries"].append(d)
+            pending_ack.setdefault((op.value, op.consumer), []).append(d)
+        elif op.f == "ack":
+            waiting = pending_ack.get((op.value, op.consumer))
+            if waiting:
+                waiting.pop(0)["acked"] = True
+    acks_recorded = any(d["acked"] for r in per.values() for d in r["deliveries"])
+    windows = fault_windows(nemesis)
+    lines = (read_log_lines(nodes_dir, start_unix)
+             if nodes_dir is not None and start_unix is not None and nodes_dir.exists() else [])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for cls, cls_ids in wanted.items():
+        out[cls] = []
+        for mid in cls_ids:
+            rec = per[mid]
+            pub = rec["publish"]
+            t_inv, t_done = pub.pop("invoke_ns", None), pub.pop("complete_ns", None)
+            deliveries = rec["deliveries"]
+            if not acks_recorded:  # an older history: every delivery counts as acked
+                for d in deliveries:
+                    d["acked"] = None
+            first = t_inv if t_inv is not None else min((d["t_ns"] for d in deliveries),
+                                                        default=0)
+            last = max([d["t_ns"] for d in deliveries] + [t_done or 0, first])
+            lo = first - int(LOG_MARGIN_S * NS)
+            hi = (last + int(LOG_MARGIN_S * NS)) if deliveries else last_time
+            near = [x.as_dict() for x in pick_lines([x for x in lines if lo <= x.time_ns <= hi])]
+            mended = [{"t_s": round(m["t_ns"] / NS, 3), "node": m["node"], "action": m["action"],
+                       "f": m["f"]} for m in mends if t_done is not None and m["t_ns"] > t_done]
+            out[cls].append({
+                "id": mid, "publish": pub,
+                "faults_at_publish": _active(windows, t_inv),
+                "faults_at_confirm": _active(windows, t_done),
+                "leader_at_publish": _leader_at(placements, t_inv),
+                "deliveries": [{k: v for k, v in d.items() if k != "t_ns"} for d in deliveries],
+                "harness_mends_after_confirm": mended,
+                "log": near,
+            })
+    return out

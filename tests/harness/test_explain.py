@@ -1,0 +1,84 @@
+"""Anomaly explanations from a literal history and literal broker logs."""
+
+import json
+from datetime import UTC, datetime
+
+from harness.explain import explain, pick_lines, read_log_lines
+
+S = 1_000_000_000
+START = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC).timestamp()
+
+
+def op(t, type_, process, f, value=None, **kw):
+    return json.dumps({"type": type_, "process": process, "f": f, "value": value,
+                       "time": int(t * S), "index": 0, **kw})
+
+
+HISTORY = [
+    op(1, "info", "harness", "placement", {"leader": "n1", "members": ["n1", "n2", "n3"]}),
+    op(2, "invoke", 4, "publish", "0-1", node="n2", publisher=0, seq=1),
+    op(2.1, "ok", 4, "publish", "0-1", node="n2", publisher=0, seq=1),
+    op(3, "invoke", "nemesis", "start-partition", {"fault": "partition-one"}),
+    op(3.2, "info", "nemesis", "start-partition",
+       {"fault": "partition-one", "nodes": ["n2"], "grudge": {"n2": ["n1", "n3"]}}, node="n2"),
+    op(4, "invoke", 5, "publish", "0-2", node="n2", publisher=0, seq=2),
+    op(4.1, "ok", 5, "publish", "0-2", node="n2", publisher=0, seq=2),
+    op(5, "info", "harness", "placement", {"leader": "n2", "members": ["n1", "n2", "n3"]}),
+    op(6, "ok", 7, "consume", "0-1", node="n1", consumer="consume-7", redelivered=False,
+       phase="main"),
+    op(6.5, "ok", 8, "consume", "0-1", node="n3", consumer="consume-8", redelivered=True,
+       phase="main"),
+    op(6.6, "ok", 8, "ack", "0-1", node="n3", consumer="consume-8", phase="main"),
+    op(9, "invoke", "nemesis", "stop-partition", {"fault": "partition-one"}),
+    op(9.1, "info", "nemesis", "stop-partition", {"fault": "partition-one", "nodes": ["n2"]}),
+    op(30, "info", "harness", "recover-node", {"node": "n2", "action": "restart-app"}),
+]
+LOG = """2026-11-23 12:00:03.900000+00:00 [info] <0.1.0> rabbit on node 'rabbit@10.0.0.2' down
+2026-11-23 12:00:03.950000+00:00 [info] <0.1.0> Node rabbit@10.0.0.2 is down, deleting its listeners
+2026-11-23 12:00:04.500000+00:00 [info] <0.2.0> Mirrored queue 'q' in vhost '/': Promoting mirror <x> to leader
+2026-11-23 12:00:20.000000+00:00 [info] <0.3.0> Something unrelated
+2026-11-23 12:00:29.900000+00:00 [warning] <0.4.0> Mirrored queue 'q' in vhost '/': Stopping all nodes on master shutdown since no synchronised mirror (replica) is available
+not a log line
+"""
+
+
+def write_run(tmp_path):
+    (tmp_path / "history.jsonl").write_text("\n".join(HISTORY) + "\n")
+    (tmp_path / "nodes" / "n2").mkdir(parents=True)
+    (tmp_path / "nodes" / "n2" / "rabbit.log").write_text(LOG)
+    return tmp_path
+
+
+def test_a_lost_message_is_told_with_its_fault_leader_mend_and_log_lines(tmp_path):
+    run = write_run(tmp_path)
+    out = explain(run / "history.jsonl", {"lost": ["0-2"], "duplicated": ["0-1"], "none": []},
+                  nodes_dir=run / "nodes", start_unix=START)
+    assert set(out) == {"lost", "duplicated"}
+    lost = out["lost"][0]
+    assert lost["id"] == "0-2"
+    assert lost["publish"] == {"process": 5, "node": "n2", "invoke_s": 4.0, "type": "ok",
+                               "error": None, "complete_s": 4.1}
+    assert lost["faults_at_publish"] == ["partition-one on n2"]
+    assert lost["faults_at_confirm"] == ["partition-one on n2"]
+    assert lost["leader_at_publish"] == "n1"
+    assert lost["deliveries"] == []
+    assert lost["harness_mends_after_confirm"] == [
+        {"t_s": 30.0, "node": "n2", "action": "restart-app", "f": "recover-node"}]
+    assert [(x["label"], x["t_s"]) for x in lost["log"]] == [
+        ("node down", 3.9), ("promotion", 4.5), ("no synchronised mirror", 29.9)]
+
+
+def test_deliveries_carry_their_ack_and_flag(tmp_path):
+    run = write_run(tmp_path)
+    dup = explain(run / "history.jsonl", {"duplicated": ["0-1"]})["duplicated"][0]
+    assert [(d["node"], d["redelivered"], d["acked"]) for d in dup["deliveries"]] == [
+        ("n1", False, False), ("n3", True, True)]
+    assert dup["faults_at_publish"] == [] and dup["log"] == []
+
+
+def test_log_lines_are_chosen_by_importance_and_deduplicated(tmp_path):
+    run = write_run(tmp_path)
+    lines = read_log_lines(run / "nodes", START)
+    assert [x.label for x in lines] == ["node down", "node down", "promotion",
+                                       "no synchronised mirror"]
+    assert [x.label for x in pick_lines(lines, limit=2)] == ["promotion", "no synchronised mirror"]
