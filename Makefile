@@ -12,7 +12,7 @@ SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-ignore 
 RUN_ARGS ?=
 
 .PHONY: setup test test-unit test-integration test-partition $(addprefix test-,$(filter-out partition,$(SCENARIOS))) \
-        scenarios matrix bench lint clean check report
+        scenarios matrix bench bench-workload lint clean check report serve
 
 setup:
 	@bash scripts/setup.sh
@@ -37,6 +37,17 @@ $(addprefix test-,$(SCENARIOS)): test-%: setup
 matrix: setup
 	$(PY) -m harness matrix $(if $(SCENARIO_LIST),--scenarios $(SCENARIO_LIST)) $(RUN_ARGS)
 
+# The nightly matrix (CI: .github/workflows/nightly.yml): every scenario with its safe twin, as
+# many as fit in NIGHTLY_BUDGET minutes (no run starts that is expected to end past it; the rest are
+# skipped); NIGHTLY_SCENARIOS=a,b for a few. Infrastructure failures are retried once. Writes
+# junit.xml and index.html beside matrix.json in store/matrix/<time>/.
+# Exit 0: all as expected; 1: a finding; 2: unknown, insensitive or an infrastructure error.
+NIGHTLY_BUDGET ?= 60
+NIGHTLY_SCENARIOS ?=
+.PHONY: nightly
+nightly: setup
+	$(PY) -m harness nightly --budget $(NIGHTLY_BUDGET) $(if $(NIGHTLY_SCENARIOS),--scenarios $(NIGHTLY_SCENARIOS)) $(RUN_ARGS)
+
 scenarios: setup
 	@$(PY) -m harness scenarios
 
@@ -46,12 +57,24 @@ check: setup
 report: setup
 	$(PY) -m harness report $(or $(RUN),store/latest)
 
+# Serves the store (its index.html lists every run) on localhost only: make serve [SERVE_PORT=8000].
+SERVE_PORT ?= 8000
+serve: setup
+	@mkdir -p store
+	$(PY) -m harness.index store
+	$(PY) -m http.server $(SERVE_PORT) --bind 127.0.0.1 --directory store
+
+# The checker on synthetic histories, then the workload against raw pika on a real cluster.
 bench: setup
 	$(PY) -m checkers.bench $(BENCH_ARGS)
+	$(PY) -m bench.workload $(WORKLOAD_BENCH_ARGS)
+
+bench-workload: setup
+	$(PY) -m bench.workload $(WORKLOAD_BENCH_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .
-	$(PY) -m mypy history harness workloads nemesis checkers clusters
+	$(PY) -m mypy history harness workloads nemesis checkers clusters bench
 
 # Removes whatever a run left (namespaces, links, broker processes by pid, broker data).
 clean:

@@ -1,13 +1,20 @@
-"""The command line: `python -m harness run|matrix|check|report|clean|scenarios`.
+"""The command line: `python -m harness run|matrix|nightly|table|check|report|clean|scenarios`.
 
 Only this module prints. Bad options exit 2 with a clear message before
-anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error.
+anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
+prints its seed when it starts and when it ends, shows its progress live on
+stderr (harness.progress) and rewrites the store's index afterwards;
+`run --replay RUN_DIR` repeats a stored run (its spec and seed; options
+given override them). `nightly` is the scenario matrix within a time budget,
+with JUnit XML and an HTML page for CI (harness.nightly).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -16,12 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.spec import CheckSpec, SpecError, TestSpec
+from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
 from nemesis import NemesisOptions
 
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_console: logging.StreamHandler[Any] | None = None  # the console's log handler, once set up
 
 
 class UsageError(Exception):
@@ -63,6 +71,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help="random seed (default: drawn and recorded)")
     g.add_argument("--store", help="store directory (default store/)")
     g.add_argument("--recovery-timeout", type=float, help="seconds to wait for health after heal")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no live progress on stderr (a line redrawn on a terminal, else a "
+                        "line every 10 s)")
     b = p.add_argument_group("broker")
     b.add_argument("--partition-handling", choices=("ignore", "autoheal", "pause_minority"))
     b.add_argument("--net-ticktime", type=int, help="seconds (default 10; RabbitMQ's own is 60)")
@@ -93,6 +104,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--pause-consumers-in-faults", action="store_true", default=None,
                    help="consumers stop while a fault is active (the backlog grows through it)")
     w.add_argument("--publish-timeout", type=float, help="seconds to wait for a confirm")
+    w.add_argument("--window", type=int,
+                   help="unconfirmed publishes each publisher keeps in flight (default 1)")
     w.add_argument("--prefetch", type=int)
     w.add_argument("--transient-messages", action="store_true", default=None,
                    help="publish with delivery mode 1")
@@ -131,11 +144,43 @@ def _replace(obj: Any, **changes: Any) -> Any:
     return dataclasses.replace(obj, **changes) if changes else obj
 
 
+def replay_spec(run_dir: Path) -> TestSpec:
+    """Takes a stored run's directory. Returns its spec with its seed, from test.json.
+
+    Raises UsageError when there is no test.json or its spec is malformed.
+    """
+    test_json = run_dir / "test.json"
+    if not test_json.is_file():
+        raise UsageError(f"cannot replay {run_dir}: it has no test.json (not a run directory)")
+    try:
+        info = json.loads(test_json.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"cannot replay {run_dir}: test.json is not readable JSON: {e}") from e
+    data = info.get("spec") if isinstance(info, dict) else None
+    if not isinstance(data, dict):
+        raise UsageError(f"cannot replay {run_dir}: test.json has no spec")
+    try:
+        spec = spec_from_dict(data)
+        seed = spec.seed if spec.seed is not None else info.get("seed")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise SpecError(f"no integer seed (found {seed!r})")
+        spec = dataclasses.replace(spec, seed=seed)
+        spec.validate()
+    except (SpecError, TypeError, ValueError, AttributeError) as e:
+        raise UsageError(f"cannot replay {run_dir}: malformed spec in test.json: {e}") from e
+    return spec
+
+
 def spec_from_args(a: argparse.Namespace) -> TestSpec:
-    """Takes parsed options. Returns the validated TestSpec with its seed. Raises SpecError."""
+    """Takes parsed options. Returns the validated TestSpec with its seed. Raises SpecError.
+
+    The base is the replayed run's spec (`--replay`), else the scenario's, else the default.
+    """
     from harness.scenarios import scenario
 
-    base = scenario(a.scenario) if a.scenario else TestSpec()
+    replay = getattr(a, "replay", None)
+    base = (replay_spec(replay) if replay is not None
+            else scenario(a.scenario) if a.scenario else TestSpec())
     broker = _replace(base.broker, partition_handling=a.partition_handling,
                       net_ticktime=a.net_ticktime)
     queue = _replace(
@@ -148,7 +193,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         queue_master_locator=a.queue_master_locator,
         single_active_consumer=a.single_active_consumer,
     )
-    client = _replace(base.workload.client, publish_timeout_s=a.publish_timeout,
+    client = _replace(base.workload.client, publish_timeout_s=a.publish_timeout, window=a.window,
                       prefetch=a.prefetch,
                       persistent=False if a.transient_messages else None,
                       confirms=False if a.no_confirms else None,
@@ -190,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int,
                    help="run N independently seeded times (seeds SEED, SEED+1, ...) and "
                         "summarise: valid/invalid/unknown, detection rate, lost min/median/max")
+    r.add_argument("--replay", type=Path, metavar="RUN_DIR",
+                   help="repeat a stored run: its spec and seed (so the same seeded fault "
+                        "schedule); other options override them")
     c = sub.add_parser("check", help="check a stored run again and rewrite its results.json")
     c.add_argument("run_dir", type=Path)
     c.add_argument("--spark-master")
@@ -203,6 +251,15 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--repeat", type=int,
                    help="runs of each scenario, round by round (default 1)")
     add_run_options(m)
+    n = sub.add_parser("nightly", help="the scenario matrix within a time budget, with JUnit "
+                                       "XML and an HTML page (nightly CI)")
+    n.add_argument("--budget", type=float, default=60.0,
+                   help="minutes; no run starts that is expected to end past it (default 60)")
+    n.add_argument("--scenarios", type=_csv,
+                   help="scenario names, comma-separated (default: every scenario)")
+    n.add_argument("--no-twins", action="store_true",
+                   help="do not add each scenario's safe twin (added by default)")
+    add_run_options(n)
     t = sub.add_parser("table", help="rebuild the detection table of stored series (matrix.json "
                                      "files), judging each run from its results again")
     t.add_argument("matrix_files", type=Path, nargs="+")
@@ -215,9 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(verbose: bool) -> None:
+    global _console
     root = logging.getLogger()
     root.setLevel(logging.DEBUG)
     console = logging.StreamHandler(sys.stderr)
+    _console = console
     console.setLevel(logging.DEBUG if verbose else logging.INFO)
     console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
                                            "%H:%M:%S"))
@@ -256,29 +315,64 @@ def _require_root() -> None:
         raise UsageError("the local cluster needs root (network namespaces and iptables)")
 
 
-def _run_and_report(spec: TestSpec) -> tuple[int, Any]:
-    """Runs a validated spec, draws its report and prints its verdict. Returns (code, outcome)."""
+def _refresh_index(store_root: Path) -> None:
+    """Rewrites the store's index.html when harness.index exists; skips quietly when not."""
+    try:
+        from harness.index import write_index
+    except ModuleNotFoundError as e:
+        if e.name != "harness.index":
+            log.warning("store index not rewritten: %s", e)
+        return
+    except ImportError as e:
+        log.warning("store index not rewritten: %s", e)
+        return
+    try:
+        write_index(store_root)
+    except Exception:
+        log.exception("rewriting the store index failed")
+
+
+def _run_and_report(spec: TestSpec, replay_of: str | None = None,
+                    progress: bool = True) -> tuple[int, Any]:
+    """Runs a validated spec with live progress, draws its report, rewrites the store index
+    and prints its seed and verdict. Returns (code, outcome)."""
+    from harness.progress import RunProgress, showing
     from harness.report import render
     from harness.runner import run_test
 
-    code, outcome = run_test(spec, _store_root(spec))
+    again = f" (replay of {replay_of})" if replay_of else ""
+    print(f"run {spec.name}: seed {spec.seed}{again}", flush=True)
+    watch = RunProgress(spec.time_limit_s)
+    show = showing(watch, sys.stderr, _console) if progress else contextlib.nullcontext()
+    with show:
+        code, outcome = run_test(spec, _store_root(spec), observer=watch, replay_of=replay_of)
+        if outcome.results is not None:
+            watch.stage("report")
+            try:
+                render(outcome.run_dir)
+            except Exception:
+                log.exception("report failed")
+    _refresh_index(_store_root(spec))
     if outcome.results is not None:
-        try:
-            render(outcome.run_dir)
-        except Exception:
-            log.exception("report failed")
         print(summary(outcome.results))
     elif outcome.error:
         print(f"error: {outcome.error}", file=sys.stderr)
+    print(f"seed: {spec.seed} (repeat it: python -m harness run --replay {outcome.run_dir})")
     print(f"run directory: {outcome.run_dir}", flush=True)
     return code, outcome
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
+    replay_of = None
+    if a.replay is not None:
+        if a.repeat is not None or a.scenario:
+            raise UsageError("--replay repeats one stored run with its own spec; it takes "
+                             "neither --repeat nor --scenario")
+        replay_of = str(a.replay.resolve())
     spec = spec_from_args(a)
     if a.repeat is None:
         _require_root()
-        return _run_and_report(spec)[0]
+        return _run_and_report(spec, replay_of, progress=not a.no_progress)[0]
     from harness.scenarios import SCENARIOS
 
     known = SCENARIOS.get(a.scenario) if a.scenario else None
@@ -290,23 +384,59 @@ def _store_root(spec: TestSpec) -> Path:
     return Path(spec.store) if os.path.isabs(spec.store) else PROJECT_ROOT / spec.store
 
 
-def _cmd_matrix(a: argparse.Namespace) -> int:
+def _matrix_entries(a: argparse.Namespace, with_twins: bool) -> list[tuple[str, TestSpec, Any]]:
+    """Takes the options of `matrix` or `nightly`. Returns (name, validated spec, expectation)
+    for every scenario asked for (all by default), each followed by its safe twin if asked."""
     from harness.scenarios import SCENARIOS
 
     if a.scenario:
-        raise UsageError("matrix takes --scenarios a,b,... (not --scenario)")
+        raise UsageError(f"{a.cmd} takes --scenarios a,b,... (not --scenario)")
     names = list(a.scenarios or SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise UsageError(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
-    if a.with_twins:
+    if with_twins:
         names = list(dict.fromkeys(x for n in names for x in (n, SCENARIOS[n].twin) if x))
     entries = []
     for name in names:  # every spec is validated before anything starts
         a.scenario = name
         entries.append((name, spec_from_args(a), SCENARIOS[name].expect))
     a.scenario = None
-    return _series(entries, a)
+    return entries
+
+
+def _cmd_matrix(a: argparse.Namespace) -> int:
+    return _series(_matrix_entries(a, a.with_twins), a)
+
+
+def _cmd_nightly(a: argparse.Namespace) -> int:
+    from harness import matrix
+    from harness.nightly import INDEX_HTML, JUNIT_XML, Nightly
+
+    if not a.budget > 0:
+        raise UsageError(f"--budget must be > 0 minutes, got {a.budget:g}")
+    entries = _matrix_entries(a, not a.no_twins)
+    _require_root()
+    nightly = Nightly(entries, a.budget * 60, _store_root(entries[0][1]), base_seed=a.seed)
+    out = nightly.out_dir
+    print(f"nightly: {len(entries)} scenario run(s) within {a.budget:g} min, seed "
+          f"{nightly.series.base_seed}; results: {out}", flush=True)
+
+    def run_one(name: str, spec: TestSpec, tries: int) -> tuple[int, Any]:
+        again = ", second try" if tries > 1 else ""
+        print(f"=== {name} (seed {spec.seed}{again}; {nightly.remaining_s() / 60:.0f} min of "
+              f"budget left): {spec.description}", flush=True)
+        return _run_and_report(spec, progress=not a.no_progress)
+
+    code = nightly.execute(run_one, lambda line: print(line, flush=True))
+    print(matrix.summary_table(nightly.summaries()), end="")
+    for problem in matrix.problems(nightly.summaries()):
+        print(f"- {problem}")
+    for s in nightly.skipped:
+        print(f"- skipped {s.scenario} (seed {s.seed}): {s.reason}")
+    print(f"junit: {out / JUNIT_XML}\npage: {out / INDEX_HTML}\ntable: {out / 'matrix.md'}")
+    print(f"nightly exit code {code}", flush=True)
+    return code
 
 
 def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> int:
@@ -326,7 +456,7 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> 
         print(f"=== {name} (seed {spec.seed}, run {series.round + 1} of {repeat}): "
               f"{spec.description}", flush=True)
         t0 = time.monotonic()
-        code, outcome = _run_and_report(spec)
+        code, outcome = _run_and_report(spec, progress=not a.no_progress)
         series.record(name, spec, code, time.monotonic() - t0, outcome)
         if outcome.interrupted:
             print("series interrupted: the remaining runs did not happen", file=sys.stderr)
@@ -403,8 +533,9 @@ def _cmd_scenarios(_a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "table": _cmd_table, "check": _cmd_check,
-            "report": _cmd_report, "clean": _cmd_clean, "scenarios": _cmd_scenarios}
+COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
+            "check": _cmd_check, "report": _cmd_report, "clean": _cmd_clean,
+            "scenarios": _cmd_scenarios}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,15 +9,19 @@ that a complete drain did not find). A run is judged:
   something its documentation says it does not); unknown -> *unknown*;
 - expected an anomaly: shown -> *detected*; valid -> **MISSED** (the harness
   failed to show a loss RabbitMQ documents); invalid for another reason ->
-  **FINDING**; unknown -> *unknown*.
+  **FINDING**; unknown -> *unknown*;
+- whatever the results, a run that failed for infrastructure reasons (the
+  cluster would not start, a node never recovered, a harness error; the
+  caller says so) -> *error*: it tested nothing, so it is never a finding.
 
 Over repeated runs a scenario's *rate* is the share of runs whose prediction
 held; it must reach the expectation's `min_rate` (1.0 for valid, 0.9 by
 default for an anomaly). The exit code: 2 when a run was unknown or could not
 run, or an anomaly scenario fell short of its rate (the harness is not
-sensitive enough: that is a harness failure, never a pass); else 1 when any
-run is a FINDING; else 0. Rows and summaries are written as matrix.json and
-matrix.md, for nightly CI to keep and for tables to be rebuilt from.
+sensitive enough: that is a harness failure, never a pass), or a run was an
+infrastructure error; else 1 when any run is a FINDING; else 0. Rows and
+summaries are written as matrix.json and matrix.md, for nightly CI to keep and
+for tables to be rebuilt from.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ DETECTED = "detected"
 FINDING = "FINDING"
 MISSED = "MISSED"
 UNKNOWN = "unknown"
+ERROR = "error"
 HELD = frozenset({AS_EXPECTED, DETECTED})
 
 VALID = "valid"
@@ -115,6 +120,9 @@ class Row:
     recovered: int | None = None
     ordering_violations: int | None = None
     problems: tuple[str, ...] = ()
+    # Why the run is an infrastructure error (judgement ERROR), and which try of it this is.
+    infrastructure: str | None = None
+    tries: int = 1
 
     @property
     def expect_valid(self) -> bool:
@@ -123,10 +131,13 @@ class Row:
 
 
 def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
-             run_dir: Path, results: dict[str, Any] | None, error: str | None = None,
-             seed: int | None = None) -> Row:
+             run_dir: Path | str, results: dict[str, Any] | None, error: str | None = None,
+             seed: int | None = None, infrastructure: str | None = None,
+             tries: int = 1) -> Row:
     """Takes a scenario's name, prediction, exit code, wall time, run directory, results (None
-    when it never got to a check), error and seed. Returns its Row."""
+    when it never got to a check), error, seed, why the run is an infrastructure error (None
+    when it is not) and which try it was. Returns its Row (judged ERROR when `infrastructure`
+    is given, whatever its results say)."""
     r = results or {}
     q = r.get("queue", {})
     o = r.get("ordering", {})
@@ -136,8 +147,11 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         problems += (f"queue: {reason}",)
     if error:
         problems += (error,)
+    if infrastructure and infrastructure not in problems:
+        problems = (infrastructure, *problems)
     return Row(
-        scenario=scenario, expect=expect.outcome, judgement=judge(expect, results),
+        scenario=scenario, expect=expect.outcome,
+        judgement=ERROR if infrastructure else judge(expect, results),
         valid=r.get("valid"), exit_code=exit_code, wall_s=round(wall_s, 1),
         run_dir=str(run_dir), seed=seed,
         attempts=q.get("attempt_count"), acknowledged=q.get("acknowledged_count"),
@@ -145,7 +159,7 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         duplicated=q.get("duplicated_count"),
         unflagged_duplicated=q.get("unflagged_duplicated_count"),
         recovered=q.get("recovered_count"), ordering_violations=o.get("violation_count"),
-        problems=problems,
+        problems=problems, infrastructure=infrastructure, tries=tries,
     )
 
 
@@ -166,6 +180,7 @@ class Summary:
     lost_max: int | None
     wall_s_median: float
     judgements: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
 
     @property
     def rate(self) -> float:
@@ -179,6 +194,8 @@ class Summary:
             return FINDING
         if self.rate >= self.min_rate:
             return "ok"
+        if self.errors and self.errors + self.held == self.runs:
+            return ERROR  # nothing but infrastructure failures kept it from its rate
         if self.judgements.get(UNKNOWN) and self.expect == VALID:
             return UNKNOWN
         return "insensitive" if self.expect != VALID else UNKNOWN
@@ -191,29 +208,33 @@ def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list
     for name in dict.fromkeys(r.scenario for r in rows):
         mine = [r for r in rows if r.scenario == name]
         exp = expectations.get(name, Expectation())
-        lost = [r.lost for r in mine if r.lost is not None and r.valid in (True, False)]
+        tested = [r for r in mine if r.judgement != ERROR]  # an error tested nothing
+        lost = [r.lost for r in tested if r.lost is not None and r.valid in (True, False)]
         judgements: dict[str, int] = {}
         for r in mine:
             judgements[r.judgement] = judgements.get(r.judgement, 0) + 1
         out.append(Summary(
             scenario=name, expect=exp.outcome, min_rate=exp.min_rate, runs=len(mine),
-            valid=sum(r.valid is True for r in mine), invalid=sum(r.valid is False for r in mine),
-            unknown=sum(r.valid not in (True, False) for r in mine),
+            valid=sum(r.valid is True for r in tested),
+            invalid=sum(r.valid is False for r in tested),
+            unknown=len(mine) - len(tested) + sum(r.valid not in (True, False) for r in tested),
             held=sum(r.judgement in HELD for r in mine),
             lost_min=min(lost) if lost else None,
             lost_median=statistics.median(lost) if lost else None,
             lost_max=max(lost) if lost else None,
             wall_s_median=round(statistics.median(r.wall_s for r in mine), 1),
-            judgements=judgements,
+            judgements=judgements, errors=len(mine) - len(tested),
         ))
     return out
 
 
 def exit_code(rows: Sequence[Row], summaries: Sequence[Summary] = ()) -> int:
-    """Takes the rows and their summaries. Returns 2 if any run is unknown or a scenario fell
-    short of its detection rate, else 1 if any run is a finding, else 0."""
+    """Takes the rows and their summaries. Returns 2 if any run is unknown or an infrastructure
+    error, or a scenario fell short of its detection rate, else 1 if any run is a finding,
+    else 0."""
     judgements = {row.judgement for row in rows}
-    if not rows or UNKNOWN in judgements or any(s.verdict == "insensitive" for s in summaries):
+    if (not rows or UNKNOWN in judgements or ERROR in judgements
+            or any(s.verdict == "insensitive" for s in summaries)):
         return 2
     return 1 if FINDING in judgements else 0
 
@@ -231,6 +252,9 @@ def problems(summaries: Sequence[Summary]) -> list[str]:
                        f"prediction ({s.expect})")
         elif s.verdict == UNKNOWN:
             out.append(f"{s.scenario}: {s.unknown} of {s.runs} runs had no verdict")
+        elif s.verdict == ERROR:
+            out.append(f"{s.scenario}: {s.errors} of {s.runs} runs failed for infrastructure "
+                       "reasons (retried, then reported as errors, not findings)")
     return out
 
 
@@ -273,15 +297,18 @@ def summary_table(summaries: Sequence[Summary]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path) -> tuple[Path, Path]:
-    """Takes the rows, their summaries and a directory. Writes matrix.json and matrix.md there.
-    Returns both paths."""
+def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
+          extra: dict[str, Any] | None = None, code: int | None = None) -> tuple[Path, Path]:
+    """Takes the rows, their summaries, a directory, optional further top-level fields for
+    matrix.json (they never replace the standard ones) and an exit code to record in place of
+    the rows' own. Writes matrix.json and matrix.md there. Returns both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     js, md = out_dir / "matrix.json", out_dir / "matrix.md"
     said = problems(summaries)
-    doc = {"exit_code": exit_code(rows, summaries), "problems": said,
+    doc = {"exit_code": exit_code(rows, summaries) if code is None else code, "problems": said,
            "summaries": [{**asdict(s), "rate": s.rate, "verdict": s.verdict} for s in summaries],
            "rows": [asdict(row) for row in rows]}
+    doc.update({k: v for k, v in (extra or {}).items() if k not in doc})
     js.write_text(json.dumps(doc, indent=2) + "\n")
     text = summary_table(summaries) + "\n" + table(rows)
     if said:

@@ -1,85 +1,77 @@
-"""The report for a stored run: perf plots and one self-contained report.html.
+"""The report for a stored run: plots and one self-contained report.html, read top to bottom.
 
 `render(run_dir)` reads what the store holds (shared/DESIGN.md: test.json,
 history.jsonl, results.json, harness.log, nodes/<node>/), any of which may be
-missing, scans the history once (harness.plots, bounded memory), writes
-latency.png, rate.png and report.html into the run directory, and returns the
-written paths. `report_html` is the pure part: it takes the loaded inputs and
-returns the page. The page has inline CSS, no scripts, and refers to the
-images and files by relative names only, so a copied run directory stays
-readable offline. Every piece of text from the run is escaped.
+missing, scans the history once (harness.history_scan, bounded memory), draws
+the plots (harness.plots), writes report.html, and, when the run directory
+sits in a store (`store/<test>/<timestamp>/`), rewrites the store's index
+(harness.index). It returns the written paths of the run directory.
+
+The page, in reading order: a verdict banner with one sentence saying why;
+the counts; each anomaly class found, with example ids and what it means;
+the plots (latency, throughput, queue depth, queue leader), fault windows
+shaded by kind; availability and time to recover per fault; the test's spec;
+links to the files. `report_html` is the pure part. The page has inline CSS,
+no scripts, relative links only, every piece of run text escaped, and no
+empty table cell; it fits a 1280-px-wide window.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from html import escape
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from harness.plots import (
-    DEFAULT_MAX_POINTS,
-    NS_PER_S,
-    FaultWindow,
-    HistoryScan,
-    fault_colour,
-    plot_latency,
-    plot_rate,
-    scan_history,
+from harness.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
+from harness.page import VERDICTS, e, href, link, page, table, td, valid_key, write_atomic
+from harness.plots import plot_depth, plot_latency, plot_placement, plot_rate
+from harness.report_results import (
+    anomalies_section,
+    counts_section,
+    other_checks_section,
+    section_badges,
+    verdict_sentence,
+)
+from harness.report_run import (
+    LINKED_FILES,
+    RunFiles,
+    faults_section,
+    files_section,
+    list_run_files,
+    spec_section,
 )
 
 log = logging.getLogger(__name__)
 
-LATENCY_PNG = "latency.png"
-RATE_PNG = "rate.png"
 REPORT_HTML = "report.html"
-LINKED_FILES = ("test.json", "history.jsonl", "results.json", "harness.log")
+INDEX_HTML = "index.html"
+# A run directory's name in the store: a UTC timestamp such as 20261122T192149.948531Z.
+RUN_DIR_NAME = re.compile(r"^\d{8}T\d{6}(\.\d+)?Z$")
 
-MAX_LIST_ITEMS = 20
-MAX_JSON_CHARS = 400
-MAX_TABLE_ROWS = 500
-MAX_NODE_FILES = 50
-# test.json keys shown first in the spec table, when present.
-SPEC_KEYS_FIRST = ("name", "seed", "workload", "nemesis", "time_limit", "nodes", "cluster")
+__all__ = [
+    "LINKED_FILES",
+    "REPORT_HTML",
+    "Loaded",
+    "PlotSpec",
+    "RunFiles",
+    "list_run_files",
+    "load_json",
+    "plot_specs",
+    "render",
+    "report_html",
+    "store_root_of",
+    "verdict_key",
+]
 
 _NAV = (
-    '<p class="nav"><a href="#test">test</a> · <a href="#results">results</a> · '
-    '<a href="#nemesis">nemesis</a> · <a href="#events">harness events</a> · '
-    '<a href="#plots">plots</a> · <a href="#history">history</a> · <a href="#files">files</a></p>'
+    '<p class="nav"><a href="#counts">counts</a> · <a href="#anomalies">anomalies</a> · '
+    '<a href="#plots">plots</a> · <a href="#faults">faults</a> · <a href="#test">test</a> · '
+    '<a href="#files">files</a></p>'
 )
-
-_VERDICTS: dict[str, tuple[str, str]] = {
-    # verdict key -> (text, colour)
-    "true": ("valid", "#2e7d32"),
-    "false": ("INVALID", "#c62828"),
-    "unknown": ("unknown", "#ef6c00"),
-    "unchecked": ("not checked", "#757575"),
-}
-
-_CSS = """
-body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
-       max-width: 1300px; padding: 0 1em; color: #222; }
-h1 { margin-bottom: 0.2em; word-break: break-all; }
-.sub { color: #666; margin-top: 0; }
-.verdict { display: inline-block; font-size: 2.4em; font-weight: bold; color: #fff;
-           padding: 0.2em 0.8em; border-radius: 0.25em; margin: 0.3em 0; }
-.badge { display: inline-block; color: #fff; padding: 0 0.5em; border-radius: 0.2em; font-weight: bold; }
-table { border-collapse: collapse; margin: 0.5em 0 1em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-code, pre { font-family: Menlo, Consolas, monospace; font-size: 0.9em; }
-pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
-.swatch { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.4em; vertical-align: middle; }
-.nav { margin: 0.2em 0 0.8em 0; }
-.note { color: #666; font-style: italic; }
-img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
-"""
 
 
 @dataclass(frozen=True)
@@ -90,13 +82,45 @@ class Loaded:
     present: bool = False
     error: str | None = None
 
+    @property
+    def ok(self) -> Any:
+        """Returns the data when the file was read, else None."""
+        return self.data if self.present and self.error is None else None
+
 
 @dataclass(frozen=True)
-class RunFiles:
-    """Which files of the run directory exist: top-level files and per-node file lists."""
+class PlotSpec:
+    """One plot of the report: its file name, heading, drawing function, a caption, and why a
+    scan has nothing to draw (None: always drawn)."""
 
-    files: tuple[str, ...] = ()
-    nodes: dict[str, list[str]] = field(default_factory=dict)
+    file_name: str
+    heading: str
+    draw: Callable[[HistoryScan, Path, str], Path]
+    caption: str
+    missing: Callable[[HistoryScan], str | None]
+
+
+def plot_specs() -> list[PlotSpec]:
+    """Returns the report's plots, in page order (read at call time, so tests can swap one)."""
+    return [
+        PlotSpec("latency.png", "Latency", plot_latency,
+                 "Each completed client op: ok and fail at their invocation, unknown (info) "
+                 "where it ended; log scale.", lambda _s: None),
+        PlotSpec("rate.png", "Throughput", plot_rate,
+                 "Completions per second by operation and outcome; deliveries dashed (acks, which "
+                 "follow deliveries, not drawn).",
+                 lambda _s: None),
+        PlotSpec("depth.png", "Queue depth", plot_depth,
+                 "Messages ready and unacked in the queue, the largest count any node "
+                 "reported at each sample; a cross marks a sample a node did not answer.",
+                 lambda s: None if s.depth else 'no queue depth samples (f "depth" ops) in '
+                 "the history"),
+        PlotSpec("placement.png", "Queue leader", plot_placement,
+                 "Which node led the queue (quorum leader or classic master) and which held "
+                 "its other replicas, from the placement samples of the main phase.",
+                 lambda s: None if s.placements else 'no queue placement samples '
+                 '(f "placement" ops) in the history'),
+    ]
 
 
 def load_json(path: Path) -> Loaded:
@@ -105,399 +129,83 @@ def load_json(path: Path) -> Loaded:
         return Loaded()
     try:
         return Loaded(json.loads(path.read_text(encoding="utf-8")), present=True)
-    except (OSError, ValueError) as e:
-        log.warning("cannot read %s: %s", path, e)
-        return Loaded(present=True, error=str(e))
-
-
-def list_run_files(run_dir: Path) -> RunFiles:
-    """Takes a run directory. Returns which linkable files and node log directories it holds."""
-    files = tuple(name for name in LINKED_FILES if (run_dir / name).is_file())
-    nodes: dict[str, list[str]] = {}
-    nodes_dir = run_dir / "nodes"
-    if nodes_dir.is_dir():
-        for node in sorted(p for p in nodes_dir.iterdir() if p.is_dir()):
-            names: list[str] = []
-            for root, _dirs, fnames in os.walk(node):
-                for fname in sorted(fnames):
-                    names.append(str((Path(root) / fname).relative_to(node)))
-                if len(names) >= MAX_NODE_FILES:
-                    break
-            nodes[node.name] = sorted(names)[:MAX_NODE_FILES]
-    return RunFiles(files, nodes)
+    except (OSError, ValueError) as err:
+        log.warning("cannot read %s: %s", path, err)
+        return Loaded(present=True, error=str(err))
 
 
 def verdict_key(results: Loaded) -> str:
     """Takes the loaded results. Returns "true", "false", "unknown" or "unchecked"."""
-    if not results.present or results.error is not None or not isinstance(results.data, dict):
+    if not isinstance(results.ok, dict):
         return "unchecked"
-    return _valid_key(results.data.get("valid", "unknown"))
-
-
-def _valid_key(valid: Any) -> str:
-    if valid is True:
-        return "true"
-    if valid is False:
-        return "false"
-    return "unknown"
-
-
-# --- small HTML helpers -------------------------------------------------------------
-
-
-def _e(x: Any) -> str:
-    return escape(str(x), quote=True)
-
-
-def _href(rel: str) -> str:
-    return escape(quote(rel), quote=True)
-
-
-def _compact(value: Any, limit: int = MAX_JSON_CHARS) -> str:
-    try:
-        text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} chars)"
-
-
-def _secs(ns: int) -> str:
-    return f"{ns / NS_PER_S:.3f}"
-
-
-def _badge(valid: Any) -> str:
-    text, colour = _VERDICTS[_valid_key(valid)]
-    return f'<span class="badge" style="background:{colour}">{_e(text)}</span>'
-
-
-def _table(
-    headers: Iterable[str] | None, rows: Iterable[Iterable[str]], total: int | None = None
-) -> str:
-    """Takes header texts (or None) and rows of cell HTML, already escaped.
-
-    Returns a table of at most MAX_TABLE_ROWS rows, noting how many of `total` were left out.
-    """
-    out = ["<table>"]
-    if headers is not None:
-        out += ["<tr>", *(f"<th>{_e(h)}</th>" for h in headers), "</tr>"]
-    n = 0
-    for row in rows:
-        if n >= MAX_TABLE_ROWS:
-            break
-        out.append("<tr>" + "".join(row) + "</tr>")
-        n += 1
-    out.append("</table>")
-    if total is not None and total > n:
-        out.append(f'<p class="note">{total - n:,} more rows not shown.</p>')
-    return "".join(out)
-
-
-def _td(x: Any, num: bool = False) -> str:
-    return f'<td class="num">{_e(x)}</td>' if num else f"<td>{_e(x)}</td>"
-
-
-def _value_cell(key: str, value: Any) -> str:
-    """Returns a <td> for one field of a results section or spec: scalars plain, lists truncated."""
-    if key == "valid":
-        return f"<td>{_badge(value)}</td>"
-    if isinstance(value, bool) or value is None:
-        return _td(json.dumps(value))
-    if isinstance(value, int | float):
-        return _td(f"{value:,}" if isinstance(value, int) else f"{value:g}", num=True)
-    if isinstance(value, str):
-        return _td(value)
-    if isinstance(value, list):
-        shown = [
-            _e(x) if isinstance(x, str | int | float) else f"<code>{_e(_compact(x))}</code>"
-            for x in value[:MAX_LIST_ITEMS]
-        ]
-        more = len(value) - len(shown)
-        tail = f' <span class="note">… {more:,} more</span>' if more > 0 else ""
-        sep = (
-            "<br>"
-            if any(not isinstance(x, str | int | float) for x in value[:MAX_LIST_ITEMS])
-            else ", "
-        )
-        return f"<td>{sep.join(shown)}{tail}</td>"
-    return f"<td><code>{_e(_compact(value))}</code></td>"
-
-
-def _field_rows(d: dict[str, Any]) -> list[list[str]]:
-    """Orders a section's fields: valid, then scalars, then lists and objects."""
-
-    def rank(item: tuple[str, Any]) -> int:
-        k, v = item
-        if k == "valid":
-            return 0
-        return 2 if isinstance(v, list | dict) else 1
-
-    items = sorted(d.items(), key=rank)
-    rows = []
-    for k, v in items:
-        label = f"{k} ({len(v):,})" if isinstance(v, list) else str(k)
-        rows.append([f"<th>{_e(label)}</th>", _value_cell(str(k), v)])
-    return rows
+    return valid_key(results.data.get("valid", "unknown"))
 
 
 # --- sections -------------------------------------------------------------------------
 
 
-def _verdict_section(results: Loaded) -> str:
-    text, colour = _VERDICTS[verdict_key(results)]
-    out = [f'<div class="verdict" style="background:{colour}">{_e(text)}</div>']
+def _banner(results: Loaded) -> str:
+    key = verdict_key(results)
+    text, colour = VERDICTS[key]
     if not results.present:
-        out.append('<p class="note">No results.json: the run has not been checked.</p>')
+        sentence = verdict_sentence(None)
     elif results.error is not None:
-        out.append(f'<p class="note">results.json is unreadable: {_e(results.error)}</p>')
-    elif not isinstance(results.data, dict):
-        out.append('<p class="note">results.json is not a JSON object.</p>')
+        sentence = f"Not checked: results.json is unreadable ({results.error})."
     else:
-        sections = [(k, v) for k, v in results.data.items() if isinstance(v, dict)]
-        if sections:
-            out.append(
-                _table(
-                    ["checker", "valid"],
-                    (
-                        [_td(k), f"<td>{_badge(v.get('valid', 'unknown'))}</td>"]
-                        for k, v in sections
-                    ),
-                )
-            )
-    return "".join(out)
-
-
-def _spec_section(spec: Loaded) -> str:
-    out = ['<h2 id="test">Test</h2>']
-    if not spec.present:
-        return out[0] + '<p class="note">No test.json.</p>'
-    if spec.error is not None:
-        return out[0] + f'<p class="note">test.json is unreadable: {_e(spec.error)}</p>'
-    data = spec.data
-    if isinstance(data, dict):
-        flat = _flatten(data)
-        first = [k for k in SPEC_KEYS_FIRST if k in flat]
-        keys = first + [k for k in flat if k not in first]
-        out.append(
-            _table(
-                ["field", "value"],
-                ([f"<th>{_e(k)}</th>", _value_cell(k, flat[k])] for k in keys),
-                len(keys),
-            )
-        )
-    full = json.dumps(data, indent=2, sort_keys=True, default=str)
-    out.append(f"<details><summary>Full test.json</summary><pre>{_e(full)}</pre></details>")
-    return "".join(out)
-
-
-def _flatten(d: dict[str, Any], prefix: str = "", depth: int = 0) -> dict[str, Any]:
-    """Flattens nested objects two levels deep into dotted keys, for the spec table."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v and depth < 2:
-            out.update(_flatten(v, key + ".", depth + 1))
-        else:
-            out[key] = v
-    return out
-
-
-def _results_section(results: Loaded) -> str:
-    out = ['<h2 id="results">Results</h2>']
-    if not results.present or results.error is not None or not isinstance(results.data, dict):
-        return out[0] + '<p class="note">Not checked.</p>'
-    others: dict[str, Any] = {}
-    for name, section in results.data.items():
-        if isinstance(section, dict):
-            out.append(f"<h3>{_e(name)} {_badge(section.get('valid', 'unknown'))}</h3>")
-            out.append(_table(["field", "value"], _field_rows(section)))
-        elif name != "valid":
-            others[name] = section
-    if others:
-        out.append("<h3>Other fields</h3>")
-        out.append(_table(["field", "value"], _field_rows(others)))
-    return "".join(out)
-
-
-def _target(w: FaultWindow) -> str:
-    """Returns what a fault hit: its grudge, its nodes or its node, as short text."""
-    v = w.value if isinstance(w.value, dict) else {}
-    grudge = v.get("grudge")
-    if isinstance(grudge, dict) and grudge:
-        return "; ".join(
-            f"{n} cut from {', '.join(map(str, cut)) if isinstance(cut, list) else cut}"
-            for n, cut in grudge.items()
-        )
-    for key in ("nodes", "targets", "target", "node"):
-        t = v.get(key)
-        if isinstance(t, list) and t:
-            return ", ".join(map(str, t))
-        if t:
-            return str(t)
-    if w.node:
-        return w.node
-    if w.value is not None and not isinstance(w.value, dict):
-        return str(w.value)
-    return ""
-
-
-def _windows_section(scan: HistoryScan | None) -> str:
-    out = ['<h2 id="nemesis">Nemesis</h2>']
-    if scan is None:
-        return out[0] + '<p class="note">No history.</p>'
-    if not scan.windows:
-        out.append('<p class="note">No faults.</p>')
-    else:
-        rows = []
-        for i, w in enumerate(scan.windows, 1):
-            fault = w.value.get("fault", w.f) if isinstance(w.value, dict) else w.f
-            rows.append(
-                [
-                    _td(i, num=True),
-                    f'<td><span class="swatch" style="background:{fault_colour(w.kind)}"></span>'
-                    f"{_e(w.kind)}</td>",
-                    _td(fault),
-                    _td(_target(w)),
-                    _td(_secs(w.start_ns), num=True),
-                    _td(_secs(w.end_ns), num=True),
-                    _td(f"{(w.end_ns - w.start_ns) / NS_PER_S:.3f}", num=True),
-                    _td(w.closed_by or "end of history"),
-                    f"<td><code>{_e(_compact(w.value, 200))}</code></td>",
-                ]
-            )
-        headers = [
-            "#",
-            "kind",
-            "fault",
-            "target",
-            "start s",
-            "end s",
-            "duration s",
-            "ended by",
-            "value",
-        ]
-        out.append(_table(headers, rows, len(rows)))
-    if scan.nemesis_failures:
-        out.append("<h3>Failed nemesis ops</h3>")
-        rows = [
-            [
-                _td(_secs(op.time), num=True),
-                _td(op.f),
-                _td(op.error or ""),
-                f"<td><code>{_e(_compact(op.value, 200))}</code></td>",
-            ]
-            for op in scan.nemesis_failures
-        ]
-        out.append(_table(["time s", "f", "error", "value"], rows, len(rows)))
-    return "".join(out)
-
-
-def _events_section(scan: HistoryScan | None) -> str:
-    out = ['<h2 id="events">Harness events</h2>']
-    if scan is None or not scan.events:
-        return out[0] + '<p class="note">None recorded.</p>'
-    rows = []
-    for op in scan.events:
-        if op.f == "phase" and isinstance(op.value, dict):
-            what = f"{op.value.get('phase')} {op.value.get('state')}"
-        else:
-            what = _compact(op.value, 200) if op.value is not None else ""
-        rows.append(
-            [
-                _td(_secs(op.time), num=True),
-                _td(op.f),
-                _td(what),
-                _td(op.node or ""),
-                _td(op.error or ""),
-            ]
-        )
-    out.append(
-        _table(["time s", "event", "value", "node", "error"], rows, len(rows) + scan.events_dropped)
+        sentence = verdict_sentence(results.data)
+    badges = " · ".join(section_badges(results.ok))
+    sub = f'<p class="sub">Checks: {badges}</p>' if badges else ""
+    return (
+        f'<div class="banner" style="background:{colour}"><span class="verdict">{e(text)}</span>'
+        f"<p>{e(sentence)}</p></div>{sub}"
     )
-    if scan.phases:
-        out.append("<h3>Phases</h3>")
-        out.append(
-            _table(
-                ["phase", "start s", "end s", "duration s"],
-                (
-                    [
-                        _td(p.phase),
-                        _td(_secs(p.start_ns), num=True),
-                        _td(_secs(p.end_ns) + ("" if p.ended else " (no end)"), num=True),
-                        _td(f"{(p.end_ns - p.start_ns) / NS_PER_S:.3f}", num=True),
-                    ]
-                    for p in scan.phases
-                ),
-            )
-        )
-    return "".join(out)
 
 
 def _quantile(sorted_ys: list[float], q: float) -> float:
     return sorted_ys[min(len(sorted_ys) - 1, int(len(sorted_ys) * q))]
 
 
-def _history_section(scan: HistoryScan | None) -> str:
-    out = ['<h2 id="history">History</h2>']
+def _latency_table(scan: HistoryScan) -> str:
+    rows = []
+    for (f, t), res in sorted(scan.latency.items()):
+        ys = sorted(res.ys)
+        if not ys:
+            continue
+        qs = [_quantile(ys, q) for q in (0.5, 0.95, 0.99)] + [ys[-1]]
+        rows.append([td(f), td(t), td(f"{res.seen:,}", num=True),
+                     *(td(f"{q:,.1f}", num=True) for q in qs)])
+    if not rows:
+        return ""
+    sampled = scan.latency_kept < scan.latency_seen
+    note = (f", from a sample of {scan.latency_kept:,} of {scan.latency_seen:,} ops"
+            if sampled else "")
+    return (f'<p class="note">Client op latency in ms{e(note)}:</p>'
+            + table(["op", "outcome", "ops", "p50", "p95", "p99", "max"], rows,
+                    num_cols=[2, 3, 4, 5, 6]))
+
+
+def _plots_section(
+    scan: HistoryScan | None, drawn: dict[str, str], skipped: dict[str, str]
+) -> str:
+    out = ['<h2 id="plots">Plots</h2>']
     if scan is None:
-        return out[0] + '<p class="note">No history.jsonl.</p>'
-    facts = [
-        ("ops", f"{scan.op_count:,}"),
-        ("duration s", _secs(scan.end_ns)),
-        ("unreadable lines", f"{scan.bad_lines:,}"),
-        ("client ops never completed", f"{scan.unfinished:,}"),
-    ]
-    out.append(_table(None, ([f"<th>{_e(k)}</th>", _td(v, num=True)] for k, v in facts)))
-    if scan.client_counts:
-        out.append("<h3>Client ops</h3>")
-        rows = [
-            [_td(f), _td(t), _td(f"{n:,}", num=True)]
-            for (f, t), n in sorted(
-                scan.client_counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))
+        return out[0] + '<p class="note">No plots: there is no history.jsonl.</p>'
+    out.append('<p class="note">Fault windows are shaded in the colour of their kind, heals '
+               "marked with a dash-dot line, the drain hatched; all plots share one time "
+               "axis (seconds since the history began).</p>")
+    for spec in plot_specs():
+        if spec.file_name in drawn:
+            out.append(
+                f'<figure><img src="{href(spec.file_name)}" alt="{e(spec.heading)} plot" '
+                f'width="1200"><figcaption>{e(spec.heading)}: {e(drawn[spec.file_name])}'
+                "</figcaption></figure>"
             )
-        ]
-        out.append(_table(["f", "type", "count"], rows, len(rows)))
-    if scan.latency:
-        sampled = scan.latency_kept < scan.latency_seen
-        note = (
-            f" (from a sample of {scan.latency_kept:,} of {scan.latency_seen:,})" if sampled else ""
-        )
-        out.append(f"<h3>Latency, ms{_e(note)}</h3>")
-        rows = []
-        for (f, t), res in sorted(scan.latency.items()):
-            ys = sorted(res.ys)
-            if not ys:
-                continue
-            qs = [_quantile(ys, q) for q in (0.5, 0.95, 0.99)] + [ys[-1]]
-            rows.append(
-                [
-                    _td(f),
-                    _td(t),
-                    _td(f"{res.seen:,}", num=True),
-                    *(_td(f"{q:.1f}", num=True) for q in qs),
-                ]
-            )
-        out.append(_table(["f", "completion", "ops", "p50", "p95", "p99", "max"], rows))
+        else:
+            why = skipped.get(spec.file_name, "not drawn")
+            out.append(f'<p class="note">{e(spec.heading)}: {e(why)}.</p>')
+        if spec.file_name == "latency.png":
+            out.append(_latency_table(scan))
     return "".join(out)
-
-
-def _plots_section(images: Iterable[str], errors: Iterable[str]) -> str:
-    imgs = [f'<p><img src="{_href(name)}" alt="{_e(name)}"></p>' for name in images]
-    imgs += [f'<p class="note">Plot failed: {_e(err)}</p>' for err in errors]
-    body = "".join(imgs) if imgs else '<p class="note">No plots (no history).</p>'
-    return '<h2 id="plots">Plots</h2>' + body
-
-
-def _links_section(files: RunFiles) -> str:
-    items = [f'<li><a href="{_href(name)}">{_e(name)}</a></li>' for name in files.files]
-    for node, names in files.nodes.items():
-        sub = "".join(f'<li><a href="{_href(f"nodes/{node}/{n}")}">{_e(n)}</a></li>' for n in names)
-        items.append(
-            f'<li><a href="{_href(f"nodes/{node}/")}">nodes/{_e(node)}/</a>'
-            + (f"<ul>{sub}</ul>" if sub else "")
-            + "</li>"
-        )
-    body = "<ul>" + "".join(items) + "</ul>" if items else '<p class="note">None.</p>'
-    return '<h2 id="files">Files</h2>' + body
 
 
 def report_html(
@@ -510,32 +218,45 @@ def report_html(
     images: Iterable[str],
     files: RunFiles,
     plot_errors: Iterable[str] = (),
+    index_link: str | None = None,
 ) -> str:
-    """Takes the test name and time, the loaded test.json and results.json, the
-    history scan (None without a history), the image file names, the run's
-    files and why any plot could not be drawn.
+    """Takes the test name and time, the loaded test.json and results.json, the history scan
+    (None without a history), the file names of the drawn plots, the run's files, why any plot
+    could not be drawn, and the relative link to the store's index (None: no link).
 
     Returns the report page as one HTML string.
     """
+    drawn_names = list(images)
+    captions = {s.file_name: s.caption for s in plot_specs()}
+    drawn = {n: captions.get(n, n) for n in drawn_names}
+    skipped: dict[str, str] = {}
+    if scan is not None:
+        for s in plot_specs():
+            why = s.missing(scan)
+            if why is not None:
+                skipped[s.file_name] = why
+    for err in plot_errors:
+        file_name = err.split(":", 1)[0]
+        skipped[file_name] = f"the plot failed: {err}"
+    results_data = results.ok
+    back = f'<p class="nav">{link(index_link, "← all runs in the store")}</p>' \
+        if index_link else ""
     title = f"{name} — {when}" if when else name
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_e(name)}</h1>",
-        f'<p class="sub">{_e(when)}</p>' if when else "",
+    body = [
+        back,
+        f"<h1>{e(name)}</h1>",
+        f'<p class="sub">{e(when)}</p>' if when else "",
         _NAV,
-        _verdict_section(results),
-        _spec_section(spec),
-        _results_section(results),
-        _windows_section(scan),
-        _events_section(scan),
-        _plots_section(images, plot_errors),
-        _history_section(scan),
-        _links_section(files),
-        "</body></html>\n",
+        _banner(results),
+        counts_section(results_data),
+        anomalies_section(results_data),
+        _plots_section(scan, drawn, skipped),
+        faults_section(scan, results_data),
+        spec_section(spec.data, spec.error, spec.present, scan, results_data),
+        other_checks_section(results_data),
+        files_section(files, drawn_names),
     ]
-    return "\n".join(p for p in parts if p)
+    return page(title, body)
 
 
 def _name_and_time(run_dir: Path, spec: Loaded) -> tuple[str, str]:
@@ -546,14 +267,29 @@ def _name_and_time(run_dir: Path, spec: Loaded) -> tuple[str, str]:
         if isinstance(data.get(key), str | int | float) and not isinstance(data.get(key), bool):
             when = data[key]
             break
-    return str(name), str(when if when is not None else run_dir.resolve().name)
+    stamp = run_dir.resolve().name
+    text = f"run {stamp}, started {when}" if when is not None else f"run {stamp}"
+    return str(name), text
 
 
-def render(run_dir: Path, *, max_points: int = DEFAULT_MAX_POINTS, seed: int = 0) -> list[Path]:
-    """Takes a run directory (and the latency sample size and seed).
+def store_root_of(run_dir: Path) -> Path | None:
+    """Takes a run directory. Returns the store it sits in (`<store>/<test>/<timestamp>`), or
+    None when its name is not a run timestamp."""
+    run_dir = Path(run_dir).resolve()
+    if RUN_DIR_NAME.match(run_dir.name) and run_dir.parent.name not in ("", "matrix"):
+        return run_dir.parent.parent
+    return None
 
-    Returns the paths written into it: latency.png and rate.png when there is a
-    history.jsonl, and report.html. test.json and results.json may be missing.
+
+def render(
+    run_dir: Path, *, max_points: int = DEFAULT_MAX_POINTS, seed: int = 0, index: bool = True
+) -> list[Path]:
+    """Takes a run directory (and the latency sample size and seed, and whether to rewrite the
+    store's index).
+
+    Returns the paths written into the run directory: the plots that have data when there is a
+    history.jsonl, and report.html. test.json and results.json may be missing. A plot or an
+    index that cannot be written is logged and noted on the page, never raised.
     """
     run_dir = Path(run_dir)
     spec = load_json(run_dir / "test.json")
@@ -565,28 +301,43 @@ def render(run_dir: Path, *, max_points: int = DEFAULT_MAX_POINTS, seed: int = 0
     history = run_dir / "history.jsonl"
     if history.is_file():
         scan = scan_history(history, max_points=max_points, seed=seed)
-        for plot, file_name in ((plot_latency, LATENCY_PNG), (plot_rate, RATE_PNG)):
+        for p in plot_specs():
+            if p.missing(scan) is not None:
+                continue
             try:
-                written.append(plot(scan, run_dir / file_name, name))
-            except Exception as e:  # a plot that cannot be drawn must not cost the page
-                log.exception("cannot draw %s", file_name)
-                plot_errors.append(f"{file_name}: {type(e).__name__}: {e}")
+                written.append(p.draw(scan, run_dir / p.file_name, name))
+            except Exception as err:  # a plot that cannot be drawn must not cost the page
+                log.exception("cannot draw %s", p.file_name)
+                plot_errors.append(f"{p.file_name}: {type(err).__name__}: {err}")
     else:
         log.warning("no history at %s; report without plots", history)
-    page = report_html(
-        name=name,
-        when=when,
-        spec=spec,
-        results=results,
-        scan=scan,
-        images=[p.name for p in written],
-        plot_errors=plot_errors,
-        files=list_run_files(run_dir),
-    )
+    store = store_root_of(run_dir) if index else None
+
+    def page_with(index_link: str | None) -> str:
+        return report_html(
+            name=name,
+            when=when,
+            spec=spec,
+            results=results,
+            scan=scan,
+            images=[p.name for p in written],
+            plot_errors=plot_errors,
+            files=list_run_files(run_dir),
+            index_link=index_link,
+        )
+
     out = run_dir / REPORT_HTML
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, out)
+    write_atomic(out, page_with("../../" + INDEX_HTML if store is not None else None))
+    if store is not None:
+        from harness.index import write_index
+
+        try:
+            write_index(store)
+        except Exception:  # the run's own page matters more than the store's list
+            log.exception("cannot rewrite the store index in %s", store)
+            if not (store / INDEX_HTML).exists():
+                write_atomic(out, page_with(None))  # no dangling link to a missing index
     written.append(out)
     log.info("report for %s: %s", run_dir, ", ".join(p.name for p in written))
     return written
+

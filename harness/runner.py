@@ -4,7 +4,9 @@
 invalid, 2 unknown or infrastructure error). Whatever happens -- an error,
 Ctrl-C, SIGTERM -- the nemesis heals, the cluster is torn down by pid, and the
 run directory keeps what was recorded. Each phase's start and end is a
-harness event in the history.
+harness event in the history. An optional observer (harness.progress) sees
+every op as it is recorded, for the CLI's live progress; a replayed run
+records the run it repeats in test.json as `replay_of`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
 from harness.placement import QueueSampler
+from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, recover, restart_each
 from harness.spec import TestSpec
 from history import HARNESS, HistoryWriter, Op
@@ -104,13 +107,16 @@ def attach_log(run_dir: Path) -> logging.Handler:
 
 
 class Run:
-    """One run of one spec against a fresh local cluster."""
+    """One run of one spec against a fresh local cluster; an observer, when given, sees every
+    op recorded."""
 
-    def __init__(self, spec: TestSpec, run_dir: Path) -> None:
+    def __init__(self, spec: TestSpec, run_dir: Path,
+                 observer: RunObserver | None = None) -> None:
         self.spec = spec
         self.run_dir = run_dir
         self.outcome = RunOutcome(run_dir)
-        self.history = HistoryWriter(run_dir / store.HISTORY)
+        self.history = (HistoryWriter(run_dir / store.HISTORY) if observer is None
+                        else ObservedHistory(run_dir / store.HISTORY, observer.observe))
         self.cluster = NetnsCluster(make_plan(spec.nodes))
         self.broker = RabbitBroker(
             self.cluster.nodes, spec.broker, str(STATE_DIR / "cluster" / run_dir.name)
@@ -285,19 +291,26 @@ class Run:
         return self.outcome
 
 
-def run_test(spec: TestSpec, store_root: Path) -> tuple[int, RunOutcome]:
-    """Takes a validated spec with a seed and the store root. Runs it. Returns (exit code, outcome)."""
+def run_test(spec: TestSpec, store_root: Path, observer: RunObserver | None = None,
+             replay_of: str | None = None) -> tuple[int, RunOutcome]:
+    """Takes a validated spec with a seed, the store root, an optional observer of the ops as
+    they are recorded and, for a replay, the path of the run it repeats (test.json's
+    `replay_of`). Runs it. Returns (exit code, outcome)."""
     with run_lock():
         run_dir = store.new_run_dir(store_root, spec.name)
         handler = attach_log(run_dir)
         try:
             log.info("run %s seed %s in %s", spec.name, spec.seed, run_dir)
-            run = Run(spec, run_dir)
+            run = Run(spec, run_dir, observer)
+            if replay_of is not None:
+                run.test_info["replay_of"] = replay_of
             outcome = run.execute()
         finally:
             logging.getLogger().removeHandler(handler)
             handler.close()
     if outcome.error and not outcome.interrupted and outcome.phase_times.get("main") is None:
         return 2, outcome  # the cluster never got going: nothing to check
+    if observer is not None:
+        observer.stage("check")
     outcome.results = check_run(run_dir, spark_master=spec.check.spark_master)
     return exit_code(outcome.results), outcome

@@ -6,6 +6,8 @@ every scenario uses the seed `base_seed + i`: a scenario and its safe twin in
 one series play the same seeded fault schedule. After each run it rewrites
 matrix.json and matrix.md in `store/matrix/<time>/` (harness.matrix), so the
 raw rows survive an interrupted series and tables can be rebuilt from them.
+`extra` holds further top-level fields for matrix.json (the nightly's retries,
+skipped runs and budget).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Series:
         self.out_dir = store_root / "matrix" / stamp
         self.rows: list[matrix.Row] = []
         self.round = 0
+        self.extra: dict[str, Any] = {}
 
     def runs(self) -> Iterator[tuple[str, TestSpec]]:
         """Yields (name, spec with its seed) for every run, round by round."""
@@ -51,13 +54,27 @@ class Series:
             for name, spec, _e in self.entries:
                 yield name, dataclasses.replace(spec, seed=seed)
 
-    def record(self, name: str, spec: TestSpec, code: int, wall_s: float, outcome: Any) -> None:
-        """Takes a finished run (its exit code, wall time and RunOutcome). Adds its row and
-        rewrites the series' table."""
-        self.rows.append(matrix.make_row(
+    def record(self, name: str, spec: TestSpec, code: int, wall_s: float, outcome: Any,
+               infrastructure: str | None = None, tries: int = 1) -> matrix.Row:
+        """Takes a finished run (its exit code, wall time and RunOutcome), why it is an
+        infrastructure error (None when it is not) and which try of it this was. Adds its row,
+        rewrites the series' table. Returns the row."""
+        row = self.make_row(name, spec, code, wall_s, outcome, infrastructure, tries)
+        self.rows.append(row)
+        self.write()
+        return row
+
+    def make_row(self, name: str, spec: TestSpec, code: int, wall_s: float, outcome: Any,
+                 infrastructure: str | None = None, tries: int = 1) -> matrix.Row:
+        """Takes what `record` takes. Returns the run's row without recording it."""
+        return matrix.make_row(
             name, self.expectations[name], code, wall_s, outcome.run_dir, outcome.results,
-            outcome.error, seed=spec.seed))
-        matrix.write(self.rows, self.summaries(), self.out_dir)
+            outcome.error, seed=spec.seed, infrastructure=infrastructure, tries=tries)
+
+    def write(self, code: int | None = None) -> None:
+        """Rewrites matrix.json (with `extra`) and matrix.md; `code` overrides the exit code
+        recorded there."""
+        matrix.write(self.rows, self.summaries(), self.out_dir, self.extra, code)
 
     def summaries(self) -> list[matrix.Summary]:
         """Returns each scenario's summary so far."""
@@ -93,5 +110,6 @@ def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
                 continue
             rows.append(matrix.make_row(
                 old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
-                old.wall_s, run_dir, results, seed=old.seed))
+                old.wall_s, run_dir, results, seed=old.seed,
+                infrastructure=old.infrastructure, tries=old.tries))
     return rows

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 need_pkgs=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in rabbitmq-server iptables iproute2 procps openssh-server python3-venv; do
+# chromium: the report tests open report.html and the store index in headless Chromium.
+for pkg in rabbitmq-server iptables iproute2 procps openssh-server python3-venv chromium; do
   have "$pkg" || need_pkgs+=("$pkg")
 done
 command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)

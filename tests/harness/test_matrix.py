@@ -8,7 +8,6 @@ import pytest
 from harness import matrix
 from harness.cli import main
 
-
 VALID = matrix.Expectation()
 LOSS = matrix.loss()
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from harness import report
-from harness.history import HARNESS, NEMESIS, HistoryWriter, Op, OpType
 from harness.plots import (
     MAX_RATE_POINTS,
     FaultWindow,
@@ -20,6 +19,7 @@ from harness.plots import (
     scan_history,
 )
 from harness.report import render
+from history import HARNESS, NEMESIS, HistoryWriter, Op, OpType
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -135,7 +135,8 @@ def literal_history() -> list[tuple[int, Op]]:
     20 s of publishes (10/s over three processes, a fresh process after each
     info), a delivery per confirmed publish, a partition from 5 s to 10 s, a
     kill of n2 from 8 s ended by the heal at 14 s, then heal, recovery (a
-    recover-node event), drain and teardown phases.
+    recover-node event), drain and teardown phases; placement changes at 1 s
+    and 9 s, a depth sample every 5 s (n2 not answering from 8 s to 14 s).
     """
     events: list[tuple[int, Op]] = []
 
@@ -150,6 +151,15 @@ def literal_history() -> list[tuple[int, Op]]:
         events.append((t + 20 * MS, Op(type="info", process=NEMESIS, f=f, value=value, node=node)))
 
     phase(0, "main", "start")
+    placement = {"queue": "q", "type": "quorum", "members": ["n1", "n2", "n3"], "mirrors": [],
+                 "synchronised_mirrors": []}
+    harness(1 * S, "placement", {**placement, "leader": "n2"}, "n2")
+    harness(9 * S, "placement", {**placement, "leader": "n3"}, "n3")
+    for k in range(0, 26, 5):
+        ready = 12 if 5 <= k < 10 else 1
+        nodes: dict[str, Any] = {n: {"ready": ready, "unacked": 2} for n in ("n1", "n3")}
+        nodes["n2"] = {"error": "nodedown"} if 8 <= k < 14 else {"ready": ready, "unacked": 2}
+        harness(k * S, "depth", {"queue": "q", "nodes": nodes, "ready": ready, "unacked": 2})
     nemesis(5 * S, "start-partition", PARTITION)
     nemesis(8 * S, "kill", {"fault": "kill", "nodes": ["n2"]}, "n2")
     nemesis(10 * S, "stop-partition")
@@ -264,25 +274,38 @@ def test_render_writes_plots_and_report(tmp_path: Path) -> None:
     run = tmp_path / "store" / "partition-test" / "20250101T000000Z"
     write_run(run, results=RESULTS)
     written = render(run)
-    assert [p.name for p in written] == ["latency.png", "rate.png", "report.html"]
-    for png in written[:2]:
+    assert [p.name for p in written] == [
+        "latency.png", "rate.png", "depth.png", "placement.png", "report.html"
+    ]
+    for png in written[:4]:
         assert png.stat().st_size > 20_000
         width, height = png_size(png)
-        assert width > 800 and height > 300
+        assert width == 1200 and height > 250
     assert not list(run.glob("*.tmp"))
     html = (run / "report.html").read_text()
     assert "INVALID" in html
     assert "partition-test" in html and "20250101T000000Z" in html
-    # counts and truncated id lists
-    assert "lost_count" in html and ">7<" in html and ">171<" in html
-    assert "lost (108)" in html and "lost-0" in html and "lost-50" not in html and "88 more" in html
+    # the verdict's sentence, counts and truncated id lists
+    assert "Invalid: 7 confirmed messages lost and 3 messages delivered more than once" not in html
+    assert "Invalid: 7 confirmed messages lost." in html
+    assert '<td>lost</td><td class="num">7</td>' in html
+    assert '<td>confirmed</td><td class="num">171</td>' in html
+    assert "<h3>7 confirmed messages lost</h3>" in html
+    assert "lost-0" in html and "lost-50" not in html and "… 88 more" in html
     # fault windows: the partition opens at 5.020 and stops at 10.020; the kill ends at the heal
     assert "partition-halves" in html and "5.020" in html and "10.020" in html
     assert "14.020" in html and "heal" in html and "n2" in html
     assert "n1 cut from n2, n3" in html
-    # harness events and phases
-    assert "recover-node" in html and "drain start" in html
-    assert '<img src="latency.png"' in html and '<img src="rate.png"' in html
+    # recovery actions and phases
+    assert "recover-node n2" in html
+    assert '<td>drain</td><td class="num">23.000</td><td class="num">26.000</td>' in html
+    for plot in ("latency", "rate", "depth", "placement"):
+        assert f'<img src="{plot}.png"' in html
+    # the run sits in a store: its index was rewritten, and the page links back to it
+    assert 'href="../../index.html"' in html
+    assert 'href="partition-test/20250101T000000Z/report.html"' in (
+        tmp_path / "store" / "index.html"
+    ).read_text()
     for link in ("history.jsonl", "results.json", "harness.log", "test.json", "nodes/n1/"):
         assert f'href="{link}' in html
     assert "rabbit%4010.0.0.1.log" in html
@@ -351,7 +374,7 @@ def test_a_failing_plot_still_leaves_the_page(
     monkeypatch.setattr(report, "plot_rate", broken)
     write_run(tmp_path / "run", results=RESULTS)
     written = report.render(tmp_path / "run")
-    assert [p.name for p in written] == ["latency.png", "report.html"]
+    assert [p.name for p in written] == ["latency.png", "depth.png", "placement.png", "report.html"]
     html = written[-1].read_text()
     assert "rate.png: RuntimeError: no fonts &lt;here&gt;" in html and "INVALID" in html
 

@@ -1,0 +1,490 @@
+"""One streaming pass over a history: what the plots and the report need, in bounded memory.
+
+`scan_history` reads `history.jsonl` once, line by line, and keeps only
+summaries: completion counts per (f, type) and time bucket, a seeded
+reservoir sample of client latencies per (f, type), the nemesis fault
+windows and heals, the harness phases, queue depth samples (`depth` ops),
+queue placement changes (`placement` ops) and a capped list of other
+harness events (recovery actions). Memory is O(buckets + sample size + open
+ops), so a 10M-op history scans like a small one.
+
+Fault windows follow the one declaration of fault kinds (nemesis.kinds): a
+window opens at the completion (info/ok) of a start f and closes at the
+completion of its kind's stop f (a "start" ends both kills and stops), or of
+"heal", which ends every open window. `fault_windows` is the pure form.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from history import HARNESS, NEMESIS, Op
+from nemesis.kinds import kind_for_start
+
+log = logging.getLogger(__name__)
+
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
+DEFAULT_BUCKET_NS = NS_PER_S
+DEFAULT_MAX_POINTS = 200_000
+DEFAULT_MAX_EVENTS = 1_000
+# Depth and placement series longer than this are thinned (every other sample dropped).
+MAX_SERIES = 20_000
+# At most this many node names are remembered (a cluster has a handful).
+MAX_NODES = 64
+# Log-scale axes cannot show a zero latency; clamp to 1 µs.
+MIN_LATENCY_MS = 1e-3
+
+DEPTH_F = "depth"
+PLACEMENT_F = "placement"
+PHASE_F = "phase"
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    """A time span during which one nemesis fault was in effect.
+
+    `f` is the nemesis f that started it, `value` the start's value (its
+    completion's, else its invocation's), `closed_by` the f that ended it
+    ("stop-partition", "heal", ...) or None when the history ended first,
+    `error` the start completion's error (the fault may have half-happened).
+    For a heal, the span runs from its invocation to its completion.
+    """
+
+    f: str
+    start_ns: int
+    end_ns: int
+    value: Any = None
+    node: str | None = None
+    closed_by: str | None = None
+    error: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """Returns the fault kind's name, e.g. "partition" for start-partition."""
+        k = kind_for_start(self.f)
+        return self.f if k is None else k.name
+
+    @property
+    def fault(self) -> str:
+        """Returns the named fault (value["fault"], e.g. "partition-halves"), else the kind."""
+        v = self.value.get("fault") if isinstance(self.value, dict) else None
+        return str(v) if v else self.kind
+
+
+@dataclass
+class _OpenFault:
+    f: str
+    start_ns: int
+    value: Any
+    node: str | None
+    error: str | None
+
+
+class WindowTracker:
+    """Builds fault windows from nemesis ops fed one at a time, in history order.
+
+    A failed completion changes nothing: the fault certainly did not happen.
+    """
+
+    def __init__(self) -> None:
+        self._open: list[_OpenFault] = []
+        self._invokes: dict[str, Op] = {}
+        self._closed: list[FaultWindow] = []
+        self.heals: list[FaultWindow] = []
+        self.failures: list[Op] = []
+
+    def feed(self, op: Op) -> None:
+        """Takes one op; ignores all but the nemesis's."""
+        if op.process != NEMESIS:
+            return
+        if op.type == "invoke":
+            self._invokes[op.f] = op
+            return
+        invoke = self._invokes.pop(op.f, None)
+        if op.type == "fail":
+            self.failures.append(op)
+            return
+        kind = kind_for_start(op.f)
+        if kind is not None and kind.ends_all:
+            self._close(lambda _w: True, op)
+            start = op.time if invoke is None else min(invoke.time, op.time)
+            self.heals.append(FaultWindow(op.f, start, op.time, op.value, op.node, op.f, op.error))
+        elif kind is not None:
+            value = op.value if op.value is not None or invoke is None else invoke.value
+            node = op.node if op.node is not None or invoke is None else invoke.node
+            self._open.append(_OpenFault(op.f, op.time, value, node, op.error))
+        else:
+            self._close(lambda w: _stop_of(w.f) == op.f, op)
+
+    def _close(self, which: Callable[[_OpenFault], bool], op: Op) -> None:
+        keep: list[_OpenFault] = []
+        for w in self._open:
+            if which(w):
+                end = max(op.time, w.start_ns)
+                self._closed.append(
+                    FaultWindow(w.f, w.start_ns, end, w.value, w.node, op.f, w.error)
+                )
+            else:
+                keep.append(w)
+        self._open = keep
+
+    def finish(self, end_ns: int) -> list[FaultWindow]:
+        """Takes the end of the history (ns). Returns all windows, open ones closed there, by start."""
+        windows = self._closed + [
+            FaultWindow(w.f, w.start_ns, max(end_ns, w.start_ns), w.value, w.node, None, w.error)
+            for w in self._open
+        ]
+        return sorted(windows, key=lambda w: (w.start_ns, w.end_ns, w.f))
+
+
+def _stop_of(start_f: str) -> str | None:
+    kind = kind_for_start(start_f)
+    return None if kind is None else kind.stop_f
+
+
+def fault_windows(ops: Iterable[Op], end_ns: int | None = None) -> list[FaultWindow]:
+    """Takes ops in history order and optionally the end of the history (ns).
+
+    Returns the fault windows (heals not included) ordered by start; a window
+    still open at the end closes at `end_ns`, by default the latest op time seen.
+    """
+    tracker = WindowTracker()
+    last = 0
+    for op in ops:
+        last = max(last, op.time)
+        tracker.feed(op)
+    return tracker.finish(last if end_ns is None else end_ns)
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    """A harness phase ("main", "heal", "recovery", "drain", "teardown") and when it ran."""
+
+    phase: str
+    start_ns: int
+    end_ns: int
+    ended: bool = True
+
+
+@dataclass(frozen=True)
+class DepthSample:
+    """A sampled queue depth: the largest ready and unacked counts any node reported (None when
+    no node answered), each node's ready count, and the nodes that answered with an error."""
+
+    time_ns: int
+    ready: int | None
+    unacked: int | None
+    node_ready: tuple[tuple[str, int], ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlacementSample:
+    """Where the queue lived from `time_ns` on: its leader or master and its other replicas."""
+
+    time_ns: int
+    leader: str | None
+    members: tuple[str, ...] = ()
+    mirrors: tuple[str, ...] = ()
+    synchronised: tuple[str, ...] = ()
+    queue_type: str | None = None
+
+    @property
+    def replicas(self) -> tuple[str, ...]:
+        """Returns the nodes holding a replica other than the leader (members or mirrors)."""
+        return tuple(n for n in dict.fromkeys(self.members + self.mirrors) if n != self.leader)
+
+
+class Reservoir:
+    """A uniform sample of at most `capacity` (x, y) points (Algorithm R), in compact arrays."""
+
+    def __init__(self, capacity: int, rng: random.Random) -> None:
+        self.capacity = capacity
+        self.seen = 0
+        self.xs = array("d")
+        self.ys = array("d")
+        self._rng = rng
+
+    def add(self, x: float, y: float) -> None:
+        """Takes one point; keeps it with probability capacity/seen."""
+        n = self.seen
+        self.seen = n + 1
+        if n < self.capacity:
+            self.xs.append(x)
+            self.ys.append(y)
+            return
+        j = int(self._rng.random() * (n + 1))
+        if j < self.capacity:
+            self.xs[j] = x
+            self.ys[j] = y
+
+
+T = TypeVar("T")
+
+
+class Thinned(Generic[T]):
+    """A time series kept under `capacity` items by dropping every other one when full,
+    then keeping only every 2nd, 4th, ... new item: evenly spread, bounded."""
+
+    def __init__(self, capacity: int = MAX_SERIES) -> None:
+        self.capacity = max(2, capacity)
+        self.items: list[T] = []
+        self.seen = 0
+        self._stride = 1
+
+    def add(self, item: T) -> None:
+        """Takes one item, in time order."""
+        self.seen += 1
+        if (self.seen - 1) % self._stride:
+            return
+        self.items.append(item)
+        if len(self.items) >= self.capacity:
+            self.items = self.items[::2]
+            self._stride *= 2
+
+
+Key = tuple[str, str]
+
+
+@dataclass
+class HistoryScan:
+    """What one pass over a history leaves: bounded summaries for plots and the report."""
+
+    bucket_ns: int = DEFAULT_BUCKET_NS
+    op_count: int = 0
+    bad_lines: int = 0
+    end_ns: int = 0
+    # (f, type) -> count, for client ops, invocations included.
+    client_counts: Counter[Key] = field(default_factory=Counter)
+    # (f, type) of completions -> bucket -> count.
+    rate: dict[Key, Counter[int]] = field(default_factory=dict)
+    # (f, completion type) -> sample of (time s, latency ms).
+    latency: dict[Key, Reservoir] = field(default_factory=dict)
+    # Client invocations with no completion by the end of the history.
+    unfinished: int = 0
+    windows: list[FaultWindow] = field(default_factory=list)
+    heals: list[FaultWindow] = field(default_factory=list)
+    nemesis_failures: list[Op] = field(default_factory=list)
+    phases: list[PhaseSpan] = field(default_factory=list)
+    depth: list[DepthSample] = field(default_factory=list)
+    depth_seen: int = 0
+    placements: list[PlacementSample] = field(default_factory=list)
+    # Every node an op named (its "node" field): the cluster, as far as the history shows it.
+    nodes: set[str] = field(default_factory=set)
+    # Harness events other than phases, depth and placement (recovery actions, ...).
+    events: list[Op] = field(default_factory=list)
+    events_dropped: int = 0
+
+    @property
+    def latency_seen(self) -> int:
+        """Returns how many latency points there were (before sampling)."""
+        return sum(r.seen for r in self.latency.values())
+
+    @property
+    def latency_kept(self) -> int:
+        """Returns how many latency points the samples hold."""
+        return sum(len(r.xs) for r in self.latency.values())
+
+    def phase(self, name: str) -> PhaseSpan | None:
+        """Returns the first span of the named phase, or None."""
+        return next((p for p in self.phases if p.phase == name), None)
+
+
+def _is_client(process: Any) -> bool:
+    return type(process) is int
+
+
+def depth_sample(op: Op) -> DepthSample | None:
+    """Takes a harness `depth` op. Returns its sample, or None when its value is malformed."""
+    v = op.value
+    if not isinstance(v, dict):
+        return None
+    per_node: dict[str, Any] = v["nodes"] if isinstance(v.get("nodes"), dict) else {}
+    node_ready: list[tuple[str, int]] = []
+    errors: list[str] = []
+    for node, d in sorted(per_node.items()):
+        if isinstance(d, dict) and _is_count(d.get("ready")):
+            node_ready.append((str(node), int(d["ready"])))
+        else:
+            errors.append(str(node))
+    ready, unacked = v.get("ready"), v.get("unacked")
+    return DepthSample(
+        op.time,
+        int(ready) if ready is not None and _is_count(ready) else None,
+        int(unacked) if unacked is not None and _is_count(unacked) else None,
+        tuple(node_ready),
+        tuple(errors),
+    )
+
+
+def placement_sample(op: Op) -> PlacementSample | None:
+    """Takes a harness `placement` op. Returns its sample, or None when its value is malformed."""
+    v = op.value
+    if not isinstance(v, dict):
+        return None
+
+    def nodes(key: str) -> tuple[str, ...]:
+        x = v.get(key)
+        return tuple(str(n) for n in x) if isinstance(x, list) else ()
+
+    leader = v.get("leader")
+    qtype = v.get("type")
+    return PlacementSample(
+        op.time,
+        str(leader) if leader else None,
+        nodes("members"),
+        nodes("mirrors"),
+        nodes("synchronised_mirrors"),
+        str(qtype) if qtype else None,
+    )
+
+
+def _is_count(x: Any) -> bool:
+    return type(x) is int or (type(x) is float and x.is_integer())
+
+
+def scan_history(
+    path: Path,
+    *,
+    bucket_ns: int = DEFAULT_BUCKET_NS,
+    max_points: int = DEFAULT_MAX_POINTS,
+    seed: int = 0,
+    max_events: int = DEFAULT_MAX_EVENTS,
+) -> HistoryScan:
+    """Takes a history path, the rate bucket width, the latency sample size per
+    (f, type), the sampling seed and how many harness events to keep.
+
+    Returns a HistoryScan. Lines that are not JSON objects with an integer time
+    (e.g. the torn last line of a killed run) are counted in `bad_lines`, not raised.
+    A client invocation still open at the end counts as an info op ending there.
+    """
+    if bucket_ns <= 0 or max_points <= 0:
+        raise ValueError("bucket_ns and max_points must be positive")
+    scan = HistoryScan(bucket_ns=bucket_ns)
+    rng = random.Random(seed)
+    tracker = WindowTracker()
+    pending: dict[int, tuple[str, int]] = {}
+    open_phases: dict[str, int] = {}
+    depth: Thinned[DepthSample] = Thinned()
+    placements: Thinned[PlacementSample] = Thinned()
+    end = 0
+
+    def point(key: Key, x_ns: int, latency_ns: int) -> None:
+        res = scan.latency.get(key)
+        if res is None:
+            res = scan.latency[key] = Reservoir(max_points, rng)
+        res.add(x_ns / NS_PER_S, max(latency_ns / NS_PER_MS, MIN_LATENCY_MS))
+
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                if line.strip():
+                    scan.bad_lines += 1
+                continue
+            t = d.get("time") if isinstance(d, dict) else None
+            if type(t) is not int:
+                scan.bad_lines += 1
+                continue
+            scan.op_count += 1
+            end = max(end, t)
+            process, typ, f = d.get("process"), d.get("type"), str(d.get("f"))
+            node = d.get("node")
+            if isinstance(node, str) and node not in scan.nodes and len(scan.nodes) < MAX_NODES:
+                scan.nodes.add(node)
+            if _is_client(process):
+                scan.client_counts[(f, typ)] += 1
+                if typ == "invoke":
+                    pending[process] = (f, t)
+                    continue
+                series = scan.rate.get((f, typ))
+                if series is None:
+                    series = scan.rate[(f, typ)] = Counter()
+                series[t // bucket_ns] += 1
+                inv = pending.get(process)
+                if inv is not None and inv[0] == f:
+                    del pending[process]
+                    point((f, typ), t if typ == "info" else inv[1], t - inv[1])
+            elif process == NEMESIS:
+                tracker.feed(Op.from_dict(d))
+            elif process == HARNESS:
+                _harness_op(Op.from_dict(d), scan, open_phases, depth, placements, max_events)
+    for f, start in pending.values():
+        point((f, "info"), end, end - start)
+    scan.unfinished = len(pending)
+    scan.end_ns = end
+    scan.windows = tracker.finish(end)
+    scan.heals = tracker.heals
+    scan.nemesis_failures = tracker.failures
+    scan.phases.extend(PhaseSpan(p, s, max(s, end), ended=False) for p, s in open_phases.items())
+    scan.phases.sort(key=lambda p: (p.start_ns, p.end_ns))
+    scan.depth, scan.depth_seen = depth.items, depth.seen
+    scan.placements = placements.items
+    log.debug("scanned %s: %d ops, %d bad lines", path, scan.op_count, scan.bad_lines)
+    return scan
+
+
+def _harness_op(
+    op: Op,
+    scan: HistoryScan,
+    open_phases: dict[str, int],
+    depth: Thinned[DepthSample],
+    placements: Thinned[PlacementSample],
+    max_events: int,
+) -> None:
+    if op.f == DEPTH_F:
+        sample = depth_sample(op)
+        if sample is not None:
+            depth.add(sample)
+        return
+    if op.f == PLACEMENT_F:
+        placement = placement_sample(op)
+        if placement is not None:
+            placements.add(placement)
+        return
+    if op.f == PHASE_F:
+        _track_phase(op, open_phases, scan.phases)
+    if len(scan.events) < max_events:
+        scan.events.append(op)
+    else:
+        scan.events_dropped += 1
+
+
+def _track_phase(op: Op, open_phases: dict[str, int], spans: list[PhaseSpan]) -> None:
+    if not isinstance(op.value, dict):
+        return
+    phase, state = str(op.value.get("phase")), op.value.get("state")
+    if state == "start":
+        open_phases[phase] = op.time
+    elif state in ("end", "incomplete"):
+        start = open_phases.pop(phase, op.time)
+        spans.append(PhaseSpan(phase, start, max(op.time, start)))
+
+
+__all__ = [
+    "DEFAULT_MAX_POINTS",
+    "NS_PER_MS",
+    "NS_PER_S",
+    "DepthSample",
+    "FaultWindow",
+    "HistoryScan",
+    "PhaseSpan",
+    "PlacementSample",
+    "Reservoir",
+    "Thinned",
+    "WindowTracker",
+    "depth_sample",
+    "fault_windows",
+    "placement_sample",
+    "scan_history",
+]

@@ -1,0 +1,153 @@
+"""JUnit XML of a scenario matrix, for CI: one <testcase> per scenario run.
+
+The shape is the common JUnit one (Ant's / Maven Surefire's, read by GitHub
+and GitLab test reporters and junitparser): <testsuites> holding one
+<testsuite> with tests/failures/errors/skipped counts and a time, each
+<testcase classname="SCENARIO" name="seed N" time="S">. A run whose judgement
+is a FINDING or MISSED carries a <failure> with a one-sentence message and the
+run directory; an infrastructure error or a run with no verdict an <error>
+(never a failure: it proves nothing about RabbitMQ); a run not started for
+lack of budget a <skipped>. Passing runs carry their run directory in
+<system-out>. `sentence` says in one sentence what a run showed; the nightly's
+HTML page uses it too.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from harness import matrix
+from harness.matrix import Row
+
+Kind = Literal["passed", "failure", "error", "skipped"]
+
+KIND_OF: dict[str, Kind] = {
+    matrix.AS_EXPECTED: "passed", matrix.DETECTED: "passed",
+    matrix.FINDING: "failure", matrix.MISSED: "failure",
+    matrix.ERROR: "error", matrix.UNKNOWN: "error",
+}
+
+
+# Characters XML 1.0 cannot hold at all (a broker's error text may carry control characters).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def clean(text: str) -> str:
+    """Takes text. Returns it without the characters XML 1.0 cannot hold."""
+    return _NOT_XML.sub("?", text)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One <testcase>: what ran (or did not), how it ended, and what to say about it."""
+
+    classname: str
+    name: str
+    kind: Kind
+    time_s: float = 0.0
+    message: str = ""
+    type: str = ""
+    detail: str = ""
+    output: str = ""
+
+
+def _anomalies(row: Row) -> list[str]:
+    found = []
+    if row.lost:
+        found.append(f"{row.lost} confirmed messages lost")
+    if row.unexpected:
+        found.append(f"{row.unexpected} unexpected deliveries")
+    if row.unflagged_duplicated:
+        found.append(f"{row.unflagged_duplicated} duplicates without the redelivered flag")
+    if row.ordering_violations:
+        found.append(f"{row.ordering_violations} ordering violations")
+    return found
+
+
+def sentence(row: Row) -> str:
+    """Takes a matrix row. Returns one sentence saying what the run showed against its
+    prediction."""
+    seed = f"seed {row.seed}"
+    if row.judgement == matrix.FINDING:
+        found = ", ".join(_anomalies(row)) or "see results.json"
+        wanted = "a valid run" if row.expect_valid else f"the documented anomaly '{row.expect}'"
+        return f"Expected {wanted} but the run ({seed}) was invalid: {found}."
+    if row.judgement == matrix.MISSED:
+        return (f"Expected the documented anomaly '{row.expect}' but the run ({seed}) was "
+                "valid: the harness did not show it.")
+    if row.judgement == matrix.ERROR:
+        tries = f" on {row.tries} tries" if row.tries > 1 else ""
+        return f"Infrastructure failure{tries} ({seed}): {row.infrastructure}."
+    if row.judgement == matrix.UNKNOWN:
+        why = "; ".join(row.problems) or "no verdict"
+        return f"No verdict ({seed}): {why}."
+    if row.judgement == matrix.DETECTED:
+        found = ", ".join(_anomalies(row)) or row.expect
+        return f"Showed the documented anomaly ({seed}): {found}."
+    return f"Valid, as expected ({seed})."
+
+
+def case_for_row(row: Row, retried: str | None = None) -> Case:
+    """Takes a matrix row and, when it is a second try, why the first was retried. Returns its
+    Case."""
+    kind = KIND_OF.get(row.judgement, "error")
+    lines = [f"run directory: {row.run_dir or 'none'}"]
+    if retried:
+        lines.append(f"retried once with the same seed after: {retried}")
+    lines += [f"problem: {p}" for p in row.problems]
+    text = "\n".join(lines)
+    say = sentence(row)
+    if kind == "passed":
+        return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, output=text)
+    return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, message=say,
+                type="infrastructure" if row.judgement == matrix.ERROR else row.judgement,
+                detail=say + "\n" + text, output=text)
+
+
+def skipped_case(scenario: str, seed: int | None, reason: str) -> Case:
+    """Takes a scenario that was not run, the seed it would have had and why. Returns its Case."""
+    return Case(scenario, f"seed {seed}", "skipped", message=reason)
+
+
+def junit_xml(cases: Sequence[Case], suite: str, timestamp: str,
+              properties: dict[str, str] | None = None) -> str:
+    """Takes the cases, the suite's name, its ISO start time and suite properties. Returns the
+    JUnit XML document."""
+    counts = {k: sum(c.kind == k for c in cases) for k in ("failure", "error", "skipped")}
+    total = f"{sum(c.time_s for c in cases):.1f}"
+    root = ET.Element("testsuites", name=suite, tests=str(len(cases)),
+                      failures=str(counts["failure"]), errors=str(counts["error"]),
+                      skipped=str(counts["skipped"]), time=total)
+    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)),
+                       failures=str(counts["failure"]), errors=str(counts["error"]),
+                       skipped=str(counts["skipped"]), time=total, timestamp=timestamp)
+    if properties:
+        props = ET.SubElement(ts, "properties")
+        for k, v in properties.items():
+            ET.SubElement(props, "property", name=clean(k), value=clean(v))
+    for c in cases:
+        tc = ET.SubElement(ts, "testcase", classname=clean(c.classname), name=clean(c.name),
+                           time=f"{c.time_s:.1f}")
+        if c.kind == "skipped":
+            ET.SubElement(tc, "skipped", message=clean(c.message))
+        elif c.kind in ("failure", "error"):
+            el = ET.SubElement(tc, c.kind, message=clean(c.message), type=clean(c.type))
+            el.text = clean(c.detail)
+        if c.output:
+            ET.SubElement(tc, "system-out").text = clean(c.output)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(path: Path, cases: Sequence[Case], suite: str, timestamp: str,
+                properties: dict[str, str] | None = None) -> Path:
+    """Takes the file's path and what `junit_xml` takes. Writes it atomically. Returns the path."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(junit_xml(cases, suite, timestamp, properties), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,480 @@
+"""The judgement part of the report, read from results.json: verdict, counts, anomalies.
+
+`verdict_sentence` says in one sentence why a run is valid, invalid or
+unknown (the anomalies found, the queue section's "reason", the run
+section's "problems", a checker's error). `counts_section` is a readable
+table of the queue and ordering counts, `anomalies_section` one block per
+anomaly class present, with its example ids and what it means: the checker's
+own `explanations` and per-anomaly `details` when results.json carries them,
+else the definitions below (shared/DESIGN.md's words). Everything degrades to
+a note when a field is missing, so results of older or newer checkers render.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.page import NA, as_dict, badge, count, e, table, td, td_html, valid_key
+
+log = logging.getLogger(__name__)
+
+MAX_IDS = 20
+COUNT_PREFIX = re.compile(r"^\d[\d,]* messages?\. ")
+MAX_DETAIL_ROWS = 20
+MAX_DETAIL_COLUMNS = 8
+# Sections with a place of their own on the page; any other is listed under "other checks".
+KNOWN_SECTIONS = ("queue", "ordering", "perf", "run")
+
+
+@dataclass(frozen=True)
+class AnomalyKind:
+    """One class of finding: its results.json names, how to count it in words, what it means,
+    and whether it counts against the run by default (`allowed` ones are shown apart)."""
+
+    name: str
+    one: str
+    many: str
+    explanation: str
+    allowed: bool = False
+    # A class whose messages are counted in another one too (said once in the verdict).
+    part_of: str | None = None
+
+    def phrase(self, n: int) -> str:
+        """Takes a count. Returns e.g. "2 confirmed messages lost"."""
+        return f"{n:,} {self.one if n == 1 else self.many}"
+
+
+ANOMALY_KINDS: dict[str, AnomalyKind] = {
+    a.name: a
+    for a in (
+        AnomalyKind(
+            "lost", "confirmed message lost", "confirmed messages lost",
+            "The broker confirmed these publishes (basic.ack), yet neither a consumer nor the "
+            "drain after healing received them, although the drain read every node until the "
+            "queue was proven empty.",
+        ),
+        AnomalyKind(
+            "lost_unacked", "lost message delivered but never acked",
+            "lost messages delivered but never acked",
+            "Confirmed and delivered, but no delivery was acknowledged and the message never "
+            "came back, although a delivery not acked is requeued when its channel closes. "
+            "Counted in lost too.",
+            part_of="lost",
+        ),
+        AnomalyKind(
+            "unexpected", "delivery of a message never published",
+            "deliveries of messages never published",
+            "Delivered, but no publish of that id was ever attempted: a corrupted or foreign "
+            "message.",
+        ),
+        AnomalyKind(
+            "unflagged_duplicated", "message delivered twice without the redelivered flag",
+            "messages delivered more than once without the redelivered flag",
+            "Delivered and acked more than once, and a later delivery did not carry the AMQP "
+            "redelivered flag: the consumer had no way to know it had seen the message before. "
+            "At-least-once delivery does not allow this.",
+        ),
+        AnomalyKind(
+            "unflagged_after_ack", "message delivered unflagged after an acked redelivery",
+            "messages delivered unflagged after an acked redelivery",
+            "A delivery flagged redelivered was acknowledged, and later the same message was "
+            "delivered again without the flag, presented as new. Counted in the unflagged "
+            "duplicates too.",
+            part_of="unflagged_duplicated",
+        ),
+        AnomalyKind(
+            "redelivered_duplicated", "message delivered again with the redelivered flag",
+            "messages delivered again with the redelivered flag",
+            "Delivered more than once, each later delivery flagged as redelivered, as happens "
+            "when an ack is lost with its connection: allowed under at-least-once delivery "
+            "unless the test counts flagged duplicates against the run.",
+            allowed=True,
+        ),
+        AnomalyKind(
+            "delivered_failed", "message delivered although its publish failed",
+            "messages delivered although their publish failed",
+            "The broker refused these publishes (basic.nack, or a return of an unroutable "
+            "message) and the client recorded them as failed, yet they were delivered. "
+            "Reported, not held against the queue: a nack refuses responsibility, it does not "
+            "say the message is absent.",
+            allowed=True,
+        ),
+        AnomalyKind(
+            "recovered", "message of unknown publish outcome delivered",
+            "messages of unknown publish outcome delivered",
+            "The publish timed out or lost its connection before a confirm, so its outcome was "
+            "unknown; the message was delivered all the same. Not an anomaly: the broker kept "
+            "what the client could not confirm.",
+            allowed=True,
+        ),
+        AnomalyKind(
+            "ordering", "delivery out of publish order", "deliveries out of publish order",
+            "A consumer received one publisher's messages in an order other than the one they "
+            "were published in (redeliveries excepted, unless the test asks for strict order).",
+        ),
+    )
+}
+
+# Lost messages of a run whose drain did not complete: not proven lost (the verdict is unknown).
+UNPROVEN_LOST = AnomalyKind(
+    "lost", "confirmed message not read back (not proven lost)",
+    "confirmed messages not read back (not proven lost)",
+    "Confirmed, but not delivered by the end of the run. The drain did not complete, so these "
+    "may still be in the queue: they cannot be called lost, and the verdict is unknown.",
+    allowed=True,
+)
+
+# Counts of the queue section, in reading order: key -> (label, meaning).
+QUEUE_COUNTS: tuple[tuple[str, str, str], ...] = (
+    ("attempt_count", "publishes attempted", "publish operations invoked"),
+    ("acknowledged_count", "confirmed", "publishes the broker confirmed (basic.ack)"),
+    ("fail_count", "failed", "publishes the broker refused (nack or return)"),
+    ("info_count", "outcome unknown", "confirm timed out or the connection was lost"),
+    ("delivery_count", "deliveries", "consume and drain deliveries"),
+    ("acked_delivery_count", "  acked", "deliveries whose acknowledgement was recorded"),
+    ("ok_count", "confirmed and delivered", "confirmed publishes that reached a consumer"),
+    ("lost_count", "lost", "confirmed, never delivered (anomaly)"),
+    ("lost_unacked_count", "  delivered but never acked",
+     "lost messages whose deliveries were never acknowledged (anomaly)"),
+    ("unexpected_count", "unexpected", "delivered, never published (anomaly)"),
+    ("duplicated_count", "duplicated", "delivered more than once"),
+    ("redelivered_duplicated_count", "  with redelivered flag",
+     "duplicates flagged as redelivered (allowed)"),
+    ("unflagged_duplicated_count", "  without redelivered flag",
+     "duplicates with no redelivered flag (anomaly)"),
+    ("unflagged_after_ack_count", "  unflagged after an acked redelivery",
+     "unflagged duplicates delivered after a flagged delivery was acked (anomaly)"),
+    ("recovered_count", "recovered", "publish outcome unknown, delivered anyway"),
+    ("delivered_failed_count", "delivered although failed", "publish refused, delivered anyway"),
+)
+ORDERING_COUNTS: tuple[tuple[str, str, str], ...] = (
+    ("deliveries_checked", "deliveries checked for order", "non-redelivered deliveries compared"),
+    ("violation_count", "out of order", "a publisher's messages seen out of publish order "
+     "(anomaly)"),
+    ("consumers_affected_count", "consumers affected", "consumers that saw a violation"),
+    ("flagged_violation_count", "redelivered out of order",
+     "a requeued message came back after later ones (allowed)"),
+    ("unconfirmed_reorder_count", "reordered, publish unconfirmed",
+     "behind a message whose publish was never confirmed, so it may have been enqueued later "
+     "(allowed)"),
+)
+# Counts that make a row red when non-zero.
+BAD_COUNTS = frozenset(
+    {"lost_count", "lost_unacked_count", "unexpected_count", "unflagged_duplicated_count",
+     "unflagged_after_ack_count", "violation_count"}
+)
+
+
+def _section(results: Any, name: str) -> dict[str, Any]:
+    s = results.get(name) if isinstance(results, dict) else None
+    return s if isinstance(s, dict) else {}
+
+
+def _int(x: Any) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) else 0
+
+
+def lost_unproven(queue: dict[str, Any]) -> bool:
+    """Takes the queue section. Returns whether its lost messages are unproven (drain incomplete)."""
+    return queue.get("drain_complete") is False and _int(queue.get("lost_count")) > 0
+
+
+def findings(results: Any) -> list[tuple[AnomalyKind, int]]:
+    """Takes results.json's content. Returns the anomaly classes that count against the run, with
+    their counts: the queue section's "anomalies" (else every non-zero anomaly count) and, when
+    the ordering section is invalid, its violations. Lost messages are left out when the drain
+    did not complete: they are not proven lost."""
+    queue = _section(results, "queue")
+    names = queue.get("anomalies")
+    if not isinstance(names, list):
+        names = [k for k, a in ANOMALY_KINDS.items()
+                 if not a.allowed and k != "ordering" and _int(queue.get(f"{k}_count"))]
+    out: list[tuple[AnomalyKind, int]] = []
+    for name in names:
+        if name in ("lost", "lost_unacked") and lost_unproven(queue):
+            continue
+        words = str(name).replace("_", " ")
+        kind = ANOMALY_KINDS.get(str(name)) or AnomalyKind(str(name), words, words, "")
+        n = _int(queue.get(f"{name}_count")) or len(queue.get(str(name)) or [])
+        out.append((kind, n))
+    ordering = _section(results, "ordering")
+    if ordering.get("valid") is False:
+        out.append((ANOMALY_KINDS["ordering"], _int(ordering.get("violation_count"))))
+    return out
+
+
+def _join(parts: list[str]) -> str:
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def verdict_sentence(results: Any) -> str:
+    """Takes results.json's content (None when absent). Returns one sentence saying why the run
+    is valid, invalid or unknown."""
+    if results is None:
+        return ("Not checked: there is no results.json (the run may still be going, or it ended "
+                "before its check).")
+    if not isinstance(results, dict):
+        return "Not checked: results.json is not a JSON object."
+    key = valid_key(results.get("valid"))
+    queue = _section(results, "queue")
+    if key == "false":
+        parts = [kind.phrase(n) for kind, n in findings(results) if kind.part_of is None]
+        parts += [f"the {name} check failed" for name, s in results.items()
+                  if isinstance(s, dict) and s.get("valid") is False
+                  and name not in ("queue", "ordering")]
+        return "Invalid: " + (_join(parts) or "a checker found an anomaly") + "."
+    if key == "unknown":
+        reasons: list[str] = []
+        if queue.get("reason"):
+            reasons.append(str(queue["reason"]))
+        for p in _section(results, "run").get("problems") or []:
+            if str(p).lower() not in " ".join(reasons).lower():  # said already, in other words
+                reasons.append(str(p))
+        for name, s in results.items():
+            if isinstance(s, dict) and s.get("error"):
+                reasons.append(f"the {name} checker failed ({s['error']})")
+        if isinstance(results.get("error"), str):
+            reasons.append(f"the check failed ({results['error']})")
+        if not reasons and _section(results, "run").get("reason"):
+            reasons.append(str(_section(results, "run")["reason"]))
+        if not reasons:
+            unknown = [n for n, s in results.items()
+                       if isinstance(s, dict) and valid_key(s.get("valid")) == "unknown"]
+            reasons.append("no verdict from " + (", ".join(unknown) or "the checkers"))
+        return "Unknown: " + "; ".join(dict.fromkeys(reasons)) + "."
+    confirmed = queue.get("acknowledged_count")
+    allowed = []
+    for name in ("redelivered_duplicated", "recovered"):
+        n = _int(queue.get(f"{name}_count"))
+        if n:
+            allowed.append(ANOMALY_KINDS[name].phrase(n))
+    head = (f"Valid: all {count(confirmed)} confirmed messages were delivered"
+            if isinstance(confirmed, int) else "Valid: every checker passed")
+    tail = f" (allowed: {_join(allowed)})" if allowed else ""
+    return f"{head}, with no loss, unexpected message, unflagged duplicate or reordering{tail}."
+
+
+def counts_section(results: Any) -> str:
+    """Takes results.json's content. Returns the Counts section: one row per count, with what it
+    means; a count the checker did not report reads "n/a"."""
+    out = ['<h2 id="counts">Counts</h2>']
+    if not isinstance(results, dict):
+        return out[0] + '<p class="note">Not checked: no counts.</p>'
+    rows: list[list[str]] = []
+    classes: list[str | None] = []
+    for name, spec in (("queue", QUEUE_COUNTS), ("ordering", ORDERING_COUNTS)):
+        section = _section(results, name)
+        rows.append([f'<th colspan="3">{e(name)}</th>'])
+        classes.append("group")
+        if not section or section.get("error"):
+            why = (f"the {name} checker failed: {section['error']}" if section
+                   else f"no {name} section in results.json")
+            rows.append([td("counts"), td(NA, num=True), td(why, cls="meaning")])
+            classes.append(None)
+            continue
+        known = {k for k, _l, _m in spec}
+        extra = [(k, k.removesuffix("_count").replace("_", " "), "reported by the checker")
+                 for k, v in section.items()
+                 if k.endswith("_count") and k not in known and isinstance(v, int)]
+        for k, label, meaning in (*spec, *extra):
+            v = section.get(k)
+            shown = count(v) if v is not None else NA
+            why = meaning if v is not None else f"{meaning}; not reported by this checker"
+            if k == "lost_count" and lost_unproven(section):
+                shown = f"({shown})"
+                why = "confirmed, not read back: the drain did not complete, so not proven lost"
+                rows.append([td(label), td(shown, num=True), td(why, cls="meaning")])
+                classes.append(None)
+                continue
+            rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
+                         td(shown, num=True), td(why, cls="meaning")])
+            classes.append("bad" if k in BAD_COUNTS and _int(v) > 0 else None)
+    out.append(table(["what", "count", "meaning"], rows, row_classes=classes, num_cols=[1]))
+    queue = _section(results, "queue")
+    reasons = queue.get("fail_reasons")
+    if isinstance(reasons, dict) and reasons:
+        said = "; ".join(f"{why_} ({count(n)})" for why_, n in reasons.items())
+        out.append(f"<p>Why publishes failed: {e(said)}.</p>")
+    if queue.get("acks_recorded") is False:
+        out.append('<p class="note">The history records no acks (an older run, or auto-ack '
+                   "consumers): every delivery is read as acked.</p>")
+    perf = _section(results, "perf")
+    if perf:
+        out.append(_perf_summary(perf))
+    return "".join(out)
+
+
+def _share(x: Any) -> str:
+    return f"{100 * x:.1f} %" if isinstance(x, int | float) and not isinstance(x, bool) else NA
+
+
+def _perf_summary(perf: dict[str, Any]) -> str:
+    overall = as_dict(perf.get("overall"))
+    gap = perf.get("longest_without_confirm")
+    text = [f"Publishes confirmed over the main phase: {_share(overall.get('ok_share'))}."]
+    if isinstance(gap, dict) and isinstance(gap.get("ms"), int | float):
+        text.append(
+            f" Longest stretch without a confirm: {gap['ms'] / 1000:.3f} s "
+            f"(from {_ms_as_s(gap.get('from_ms'))} to {_ms_as_s(gap.get('to_ms'))} s)."
+        )
+    return f"<p>{e(''.join(text))}</p>"
+
+
+def _ms_as_s(x: Any) -> str:
+    return f"{x / 1000:.3f}" if isinstance(x, int | float) and not isinstance(x, bool) else NA
+
+
+def _ids(ids: Any, total: int | None) -> str:
+    if not isinstance(ids, list) or not ids:
+        return '<p class="note">No example ids in results.json.</p>'
+    shown = ids[:MAX_IDS]
+    more = max(len(ids), total or 0) - len(shown)
+    body = "".join(f"<code>{e(_short(x))}</code>" for x in shown)
+    tail = f' <span class="note">… {more:,} more</span>' if more > 0 else ""
+    return f'<p class="ids">Examples: {body}{tail}</p>'
+
+
+def _short(x: Any) -> str:
+    if isinstance(x, dict):
+        return ", ".join(f"{k} {_short(v)}" for k, v in list(x.items())[:6])
+    if isinstance(x, list):
+        return ", ".join(_short(v) for v in x[:10])
+    return str(x)
+
+
+def _details(details: Any) -> str:
+    """Renders per-anomaly details of unknown shape: a list of objects, a map id -> object, or a
+    list of scalars."""
+    if isinstance(details, dict):
+        details = [{"id": k, **(v if isinstance(v, dict) else {"detail": v})}
+                   for k, v in details.items()]
+    if not isinstance(details, list) or not details:
+        return ""
+    if not all(isinstance(d, dict) for d in details):
+        return f'<p class="ids">Details: {"".join(f"<code>{e(_short(d))}</code>" for d in details[:MAX_DETAIL_ROWS])}</p>'
+    columns: list[str] = []
+    for d in details[:MAX_DETAIL_ROWS]:
+        columns += [str(k) for k in d if str(k) not in columns]
+    columns = columns[:MAX_DETAIL_COLUMNS]
+    rows = [[td(_short(d.get(c)) if d.get(c) not in (None, "", [], {}) else "-") for c in columns]
+            for d in details[:MAX_DETAIL_ROWS]]
+    return table([c.replace("_", " ") for c in columns], rows, len(details))
+
+
+def _ordering_examples(examples: Any) -> str:
+    if not isinstance(examples, list) or not examples:
+        return '<p class="note">No examples in results.json.</p>'
+    rows = []
+    for x in examples[:MAX_DETAIL_ROWS]:
+        if not isinstance(x, dict):
+            continue
+        earlier = as_dict(x.get("earlier"))
+        later = as_dict(x.get("later"))
+        rows.append([td(x.get("consumer")), td(x.get("publisher")),
+                     td(_delivery(earlier)), td(_delivery(later))])
+    return table(["consumer", "publisher", "delivered first", "delivered after it"], rows,
+                 len(examples))
+
+
+def _delivery(d: dict[str, Any]) -> str:
+    if not d:
+        return NA
+    t = _ms_as_s(d.get("time_ms"))
+    flag = ", redelivered" if d.get("redelivered") else ""
+    return f"{d.get('id', NA)} (seq {d.get('seq', NA)}, at {t} s{flag})"
+
+
+def _explanation(results: dict[str, Any], kind: AnomalyKind) -> str:
+    for section in ("queue", kind.name):
+        expl = _section(results, section).get("explanations")
+        if isinstance(expl, dict) and expl.get(kind.name):
+            # The heading says the count already: drop a leading "2 messages. ".
+            return COUNT_PREFIX.sub("", str(expl[kind.name]))
+    expl = _section(results, kind.name).get("explanation")
+    return str(expl) if expl else kind.explanation
+
+
+def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: bool,
+                   cls: str | None = None) -> str:
+    queue = _section(results, "queue")
+    cls = cls or ("anomaly allowed" if allowed else "anomaly")
+    out = [f'<div class="{cls}" id="anomaly-{e(kind.name)}">',
+           f"<h3>{e(kind.phrase(n))}</h3>"]
+    if kind.explanation or _explanation(results, kind):
+        out.append(f"<p>{e(_explanation(results, kind))}</p>")
+    if kind.name == "ordering":
+        out.append(_ordering_examples(_section(results, "ordering").get("examples")))
+    else:
+        out.append(_ids(queue.get(kind.name), n))
+        details = queue.get("details")
+        detail = details.get(kind.name) if isinstance(details, dict) else None
+        out.append(_details(detail if detail is not None else queue.get(f"{kind.name}_details")))
+    out.append("</div>")
+    return "".join(out)
+
+
+def anomalies_section(results: Any) -> str:
+    """Takes results.json's content. Returns the Anomalies section: each class that counts
+    against the run, then those seen but allowed (flagged redeliveries, recovered messages)."""
+    out = ['<h2 id="anomalies">Anomalies</h2>']
+    if not isinstance(results, dict):
+        return out[0] + '<p class="note">Not checked.</p>'
+    found = findings(results)
+    for kind, n in found:
+        out.append(_anomaly_block(results, kind, n, allowed=False))
+    queue = _section(results, "queue")
+    failed = [name for name in ("queue", "ordering") if _section(results, name).get("error")]
+    if failed:
+        out.append(f"<p>Not looked for by the {e(' and '.join(failed))} checker, which failed "
+                   "(see the verdict above).</p>")
+    if lost_unproven(queue):
+        out.append(_anomaly_block(results, UNPROVEN_LOST, _int(queue.get("lost_count")),
+                                  allowed=True, cls="anomaly unproven"))
+    elif not found and not failed:
+        out.append("<p>None: no lost, unexpected or unflagged duplicate message and no "
+                   "reordering.</p>")
+    names = {k.name for k, _ in found}
+    seen = [(ANOMALY_KINDS[k], _int(queue.get(f"{k}_count")))
+            for k in ("redelivered_duplicated", "recovered", "delivered_failed")
+            if k not in names and _int(queue.get(f"{k}_count"))]
+    if seen:
+        out.append("<h3>Seen, but not counted against the run</h3>")
+        out += [_anomaly_block(results, kind, n, allowed=True) for kind, n in seen]
+    return "".join(out)
+
+
+def other_checks_section(results: Any) -> str:
+    """Takes results.json's content. Returns a table of sections the page has no place for
+    (a new checker's), with their verdict and scalar fields, or "" when there are none."""
+    if not isinstance(results, dict):
+        return ""
+    rows = []
+    for name, s in results.items():
+        if name in KNOWN_SECTIONS or name == "valid":
+            continue
+        if isinstance(s, dict):
+            fields = "; ".join(f"{k}: {_short(v)}" for k, v in s.items()
+                               if k not in ("valid", "trace") and v not in (None, "", [], {}))
+            rows.append([td(name), td_html(badge(valid_key(s.get("valid")))), td(fields or "-")])
+        else:
+            rows.append([td(name), td("-"), td(_short(s))])
+    if not rows:
+        return ""
+    return '<h2 id="other">Other checks</h2>' + table(["check", "verdict", "fields"], rows)
+
+
+def section_badges(results: Any) -> Iterable[str]:
+    """Takes results.json's content. Yields "name verdict" badges of each section, for the
+    banner's second line."""
+    if not isinstance(results, dict):
+        return
+    for name, s in results.items():
+        if isinstance(s, dict):
+            key = valid_key(s.get("valid"))
+            yield f"{e(name)} {badge(key)}"

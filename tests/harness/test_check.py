@@ -1,0 +1,95 @@
+"""harness.check: the run section, and checking a stored run (with the reference engine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import checkers
+from harness import check, store
+from tests.checkers.histories import Builder
+
+UNHEALTHY = {
+    "healthy": False, "seconds": 300.0,
+    "actions": [{"node": "n1", "action": "kill-restart", "reason": "x", "outcome": "done"}],
+    "last_status": [
+        {"node": "rabbit@n1", "running": False, "running_nodes": [], "partitions": {},
+         "error": "nodedown"},
+        {"node": "rabbit@n2", "running": True, "running_nodes": ["rabbit@n2", "rabbit@n3"],
+         "partitions": {}, "error": None},
+        {"node": "rabbit@n3", "running": True, "running_nodes": ["rabbit@n2", "rabbit@n3"],
+         "partitions": {"rabbit@n3": ["rabbit@n1"]}, "error": None},
+    ],
+}
+
+
+def test_an_incomplete_drain_is_the_queue_sections_business() -> None:
+    # The queue section reads the drain's end from the history; counting it here too would make
+    # a run with nothing lost unknown.
+    r = check.run_section({"interrupted": False, "error": None,
+                           "drain": {"complete": False, "errors": {"n1": "timeout"}}})
+    assert r == {"valid": True, "problems": [], "recovery_actions": 0, "unhealthy_nodes": []}
+
+
+def test_a_cluster_that_never_recovered_is_named() -> None:
+    r = check.run_section({"recovery": UNHEALTHY})
+    assert r["valid"] == "unknown" and r["recovery_actions"] == 1
+    assert r["unhealthy_nodes"] == [
+        {"node": "rabbit@n1", "why": "not running: nodedown"},
+        {"node": "rabbit@n2", "why": "sees only rabbit@n2, rabbit@n3 running"},
+        {"node": "rabbit@n3", "why": "partitioned from rabbit@n1"},
+    ]
+    (problem,) = r["problems"]
+    assert "did not recover" in problem and "rabbit@n1 not running: nodedown" in problem
+
+
+def test_unknown_for_an_interrupted_failed_or_unrecorded_run() -> None:
+    assert check.run_section({"interrupted": True})["valid"] == "unknown"
+    assert check.run_section({"error": "boom"})["problems"] == ["run error: boom"]
+    assert check.run_section({"recovery": {"healthy": False}})["problems"] == [
+        "cluster did not recover after the faults"]
+    assert check.run_section({"recovery": {"healthy": True, "actions": []}})["valid"] is True
+    assert check.run_section(None)["valid"] == "unknown"
+
+
+@pytest.fixture
+def reference_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Makes check_run check with the reference engine (no Spark in these tests)."""
+    real = checkers.check_history
+
+    def ref(path: Path, **kw: Any) -> dict[str, Any]:
+        kw["options"] = checkers.CheckOptions(**{
+            **{f: getattr(kw["options"], f) for f in ("strict_order", "flagged_duplicates_invalid",
+                                                      "unflagged_duplicates_invalid")},
+            "engine": "reference"})
+        return real(path, **kw)
+
+    monkeypatch.setattr(checkers, "check_history", ref)
+
+
+def stored_run(tmp_path: Path, test_info: dict[str, Any], lost: bool) -> Path:
+    with Builder(tmp_path / store.HISTORY) as b:
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.consume(5, "1-0")
+        if not lost:
+            b.consume(5, "1-1")
+        b.drain_end("incomplete", complete=False, reason="queue not drained: timeout")
+    (tmp_path / store.TEST).write_text(json.dumps(test_info))
+    return tmp_path
+
+
+@pytest.mark.usefixtures("reference_engine")
+def test_check_run_with_an_incomplete_drain(tmp_path: Path) -> None:
+    info = {"interrupted": False, "error": None, "drain": {"complete": False},
+            "recovery": {"healthy": True, "actions": []}, "spec": {"check": {}}}
+    r = check.check_run(stored_run(tmp_path / "a", info, lost=False))
+    assert r["valid"] is True and r["run"]["valid"] is True
+    assert json.loads((tmp_path / "a" / store.RESULTS).read_text()) == r
+    r = check.check_run(stored_run(tmp_path / "b", info, lost=True))
+    assert r["valid"] == "unknown" and r["queue"]["valid"] == "unknown"
+    assert "queue not drained: timeout" in r["queue"]["reason"]
+    assert check.exit_code(r) == 2
