@@ -127,6 +127,8 @@ class Run:
         self.test_info: dict[str, Any] = {
             "name": spec.name,
             "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
+            # The wall clock at history time 0: lines broker logs up with the history.
+            "history_start_unix": self.history.start_unix,
             "spec": spec.to_dict(), "seed": spec.seed, "backend": "netns",
             "nodes": {n.name: n.ip for n in self.cluster.nodes},
             "versions": {},
