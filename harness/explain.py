@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from history import HARNESS, NEMESIS, Op, iter_history
+from history.faults import FaultWindow, fault_windows
 
 log = logging.getLogger(__name__)
 
@@ -108,32 +109,15 @@ def pick_lines(lines: Sequence[LogLine], limit: int = MAX_LOG_LINES) -> list[Log
     return sorted(chosen[:limit], key=lambda x: x.time_ns)
 
 
-def fault_windows(ops: Iterable[Op]) -> list[dict[str, Any]]:
-    """Takes the nemesis's ops in order. Returns each fault's window: {"fault", "nodes", "start",
-    "end"} (ns; end None while it never stopped), from a start op's info to its stop's."""
-    windows: list[dict[str, Any]] = []
-    open_: dict[str, Any] | None = None
-    for op in ops:
-        if op.process != NEMESIS or op.type != "info" or not isinstance(op.value, dict):
-            continue
-        fault = op.value.get("fault")
-        if fault is None:
-            continue
-        if open_ is not None and open_["fault"] == fault and op.time > open_["start"]:
-            open_["end"] = op.time
-            open_ = None
-        elif "nodes" in op.value or "grudge" in op.value:
-            open_ = {"fault": fault, "nodes": op.value.get("nodes"), "start": op.time,
-                     "end": None}
-            windows.append(open_)
-    return windows
-
-
-def _active(windows: Sequence[Mapping[str, Any]], t: int | None) -> list[str]:
+def _active(windows: Sequence[FaultWindow], t: int | None) -> list[str]:
     if t is None:
         return []
-    return [f"{w['fault']} on {','.join(w['nodes'] or [])}" for w in windows
-            if w["start"] <= t and (w["end"] is None or t <= w["end"])]
+    out = []
+    for w in windows:
+        if w.start_ns <= t <= w.end_ns:
+            nodes = w.value.get("nodes") if isinstance(w.value, dict) else None
+            out.append(f"{w.fault} on {','.join(nodes)}" if nodes else w.fault)
+    return out
 
 
 def _leader_at(placements: Sequence[tuple[int, str | None]], t: int | None) -> str | None:
@@ -202,7 +186,7 @@ def explain(history_path: Path, samples: Mapping[str, Sequence[str]], *,
             if waiting:
                 waiting.pop(0)["acked"] = True
     acks_recorded = any(d["acked"] for r in per.values() for d in r["deliveries"])
-    windows = fault_windows(nemesis)
+    windows = fault_windows(nemesis, end_ns=last_time)
     lines = (read_log_lines(nodes_dir, start_unix)
              if nodes_dir is not None and start_unix is not None and nodes_dir.exists() else [])
     out: dict[str, list[dict[str, Any]]] = {}

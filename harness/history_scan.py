@@ -8,7 +8,7 @@ queue placement changes (`placement` ops) and a capped list of other
 harness events (recovery actions). Memory is O(buckets + sample size + open
 ops), so a 10M-op history scans like a small one.
 
-Fault windows follow the one declaration of fault kinds (nemesis.kinds): a
+Fault windows follow the one declaration of fault kinds (history.faults): a
 window opens at the completion (info/ok) of a start f and closes at the
 completion of its kind's stop f (a "start" ends both kills and stops), or of
 "heal", which ends every open window. `fault_windows` is the pure form.
@@ -21,13 +21,12 @@ import logging
 import random
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from history import HARNESS, NEMESIS, Op
-from nemesis.kinds import kind_for_start
+from history.faults import FaultWindow, WindowTracker, fault_windows
 
 log = logging.getLogger(__name__)
 
@@ -46,123 +45,6 @@ MIN_LATENCY_MS = 1e-3
 DEPTH_F = "depth"
 PLACEMENT_F = "placement"
 PHASE_F = "phase"
-
-
-@dataclass(frozen=True)
-class FaultWindow:
-    """A time span during which one nemesis fault was in effect.
-
-    `f` is the nemesis f that started it, `value` the start's value (its
-    completion's, else its invocation's), `closed_by` the f that ended it
-    ("stop-partition", "heal", ...) or None when the history ended first,
-    `error` the start completion's error (the fault may have half-happened).
-    For a heal, the span runs from its invocation to its completion.
-    """
-
-    f: str
-    start_ns: int
-    end_ns: int
-    value: Any = None
-    node: str | None = None
-    closed_by: str | None = None
-    error: str | None = None
-
-    @property
-    def kind(self) -> str:
-        """Returns the fault kind's name, e.g. "partition" for start-partition."""
-        k = kind_for_start(self.f)
-        return self.f if k is None else k.name
-
-    @property
-    def fault(self) -> str:
-        """Returns the named fault (value["fault"], e.g. "partition-halves"), else the kind."""
-        v = self.value.get("fault") if isinstance(self.value, dict) else None
-        return str(v) if v else self.kind
-
-
-@dataclass
-class _OpenFault:
-    f: str
-    start_ns: int
-    value: Any
-    node: str | None
-    error: str | None
-
-
-class WindowTracker:
-    """Builds fault windows from nemesis ops fed one at a time, in history order.
-
-    A failed completion changes nothing: the fault certainly did not happen.
-    """
-
-    def __init__(self) -> None:
-        self._open: list[_OpenFault] = []
-        self._invokes: dict[str, Op] = {}
-        self._closed: list[FaultWindow] = []
-        self.heals: list[FaultWindow] = []
-        self.failures: list[Op] = []
-
-    def feed(self, op: Op) -> None:
-        """Takes one op; ignores all but the nemesis's."""
-        if op.process != NEMESIS:
-            return
-        if op.type == "invoke":
-            self._invokes[op.f] = op
-            return
-        invoke = self._invokes.pop(op.f, None)
-        if op.type == "fail":
-            self.failures.append(op)
-            return
-        kind = kind_for_start(op.f)
-        if kind is not None and kind.ends_all:
-            self._close(lambda _w: True, op)
-            start = op.time if invoke is None else min(invoke.time, op.time)
-            self.heals.append(FaultWindow(op.f, start, op.time, op.value, op.node, op.f, op.error))
-        elif kind is not None:
-            value = op.value if op.value is not None or invoke is None else invoke.value
-            node = op.node if op.node is not None or invoke is None else invoke.node
-            self._open.append(_OpenFault(op.f, op.time, value, node, op.error))
-        else:
-            self._close(lambda w: _stop_of(w.f) == op.f, op)
-
-    def _close(self, which: Callable[[_OpenFault], bool], op: Op) -> None:
-        keep: list[_OpenFault] = []
-        for w in self._open:
-            if which(w):
-                end = max(op.time, w.start_ns)
-                self._closed.append(
-                    FaultWindow(w.f, w.start_ns, end, w.value, w.node, op.f, w.error)
-                )
-            else:
-                keep.append(w)
-        self._open = keep
-
-    def finish(self, end_ns: int) -> list[FaultWindow]:
-        """Takes the end of the history (ns). Returns all windows, open ones closed there, by start."""
-        windows = self._closed + [
-            FaultWindow(w.f, w.start_ns, max(end_ns, w.start_ns), w.value, w.node, None, w.error)
-            for w in self._open
-        ]
-        return sorted(windows, key=lambda w: (w.start_ns, w.end_ns, w.f))
-
-
-def _stop_of(start_f: str) -> str | None:
-    kind = kind_for_start(start_f)
-    return None if kind is None else kind.stop_f
-
-
-def fault_windows(ops: Iterable[Op], end_ns: int | None = None) -> list[FaultWindow]:
-    """Takes ops in history order and optionally the end of the history (ns).
-
-    Returns the fault windows (heals not included) ordered by start; a window
-    still open at the end closes at `end_ns`, by default the latest op time seen.
-    """
-    tracker = WindowTracker()
-    last = 0
-    for op in ops:
-        last = max(last, op.time)
-        tracker.feed(op)
-    return tracker.finish(last if end_ns is None else end_ns)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ report their times line up:
 - `plot_placement` -> placement.png: which node led the queue when, and which
   held its other replicas, from `placement` ops.
 
-Every plot shades fault windows in the colour of their kind (nemesis.kinds,
+Every plot shades fault windows in the colour of their kind (history.faults,
 the one declaration of kinds), marks heals and hatches the drain phase, with
 a legend. The report (harness.report) lists them, with their file names.
 Matplotlib is used through its Agg canvas only.
@@ -47,7 +47,7 @@ from harness.history_scan import (
     fault_windows,
     scan_history,
 )
-from nemesis.kinds import HEAL, kind_named
+from history.faults import HEAL, kind_named
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The run part of the report: faults with their availability, the spec, and the run's files.
 
 `faults_section` is one row per fault window of the history (coloured by its
-kind, from nemesis.kinds), joined with the perf checker's per-window stats
+kind, from history.faults), joined with the perf checker's per-window stats
 from results.json (publishes, confirmed share, latency, time to the first
 confirm after the fault). `spec_section` reads test.json into a readable table
 (seed, nodes, time limit, queue, partition handling, faults, phase times,
@@ -34,7 +34,7 @@ from harness.page import (
     td,
     td_html,
 )
-from nemesis.kinds import HEAL, kind_for_start, kind_named
+from history.faults import HEAL, kind_for_start, kind_named
 
 log = logging.getLogger(__name__)
 

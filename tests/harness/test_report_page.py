@@ -24,7 +24,7 @@ from harness.report import render
 from harness.report_results import anomalies_section, counts_section, verdict_sentence
 from harness.report_run import grudge_text, spec_rows
 from history import HARNESS, NEMESIS, Op, OpType
-from nemesis import kinds
+from history import faults as kinds
 from tests.harness.fixture_store import FIXTURE_RUN
 
 S = 1_000_000_000

@@ -1,0 +1,213 @@
+"""Fault kinds and fault windows: the one declaration of how faults show in a history.
+
+A fault kind is what the history can tell apart: the nemesis f that starts
+it, the f that stops it, a label for people and a colour for plots. Several
+named faults share a kind (every `partition-*` fault is a "partition";
+`packet-loss`, `bandwidth` and the netem faults are "packet"). `heal` is a
+kind of its own: its op ends every fault still in effect.
+
+Pure data and stdlib only, so that anything (the report, the plots, the
+checkers, the explanations) can read it without the nemesis's machinery. An f
+of the form `start-X` not declared here is read as kind X, stopped by `stop-X`,
+with a stable colour of its own (`kind_for_start`).
+
+`fault_windows` (and `WindowTracker`, fed op by op) is the one algorithm that
+turns the nemesis's ops into the spans during which each fault was in effect.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from history import NEMESIS, Op
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    """One kind of fault: its name, the fs that start and stop it, a label and a colour.
+
+    `stop_f` is None for heal, which stops nothing of its own but ends every
+    open fault (`ends_all`).
+    """
+
+    name: str
+    start_f: str
+    stop_f: str | None
+    label: str
+    colour: str
+    ends_all: bool = False
+
+
+PARTITION: Final = FaultKind("partition", "start-partition", "stop-partition",
+                             "network partition", "#1f77b4")
+KILL: Final = FaultKind("kill", "kill", "start", "kill (SIGKILL)", "#9467bd")
+STOP: Final = FaultKind("stop", "stop", "start", "graceful stop", "#8c564b")
+PAUSE: Final = FaultKind("pause", "pause", "resume", "pause (SIGSTOP)", "#17becf")
+PACKET: Final = FaultKind("packet", "start-packet", "stop-packet",
+                          "packet loss / delay / limit", "#e377c2")
+ROLLING_RESTART: Final = FaultKind("rolling-restart", "start-rolling-restart",
+                                   "stop-rolling-restart", "rolling restart", "#7f7f7f")
+FULL_RESTART: Final = FaultKind("full-restart", "start-full-restart", "stop-full-restart",
+                                "full restart", "#393b79")
+HEAL: Final = FaultKind("heal", "heal", None, "heal (ends every fault)", "#bcbd22",
+                        ends_all=True)
+
+KINDS: Final[tuple[FaultKind, ...]] = (
+    PARTITION, KILL, STOP, PAUSE, PACKET, ROLLING_RESTART, FULL_RESTART, HEAL,
+)
+BY_START: Final[dict[str, FaultKind]] = {k.start_f: k for k in KINDS}
+BY_NAME: Final[dict[str, FaultKind]] = {k.name: k for k in KINDS}
+STOP_FS: Final[frozenset[str]] = frozenset(k.stop_f for k in KINDS if k.stop_f is not None)
+
+# Colours for kinds not declared above, picked by a stable hash of the name.
+EXTRA_COLOURS: Final = ("#ff7f0e", "#aec7e8", "#c5b0d5", "#c49c94", "#dbdb8d", "#9edae5")
+
+
+def _extra_colour(name: str) -> str:
+    return EXTRA_COLOURS[zlib.crc32(name.encode()) % len(EXTRA_COLOURS)]
+
+
+def kind_for_start(f: str) -> FaultKind | None:
+    """Takes a nemesis f. Returns the kind it starts (heal included), or None when it starts
+    nothing: a stop f, or any other f. An undeclared `start-X` is kind X, stopped by `stop-X`."""
+    kind = BY_START.get(f)
+    if kind is not None:
+        return kind
+    if f.startswith("start-") and len(f) > len("start-") and f not in STOP_FS:
+        name = f[len("start-"):]
+        return FaultKind(name, f, "stop-" + name, name, _extra_colour(name))
+    return None
+
+
+def kind_named(name: str) -> FaultKind:
+    """Takes a kind's name. Returns its declaration; an undeclared name gets a stable colour."""
+    kind = BY_NAME.get(name)
+    if kind is not None:
+        return kind
+    return FaultKind(name, "start-" + name, "stop-" + name, name, _extra_colour(name))
+
+
+def stop_f_for(start_f: str) -> str | None:
+    """Takes a nemesis f. Returns the f that stops the fault it starts, or None."""
+    kind = kind_for_start(start_f)
+    return None if kind is None else kind.stop_f
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    """A time span during which one nemesis fault was in effect.
+
+    `f` is the nemesis f that started it, `value` the start's value (its
+    completion's, else its invocation's), `closed_by` the f that ended it
+    ("stop-partition", "heal", ...) or None when the history ended first,
+    `error` the start completion's error (the fault may have half-happened).
+    For a heal, the span runs from its invocation to its completion.
+    """
+
+    f: str
+    start_ns: int
+    end_ns: int
+    value: Any = None
+    node: str | None = None
+    closed_by: str | None = None
+    error: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """Returns the fault kind's name, e.g. "partition" for start-partition."""
+        k = kind_for_start(self.f)
+        return self.f if k is None else k.name
+
+    @property
+    def fault(self) -> str:
+        """Returns the named fault (value["fault"], e.g. "partition-halves"), else the kind."""
+        v = self.value.get("fault") if isinstance(self.value, dict) else None
+        return str(v) if v else self.kind
+
+
+@dataclass
+class _OpenFault:
+    f: str
+    start_ns: int
+    value: Any
+    node: str | None
+    error: str | None
+
+
+class WindowTracker:
+    """Builds fault windows from nemesis ops fed one at a time, in history order.
+
+    A failed completion changes nothing: the fault certainly did not happen.
+    """
+
+    def __init__(self) -> None:
+        self._open: list[_OpenFault] = []
+        self._invokes: dict[str, Op] = {}
+        self._closed: list[FaultWindow] = []
+        self.heals: list[FaultWindow] = []
+        self.failures: list[Op] = []
+
+    def feed(self, op: Op) -> None:
+        """Takes one op; ignores all but the nemesis's."""
+        if op.process != NEMESIS:
+            return
+        if op.type == "invoke":
+            self._invokes[op.f] = op
+            return
+        invoke = self._invokes.pop(op.f, None)
+        if op.type == "fail":
+            self.failures.append(op)
+            return
+        kind = kind_for_start(op.f)
+        if kind is not None and kind.ends_all:
+            self._close(lambda _w: True, op)
+            start = op.time if invoke is None else min(invoke.time, op.time)
+            self.heals.append(FaultWindow(op.f, start, op.time, op.value, op.node, op.f, op.error))
+        elif kind is not None:
+            value = op.value if op.value is not None or invoke is None else invoke.value
+            node = op.node if op.node is not None or invoke is None else invoke.node
+            self._open.append(_OpenFault(op.f, op.time, value, node, op.error))
+        else:
+            self._close(lambda w: _stop_of(w.f) == op.f, op)
+
+    def _close(self, which: Callable[[_OpenFault], bool], op: Op) -> None:
+        keep: list[_OpenFault] = []
+        for w in self._open:
+            if which(w):
+                end = max(op.time, w.start_ns)
+                self._closed.append(
+                    FaultWindow(w.f, w.start_ns, end, w.value, w.node, op.f, w.error)
+                )
+            else:
+                keep.append(w)
+        self._open = keep
+
+    def finish(self, end_ns: int) -> list[FaultWindow]:
+        """Takes the end of the history (ns). Returns all windows, open ones closed there, by start."""
+        windows = self._closed + [
+            FaultWindow(w.f, w.start_ns, max(end_ns, w.start_ns), w.value, w.node, None, w.error)
+            for w in self._open
+        ]
+        return sorted(windows, key=lambda w: (w.start_ns, w.end_ns, w.f))
+
+
+def _stop_of(start_f: str) -> str | None:
+    kind = kind_for_start(start_f)
+    return None if kind is None else kind.stop_f
+
+
+def fault_windows(ops: Iterable[Op], end_ns: int | None = None) -> list[FaultWindow]:
+    """Takes ops in history order and optionally the end of the history (ns).
+
+    Returns the fault windows (heals not included) ordered by start; a window
+    still open at the end closes at `end_ns`, by default the latest op time seen.
+    """
+    tracker = WindowTracker()
+    last = 0
+    for op in ops:
+        last = max(last, op.time)
+        tracker.feed(op)
+    return tracker.finish(last if end_ns is None else end_ns)
