@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import zlib
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -137,6 +138,82 @@ class Thinned(Generic[T]):
 Key = tuple[str, str]
 
 
+# What happened to each message, in the order the fate plot stacks them (the last is the worst).
+FATES: tuple[str, ...] = (
+    "delivered in the main phase", "delivered in the drain", "duplicated",
+    "recovered (unconfirmed, delivered)", "delivered after a nack",
+    "unconfirmed, never delivered", "not read back (drain unproven)", "lost",
+)
+MAX_FATES = 100_000
+
+
+class FateTracker:
+    """Follows each message from its publish to its deliveries and acks, in bounded memory.
+
+    Keeps every message while there are at most MAX_FATES; past that, a deterministic hash
+    sample (1 in 2, then 1 in 4, ...), so a plot of a huge history shows a fair share of it.
+    """
+
+    def __init__(self, limit: int = MAX_FATES) -> None:
+        self.limit = limit
+        self.shift = 0  # keep ids whose hash has this many low zero bits
+        # id -> [invoke ns, completion type, delivered main, delivered drain, acked main,
+        #        acked drain]
+        self.msgs: dict[str, list[Any]] = {}
+        self.acks_seen = False
+        self.drain_complete: bool | None = None
+
+    def _kept(self, mid: str) -> bool:
+        return self.shift == 0 or zlib.crc32(mid.encode()) & ((1 << self.shift) - 1) == 0
+
+    def feed(self, f: str, typ: Any, mid: Any, t: int, phase: Any) -> None:
+        """Takes one client op's f, type, value (the message id), time and phase."""
+        if not isinstance(mid, str) or not self._kept(mid):
+            return
+        m = self.msgs.get(mid)
+        if m is None:
+            if f != "publish" or typ != "invoke":
+                return  # an id never invoked is the checker's "unexpected", not plotted
+            m = self.msgs[mid] = [t, None, 0, 0, 0, 0]
+            if len(self.msgs) > self.limit:
+                self.shift += 1
+                self.msgs = {k: v for k, v in self.msgs.items() if self._kept(k)}
+            return
+        drain = 1 if phase == "drain" else 0
+        if f == "publish" and typ != "invoke":
+            m[1] = typ
+        elif f in ("consume", "drain") and typ == "ok":
+            m[2 + drain] += 1
+        elif f == "ack" and typ == "ok":
+            self.acks_seen = True
+            m[4 + drain] += 1
+
+    @property
+    def sampled(self) -> int:
+        """Returns 1 in how many messages the tracker kept."""
+        return 1 << self.shift
+
+    def fates(self) -> list[tuple[float, str]]:
+        """Returns (publish time s, fate) for every kept message, in publish order."""
+        out = []
+        for t, typ, dm, dd, am, ad in self.msgs.values():
+            main, drain = (am, ad) if self.acks_seen else (dm, dd)
+            n = main + drain
+            if n == 0:
+                fate = ("unconfirmed, never delivered" if typ != "ok"
+                        else "lost" if self.drain_complete else "not read back (drain unproven)")
+            elif n > 1:
+                fate = "duplicated"
+            elif typ in (None, "info"):
+                fate = "recovered (unconfirmed, delivered)"
+            elif typ == "fail":
+                fate = "delivered after a nack"
+            else:
+                fate = "delivered in the drain" if drain else "delivered in the main phase"
+            out.append((t / NS_PER_S, fate))
+        return sorted(out)
+
+
 @dataclass
 class HistoryScan:
     """What one pass over a history leaves: bounded summaries for plots and the report."""
@@ -165,6 +242,8 @@ class HistoryScan:
     # Harness events other than phases, depth and placement (recovery actions, ...).
     events: list[Op] = field(default_factory=list)
     events_dropped: int = 0
+    # What became of each message (sampled past MAX_FATES messages).
+    fates: FateTracker = field(default_factory=FateTracker)
 
     @property
     def latency_seen(self) -> int:
@@ -254,7 +333,8 @@ def scan_history(
     scan = HistoryScan(bucket_ns=bucket_ns)
     rng = random.Random(seed)
     tracker = WindowTracker()
-    pending: dict[int, tuple[str, int]] = {}
+    # Open client invocations by (process, value): a pipelining publisher has several.
+    pending: dict[tuple[Any, Any], tuple[str, int]] = {}
     open_phases: dict[str, int] = {}
     depth: Thinned[DepthSample] = Thinned()
     placements: Thinned[PlacementSample] = Thinned()
@@ -286,16 +366,18 @@ def scan_history(
                 scan.nodes.add(node)
             if _is_client(process):
                 scan.client_counts[(f, typ)] += 1
+                value = d.get("value")
+                scan.fates.feed(f, typ, value, t, d.get("phase"))
                 if typ == "invoke":
-                    pending[process] = (f, t)
+                    pending[(process, value)] = (f, t)
                     continue
                 series = scan.rate.get((f, typ))
                 if series is None:
                     series = scan.rate[(f, typ)] = Counter()
                 series[t // bucket_ns] += 1
-                inv = pending.get(process)
+                inv = pending.get((process, value))
                 if inv is not None and inv[0] == f:
-                    del pending[process]
+                    del pending[(process, value)]
                     point((f, typ), t if typ == "info" else inv[1], t - inv[1])
             elif process == NEMESIS:
                 tracker.feed(Op.from_dict(d))
@@ -336,6 +418,10 @@ def _harness_op(
         return
     if op.f == PHASE_F:
         _track_phase(op, open_phases, scan.phases)
+        v = op.value if isinstance(op.value, dict) else {}
+        if v.get("phase") == "drain" and v.get("state") in ("end", "incomplete"):
+            # The drain's own word (checkers.phases reads it the same way).
+            scan.fates.drain_complete = v.get("state") == "end" and v.get("complete") is not False
     if len(scan.events) < max_events:
         scan.events.append(op)
     else:
@@ -355,9 +441,11 @@ def _track_phase(op: Op, open_phases: dict[str, int], spans: list[PhaseSpan]) ->
 
 __all__ = [
     "DEFAULT_MAX_POINTS",
+    "FATES",
     "NS_PER_MS",
     "NS_PER_S",
     "DepthSample",
+    "FateTracker",
     "FaultWindow",
     "HistoryScan",
     "PhaseSpan",

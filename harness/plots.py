@@ -11,6 +11,9 @@ report their times line up:
 - `plot_rate` -> rate.png: completions per second by f and type;
 - `plot_depth` -> depth.png: sampled queue depth (ready and unacked, the
   largest any node reported), from `depth` ops;
+- `plot_fates` -> fates.png: one point per message at its publish time, on
+  the row of its fate (delivered in the main phase or the drain, duplicated,
+  recovered, lost in red), fault periods shaded, queue depth beneath;
 - `plot_placement` -> placement.png: which node led the queue when, and which
   held its other replicas, from `placement` ops.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +43,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator
 
 from harness.history_scan import (
     DEFAULT_MAX_POINTS,
+    FATES,
     NS_PER_MS,
     NS_PER_S,
     FaultWindow,
@@ -332,6 +337,72 @@ def plot_depth(scan: HistoryScan, path: Path, title: str) -> Path:
     return _save(fig, path)
 
 
+FATE_COLOURS: dict[str, str] = {
+    "delivered in the main phase": "#2ca02c", "delivered in the drain": "#98df8a",
+    "duplicated": "#ff7f0e", "recovered (unconfirmed, delivered)": "#1f77b4",
+    "delivered after a nack": "#9467bd", "unconfirmed, never delivered": "#7f7f7f",
+    "not read back (drain unproven)": "#e6a0a0", "lost": "#d62728",
+}
+
+
+FATE_ROWS: dict[str, str] = {
+    "delivered in the main phase": "main", "delivered in the drain": "drain",
+    "duplicated": "duplicated", "recovered (unconfirmed, delivered)": "recovered",
+    "delivered after a nack": "after nack", "unconfirmed, never delivered": "unconfirmed",
+    "not read back (drain unproven)": "unproven", "lost": "LOST",
+}
+
+
+def plot_fates(scan: HistoryScan, path: Path, title: str) -> Path:
+    """Takes a scan, the PNG path and a title. Returns the path, after drawing one point per
+    message at its publish time, on the row of its fate (lost in red), fault periods shaded,
+    and beneath, on the same time axis, the sampled queue depth."""
+    height = 6.4
+    fig = Figure(figsize=(FIG_WIDTH_IN, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=AXES_LEFT, right=AXES_RIGHT, top=1 - MARGIN_TOP_IN / height,
+                        bottom=MARGIN_BOTTOM_IN / height, hspace=0.08)
+    grid = fig.add_gridspec(2, 1, height_ratios=[3, 1])
+    ax = fig.add_subplot(grid[0])
+    below = fig.add_subplot(grid[1], sharex=ax)
+    ax.set_title(_plain(f"{title}: what became of each message"))
+    ax.grid(True, which="major", axis="x", alpha=0.3)
+    ax.tick_params(labelbottom=False)
+    points = scan.fates.fates()
+    rows = [f for f in FATES if any(fate == f for _t, fate in points)] or list(FATES[:1])
+    ys = {f: i for i, f in enumerate(rows)}
+    jitter = random.Random(0)
+    handles: list[Any] = []
+    for fate in rows:
+        xs = [t for t, f in points if f == fate]
+        if not xs:
+            continue
+        y = [ys[fate] + jitter.uniform(-0.3, 0.3) for _ in xs]
+        big = fate == "lost"
+        ax.scatter(xs, y, s=9 if big else 2, color=FATE_COLOURS[fate], alpha=0.9 if big else 0.5,
+                   linewidths=0, zorder=3 if big else 2, rasterized=True)
+        handles.append(Line2D([], [], linestyle="none", marker="o", color=FATE_COLOURS[fate],
+                              label=f"{fate} ({len(xs) * scan.fates.sampled:,})"))
+    ax.set_yticks(range(len(rows)), [FATE_ROWS[r] for r in rows], fontsize=8)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    if not points:
+        _no_data(ax, "no published messages")
+    if scan.fates.sampled > 1:
+        ax.text(0.99, 0.01, f"1 in {scan.fates.sampled} messages shown", ha="right",
+                va="bottom", transform=ax.transAxes, fontsize=8, color="#555555")
+    handles += _decorate(ax, scan)
+    _legend(ax, handles)
+    below.set_ylabel("queue depth", fontsize=8)
+    depth = [(s.time_ns / NS_PER_S, s.ready) for s in scan.depth if s.ready is not None]
+    if depth:
+        below.plot([x for x, _ in depth], [y for _, y in depth], color=DEPTH_COLOURS["ready"],
+                   linewidth=1.4)
+    below.set_ylim(bottom=0)
+    _decorate(below, scan)
+    below.set_xlabel("time (s) the message was published")
+    return _save(fig, path)
+
+
 def placement_nodes(placements: list[PlacementSample], others: Iterable[str] = ()) -> list[str]:
     """Takes placement samples and other node names (the cluster's). Returns every node named,
     in natural order (n2 < n10), so a node that never held the queue gets its (empty) row."""
@@ -433,6 +504,7 @@ __all__ = [
     "placement_nodes",
     "placement_spans",
     "plot_depth",
+    "plot_fates",
     "plot_latency",
     "plot_placement",
     "plot_rate",

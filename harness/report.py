@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
 from harness.page import VERDICTS, e, href, link, page, table, td, valid_key, write_atomic
-from harness.plots import plot_depth, plot_latency, plot_placement, plot_rate
+from harness.plots import plot_depth, plot_fates, plot_latency, plot_placement, plot_rate
 from harness.report_results import (
     anomalies_section,
     counts_section,
@@ -110,6 +110,11 @@ def plot_specs() -> list[PlotSpec]:
                  "Completions per second by operation and outcome; deliveries dashed (acks, which "
                  "follow deliveries, not drawn).",
                  lambda _s: None),
+        PlotSpec("fates.png", "Message fates", plot_fates,
+                 "One point per message at the time it was published, on the row of what became "
+                 "of it (lost in red: confirmed, and a proven-complete drain never read it); "
+                 "fault periods shaded; the sampled queue depth beneath.",
+                 lambda s: None if s.fates.msgs else "no published messages in the history"),
         PlotSpec("depth.png", "Queue depth", plot_depth,
                  "Messages ready and unacked in the queue, the largest count any node "
                  "reported at each sample; a cross marks a sample a node did not answer.",

@@ -275,7 +275,7 @@ def test_render_writes_plots_and_report(tmp_path: Path) -> None:
     write_run(run, results=RESULTS)
     written = render(run)
     assert [p.name for p in written] == [
-        "latency.png", "rate.png", "depth.png", "placement.png", "report.html"
+        "latency.png", "rate.png", "fates.png", "depth.png", "placement.png", "report.html"
     ]
     for png in written[:4]:
         assert png.stat().st_size > 20_000
@@ -374,7 +374,8 @@ def test_a_failing_plot_still_leaves_the_page(
     monkeypatch.setattr(report, "plot_rate", broken)
     write_run(tmp_path / "run", results=RESULTS)
     written = report.render(tmp_path / "run")
-    assert [p.name for p in written] == ["latency.png", "depth.png", "placement.png", "report.html"]
+    assert [p.name for p in written] == ["latency.png", "fates.png", "depth.png", "placement.png",
+                                         "report.html"]
     html = written[-1].read_text()
     assert "rate.png: RuntimeError: no fonts &lt;here&gt;" in html and "INVALID" in html
 
@@ -501,7 +502,37 @@ def test_render_200k_ops(tmp_path: Path) -> None:
     started = time.monotonic()
     written = render(tmp_path, max_points=50_000)
     assert time.monotonic() - started < 30
-    assert [p.name for p in written] == ["latency.png", "rate.png", "report.html"]
-    assert all(p.stat().st_size > 10_000 for p in written[:2])
+    assert [p.name for p in written] == ["latency.png", "rate.png", "fates.png", "report.html"]
+    assert all(p.stat().st_size > 10_000 for p in written[:3])
     html = (tmp_path / "report.html").read_text()
     assert "200,002" in html and "sample of" in html
+
+
+def test_message_fates_follow_acks_and_the_drain_and_sample_past_the_limit() -> None:
+    from harness.history_scan import FateTracker
+
+    t = FateTracker()
+    for mid, steps in {
+        "0-1": [("publish", "invoke"), ("publish", "ok"), ("consume", "ok"), ("ack", "ok")],
+        "0-2": [("publish", "invoke"), ("publish", "ok"), ("consume", "ok")],  # never acked
+        "0-3": [("publish", "invoke"), ("publish", "info"), ("drain", "ok"), ("ack", "ok")],
+        "0-4": [("publish", "invoke"), ("publish", "fail")],
+        "0-5": [("publish", "invoke"), ("publish", "ok"), ("consume", "ok"), ("ack", "ok"),
+                ("drain", "ok"), ("ack", "ok")],
+        "9-9": [("consume", "ok"), ("ack", "ok")],  # never published: not plotted
+    }.items():
+        for k, (f, typ) in enumerate(steps):
+            phase = "drain" if f == "drain" or (f == "ack" and k and steps[k - 1][0] == "drain") \
+                else "main"
+            t.feed(f, typ, mid, 1_000_000_000 * int(mid[-1]), phase)
+    t.drain_complete = False
+    assert [f for _t, f in t.fates()] == [
+        "delivered in the main phase", "not read back (drain unproven)",
+        "recovered (unconfirmed, delivered)", "unconfirmed, never delivered", "duplicated"]
+    t.drain_complete = True
+    assert t.fates()[1] == (2.0, "lost")
+    big = FateTracker(limit=100)
+    for i in range(1000):
+        big.feed("publish", "invoke", f"0-{i}", i, "main")
+    assert big.sampled >= 16 and 0 < len(big.msgs) <= 100
+    assert len(big.msgs) * big.sampled > 500

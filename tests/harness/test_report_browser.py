@@ -77,7 +77,7 @@ def test_run_report_in_browser(browser: Browser, store: Path, which: str) -> Non
     }[which]
     check = inspect(browser, run / "report.html", "report.png")
     images = {Path(i["src"]).name for i in check.images}
-    assert images == {"latency.png", "rate.png", "depth.png", "placement.png"}
+    assert images == {"latency.png", "rate.png", "fates.png", "depth.png", "placement.png"}
     assert all(i["width"] == 1200 for i in check.images)
     assert "../../index.html" in check.links
     assert check.scroll_height > 3000  # the whole page, plots included, was captured

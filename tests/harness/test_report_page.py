@@ -267,7 +267,7 @@ def test_fixture_report_reads_top_to_bottom(tmp_path: Path) -> None:
     shutil.copytree(FIXTURE_RUN, run)
     written = render(run)
     assert [p.name for p in written] == [
-        "latency.png", "rate.png", "depth.png", "placement.png", "report.html"]
+        "latency.png", "rate.png", "fates.png", "depth.png", "placement.png", "report.html"]
     html = (run / "report.html").read_text()
     order = ['class="banner"', 'id="counts"', 'id="anomalies"', 'id="plots"', 'id="faults"',
              'id="test"', 'id="files"']
