@@ -480,8 +480,12 @@ def _cmd_table(a: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"no such matrix.json: {', '.join(missing)}")
     expectations = {n: sc.expect for n, sc in SCENARIOS.items()}
+    dropped: dict[str, int] = {}
     rows = rebuild(a.matrix_files, expectations,
-                   recheck=(lambda d: check_run(d)) if a.recheck else None)
+                   recheck=(lambda d: check_run(d)) if a.recheck else None,
+                   specs={n: sc.spec for n, sc in SCENARIOS.items()}, dropped=dropped)
+    for name, n in sorted(dropped.items()):
+        print(f"left out {n} run(s) of {name} made under an older definition of it")
     if a.scenarios:
         rows = [r for r in rows if r.scenario in a.scenarios]
     summaries = matrix.summarize(rows, expectations)

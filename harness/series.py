@@ -87,20 +87,47 @@ class Series:
         return matrix.exit_code(self.rows, self.summaries())
 
 
+# Spec fields that differ between runs of one scenario without making it another scenario.
+RUN_FIELDS = ("seed", "store")
+
+
+def same_scenario(stored: dict[str, Any], current: TestSpec) -> bool:
+    """Takes a run's stored spec (test.json "spec") and a scenario's current spec. Returns whether
+    the run is of the scenario as it is defined now (seed, store and Spark master aside)."""
+    def norm(d: dict[str, Any]) -> dict[str, Any]:
+        d = {k: v for k, v in d.items() if k not in RUN_FIELDS}
+        check = dict(d.get("check") or {})
+        check.pop("spark_master", None)
+        return {**d, "check": check}
+    return norm(json.loads(json.dumps(stored))) == norm(json.loads(json.dumps(current.to_dict())))
+
+
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
-            recheck: Any = None) -> list[matrix.Row]:
-    """Takes matrix.json files (of one or several series), each scenario's prediction, and an
-    optional function run_dir -> results that checks a run again.
+            recheck: Any = None, specs: dict[str, TestSpec] | None = None,
+            dropped: dict[str, int] | None = None) -> list[matrix.Row]:
+    """Takes matrix.json files (of one or several series), each scenario's prediction, an
+    optional function run_dir -> results that checks a run again, optionally each scenario's
+    current spec, and a dict to count in.
 
     Returns the rows of every run they list, judged afresh from each run's results (re-checked
     when `recheck` is given, else its stored results.json), so a table can be rebuilt across
-    series and sessions. A run whose directory is gone keeps its recorded row.
+    series and sessions. A run whose directory is gone keeps its recorded row. Given `specs`, a
+    run made under an older definition of its scenario (its test.json spec differs) is left out
+    and counted in `dropped`, so a table speaks only of the scenarios as they are now.
     """
     rows = []
     for path in matrix_files:
         for old in matrix.read_rows(path):
             run_dir = Path(old.run_dir)
             results_path = run_dir / "results.json"
+            current = (specs or {}).get(old.scenario)
+            test_path = run_dir / "test.json"
+            if current is not None and test_path.exists():
+                stored = json.loads(test_path.read_text()).get("spec") or {}
+                if not same_scenario(stored, current):
+                    if dropped is not None:
+                        dropped[old.scenario] = dropped.get(old.scenario, 0) + 1
+                    continue
             if recheck is not None and (run_dir / "history.jsonl").exists():
                 results = recheck(run_dir)
             elif results_path.exists():

@@ -54,3 +54,26 @@ def test_rebuild_judges_each_run_again_from_its_results(tmp_path):
     rechecked = rebuild([tmp_path / "m" / "matrix.json"], {"a": LOSS}, recheck=lambda d: LOST)
     assert [r.judgement for r in rechecked] == ["detected", "detected"]
     assert isinstance(rechecked[0].run_dir, str) and Path(rechecked[0].run_dir) == run
+
+
+def test_rebuild_leaves_out_runs_of_an_older_definition_of_a_scenario(tmp_path):
+    from dataclasses import replace as dc_replace
+
+    from harness.series import same_scenario
+
+    spec = TestSpec(name="a", time_limit_s=60)
+    runs = []
+    for k, stored in enumerate([dc_replace(spec, seed=1, store="/x"), dc_replace(spec, seed=2),
+                                dc_replace(spec, time_limit_s=30, seed=3)]):
+        run = tmp_path / f"r{k}"
+        run.mkdir()
+        (run / "test.json").write_text(json.dumps({"spec": stored.to_dict()}))
+        (run / "results.json").write_text(json.dumps(LOST))
+        runs.append(matrix.make_row("a", LOSS, 1, 50, run, LOST, seed=stored.seed))
+    matrix.write(runs, [], tmp_path / "m")
+    dropped: dict[str, int] = {}
+    rows = rebuild([tmp_path / "m" / "matrix.json"], {"a": LOSS}, specs={"a": spec},
+                   dropped=dropped)
+    assert [r.seed for r in rows] == [1, 2] and dropped == {"a": 1}
+    assert same_scenario(dc_replace(spec, seed=9).to_dict(), spec)
+    assert not same_scenario(dc_replace(spec, nodes=5).to_dict(), spec)
