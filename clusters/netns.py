@@ -24,9 +24,14 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusters.base import Node
 from clusters.remote import CommandResult, LocalRemote, RemoteError, run_local, spawn_local
+
+if TYPE_CHECKING:
+    from clusters.backend import LogCollector
 
 log = logging.getLogger(__name__)
 
@@ -239,10 +244,17 @@ class NetnsRemote(LocalRemote):
 
 
 class NetnsCluster:
-    """A cluster of namespaces on a bridge. Build with `create`, end with `destroy`."""
+    """A cluster of namespaces on a bridge. Build with `create`, end with `destroy`.
 
-    def __init__(self, plan: NetnsPlan) -> None:
+    The local backend's ManagedCluster (see clusters.local): the brokers' files live under
+    `data_root` on this machine's filesystem.
+    """
+
+    kind = "local"
+
+    def __init__(self, plan: NetnsPlan, data_root: str = "") -> None:
         self.plan = plan
+        self.data_root = data_root
         self.nodes: tuple[Node, ...] = tuple(
             Node(name, plan.ip(name), NetnsRemote(name, plan.namespace(name)))
             for name in plan.names
@@ -277,6 +289,10 @@ class NetnsCluster:
             "created %d namespaces on %s (%s)",
             len(self.nodes), self.plan.bridge, self.plan.subnet,
         )
+
+    def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
+        """Copies the brokers' logs into dest/<node>/ (they are files on this machine)."""
+        broker.collect_logs(dest)
 
     def destroy(self) -> None:
         """Ends every process in our namespaces by pid and removes namespaces and links."""

@@ -232,6 +232,7 @@ class SshRemote:
         password: str | None = None,
         known_hosts: KnownHosts = None,
         connect_timeout: float = 10.0,
+        host_key_policy: paramiko.MissingHostKeyPolicy | None = None,
     ) -> None:
         if connect_timeout <= 0:
             raise ValueError(f"connect_timeout must be positive, got {connect_timeout}")
@@ -243,6 +244,8 @@ class SshRemote:
         self.password = password
         self.known_hosts = known_hosts
         self.connect_timeout = connect_timeout
+        # What to do with a host key known_hosts lacks (default: refuse; see clusters.hostkeys).
+        self.host_key_policy = host_key_policy
         self._lock = threading.Lock()
         self._client: paramiko.SSHClient | None = None
         self._channels = threading.BoundedSemaphore(MAX_CHANNELS)
@@ -270,7 +273,7 @@ class SshRemote:
                 raise SshConnectError(
                     f"{self.name}: cannot read known_hosts {self.known_hosts}: {e}"
                 ) from e
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.set_missing_host_key_policy(self.host_key_policy or paramiko.RejectPolicy())
         return client
 
     def _connect(self, timeout: float) -> paramiko.SSHClient:

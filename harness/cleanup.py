@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 
 from clusters.netns import DEFAULT_PREFIX, cleanup
+from clusters.registry import clean_leftovers
 from harness.runner import STATE_DIR, run_lock
 
 
@@ -19,7 +20,8 @@ def clean_all(prefix: str = DEFAULT_PREFIX) -> list[str]:
     Raises RuntimeError when a run is in progress (it holds the lock).
     """
     with run_lock():
-        removed = cleanup(prefix)
+        removed = cleanup(prefix) if prefix != DEFAULT_PREFIX else []
+        removed += clean_leftovers(STATE_DIR)  # every backend: namespaces, SSH hosts, Docker
         data = STATE_DIR / "cluster"
         if data.exists():
             shutil.rmtree(data, ignore_errors=True)

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from clusters.registry import add_backend_options, options_from_args
+from clusters.spark_master import check_spark_master
 from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
 from nemesis import NemesisOptions
 
@@ -135,6 +137,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     n.add_argument("--delay-ms", type=float, help="delay of netem-delay")
     c = p.add_argument_group("check")
     c.add_argument("--spark-master", help="Spark master URL (default local[*])")
+    add_backend_options(p)
     c.add_argument("--strict-order", action="store_true", default=None,
                    help="FIFO including redeliveries (single active consumer, prefetch 1)")
 
@@ -220,8 +223,10 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         store=a.store, recovery_timeout_s=a.recovery_timeout, broker=broker, queue=queue,
         placement_interval_s=a.placement_interval,
         workload=workload, nemesis=nemesis, check=check,
+        backend=options_from_args(a, base.backend),
     ).for_queue()
     spec.validate()
+    check_spark_master(spec.check.spark_master)  # a master that does not answer: exit 2 now
     return spec.with_seed()
 
 
@@ -310,8 +315,8 @@ def summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _require_root() -> None:
-    if os.geteuid() != 0:
+def _require_root(specs: Sequence[TestSpec] = ()) -> None:
+    if os.geteuid() != 0 and (not specs or any(s.backend.kind == "local" for s in specs)):
         raise UsageError("the local cluster needs root (network namespaces and iptables)")
 
 
@@ -371,7 +376,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         replay_of = str(a.replay.resolve())
     spec = spec_from_args(a)
     if a.repeat is None:
-        _require_root()
+        _require_root([spec])
         return _run_and_report(spec, replay_of, progress=not a.no_progress)[0]
     from harness.scenarios import SCENARIOS
 
@@ -416,7 +421,7 @@ def _cmd_nightly(a: argparse.Namespace) -> int:
     if not a.budget > 0:
         raise UsageError(f"--budget must be > 0 minutes, got {a.budget:g}")
     entries = _matrix_entries(a, not a.no_twins)
-    _require_root()
+    _require_root([s for _, s, _ in entries])
     nightly = Nightly(entries, a.budget * 60, _store_root(entries[0][1]), base_seed=a.seed)
     out = nightly.out_dir
     print(f"nightly: {len(entries)} scenario run(s) within {a.budget:g} min, seed "
@@ -448,7 +453,7 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> 
     repeat = 1 if a.repeat is None else a.repeat
     if repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {repeat}")
-    _require_root()
+    _require_root([s for _, s, _ in entries])
     series = Series(entries, repeat, _store_root(entries[0][1]), base_seed=a.seed)
     print(f"series: {len(entries)} scenario(s) x {repeat} run(s), seeds from {series.base_seed}; "
           f"table: {series.out_dir / 'matrix.md'}", flush=True)
@@ -504,6 +509,7 @@ def _cmd_check(a: argparse.Namespace) -> int:
 
     if not (a.run_dir / "history.jsonl").exists():
         raise UsageError(f"{a.run_dir} has no history.jsonl")
+    check_spark_master(a.spark_master)
     results = check_run(a.run_dir, spark_master=a.spark_master)
     print(summary(results))
     return exit_code(results)

@@ -23,8 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusters.netns import NetnsCluster, make_plan
+from clusters.backend import BackendError
 from clusters.rabbitmq import BrokerError, RabbitBroker
+from clusters.registry import make_cluster
 from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
@@ -117,10 +118,8 @@ class Run:
         self.outcome = RunOutcome(run_dir)
         self.history = (HistoryWriter(run_dir / store.HISTORY) if observer is None
                         else ObservedHistory(run_dir / store.HISTORY, observer.observe))
-        self.cluster = NetnsCluster(make_plan(spec.nodes))
-        self.broker = RabbitBroker(
-            self.cluster.nodes, spec.broker, str(STATE_DIR / "cluster" / run_dir.name)
-        )
+        self.cluster = make_cluster(spec.backend, spec.nodes, run_dir.name, STATE_DIR)
+        self.broker = RabbitBroker(self.cluster.nodes, spec.broker, self.cluster.data_root)
         self.workload: Workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes,
                                                 self.history)
         self.nemesis: Any = None
@@ -129,7 +128,7 @@ class Run:
             "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
             # The wall clock at history time 0: lines broker logs up with the history.
             "history_start_unix": self.history.start_unix,
-            "spec": spec.to_dict(), "seed": spec.seed, "backend": "netns",
+            "spec": spec.to_dict(), "seed": spec.seed, "backend": spec.backend.kind,
             "nodes": {n.name: n.ip for n in self.cluster.nodes},
             "versions": {},
         }
@@ -256,10 +255,13 @@ class Run:
         except (RemoteError, BrokerError) as e:
             log.warning("stopping brokers: %s", e)
         try:
-            self.broker.collect_logs(self.run_dir / store.NODES)
+            self.cluster.fetch_logs(self.broker, self.run_dir / store.NODES)
         except (OSError, RemoteError) as e:
             log.warning("collecting node logs: %s", e)
-        self.cluster.destroy()
+        try:
+            self.cluster.destroy()
+        except (RemoteError, OSError) as e:  # `make clean` removes what is left
+            log.warning("destroying the cluster: %s", e)
         self.outcome.phase_times["teardown"] = round(time.monotonic() - t0, 2)
 
     def execute(self) -> RunOutcome:
@@ -275,6 +277,9 @@ class Run:
             self.outcome.interrupted = True
             self.outcome.error = f"interrupted ({type(e).__name__})"
             log.warning("interrupted: healing and tearing down")
+        except BackendError as e:  # the backend could not provide its cluster; the message says why
+            self.outcome.error = f"{type(e).__name__}: {e}"
+            log.error("run failed: %s", e)
         except (BrokerError, RemoteError, ClientError, NemesisError, RuntimeError, OSError) as e:
             self.outcome.error = f"{type(e).__name__}: {e}"
             log.exception("run failed")

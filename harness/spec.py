@@ -12,7 +12,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from clusters.backend import BackendConfigError, BackendOptions
 from clusters.rabbitmq import BrokerConfig
+from clusters.registry import check_options
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.kinds import kind_of
@@ -51,6 +53,7 @@ class TestSpec:
     workload: WorkloadOptions = field(default_factory=WorkloadOptions)
     nemesis: NemesisOptions = field(default_factory=NemesisOptions)
     check: CheckSpec = field(default_factory=CheckSpec)
+    backend: BackendOptions = field(default_factory=BackendOptions)
     recovery_timeout_s: float = 240.0
     placement_interval_s: float = 5.0
     boot_timeout_s: float = 120.0
@@ -91,6 +94,10 @@ class TestSpec:
         try:
             self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)])
         except NemesisConfigError as e:
+            raise SpecError(str(e)) from e
+        try:
+            check_options(self.backend, self.nodes)
+        except BackendConfigError as e:
             raise SpecError(str(e)) from e
 
     def for_queue(self) -> TestSpec:
@@ -142,5 +149,6 @@ _NESTED: dict[tuple[Any, str], Any] = {
     (TestSpec, "workload"): WorkloadOptions,
     (TestSpec, "nemesis"): NemesisOptions,
     (TestSpec, "check"): CheckSpec,
+    (TestSpec, "backend"): BackendOptions,
     (WorkloadOptions, "client"): ClientOptions,
 }

@@ -11,6 +11,12 @@ for pkg in rabbitmq-server iptables iproute2 procps openssh-server python3-venv 
   have "$pkg" || need_pkgs+=("$pkg")
 done
 command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
+# The Docker backend: a daemon (any installed one will do), debootstrap to build its image from
+# Debian's packages (scripts/build-docker-image.sh), tini to reap what test SSH hosts leave.
+command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
+for pkg in debootstrap tini; do
+  have "$pkg" || need_pkgs+=("$pkg")
+done
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "setup: installing ${need_pkgs[*]}"

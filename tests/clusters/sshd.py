@@ -132,3 +132,64 @@ def sshd_in_namespace(d: Path) -> Iterator[SshdHost]:
                        str(d / "known_hosts"), host_pub, log_path)
     finally:
         cluster.destroy()
+
+
+TINI = "/usr/bin/tini"
+
+
+@contextmanager
+def sshd_hosts(d: Path, n: int) -> Iterator[list[SshdHost]]:
+    """Takes a work directory and a host count. Yields n running sshds, one per namespace
+    rmqs-n1..rmqs-nN, each with its own host key; one client key logs in to all, and
+    d/known_hosts names them all. Removed afterwards (every process inside ended by pid).
+
+    Each sshd runs under `tini -s`, a subreaper, so what an SSH session leaves behind (a broker
+    killed by a test) is reaped there rather than by this test process. The caller holds
+    `exclusive()` around this.
+    """
+    cluster = NetnsCluster(make_plan(n, prefix=PREFIX, subnet=SUBNET))
+    client_pub = keygen(d / "client_ed25519")
+    (d / "authorized_keys").write_text(client_pub + "\n")
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    hosts, known = [], []
+    for node in cluster.nodes:
+        hd = d / node.name
+        hd.mkdir()
+        host_pub = keygen(hd / "host_ed25519")
+        (hd / "authorized_keys").write_text(client_pub + "\n")
+        (hd / "sshd_config").write_text(sshd_config(node.ip, hd))
+        run_local([SSHD, "-t", "-f", str(hd / "sshd_config")], timeout=10)
+        known.append(f"{node.ip} {' '.join(host_pub.split()[:2])}\n")
+        assert isinstance(node.remote, NetnsRemote)
+        hosts.append(SshdHost(node.ip, node.remote.namespace, str(d / "client_ed25519"),
+                              str(d / "known_hosts"), host_pub, str(hd / "sshd.log")))
+    (d / "known_hosts").write_text("".join(known))
+    try:
+        cluster.create()
+        for node, host in zip(cluster.nodes, hosts, strict=True):
+            argv = [SSHD, "-D", "-e", "-f", str(d / node.name / "sshd_config")]
+            if os.path.exists(TINI):
+                argv = [TINI, "-s", "--", *argv]
+            node.remote.spawn(argv, log_path=host.log_path)
+        for host in hosts:
+            wait_for_banner(host.ip)
+        yield hosts
+    finally:
+        cluster.destroy()
+
+
+def write_inventory(path: Path, hosts: list[SshdHost], *, known_hosts: str | None = None,
+                    data_dir: str | None = None, extra: str = "") -> Path:
+    """Takes a path, the test hosts and optional settings. Writes a TOML inventory naming them
+    n1..nN (root, the test client key). Returns the path."""
+    lines = []
+    if known_hosts is not None:
+        lines.append(f'known_hosts = "{known_hosts}"')
+    if data_dir is not None:
+        lines.append(f'data_dir = "{data_dir}"')
+    lines.append("connect_timeout = 5")
+    lines += ["", "[defaults]", 'user = "root"', f'key_file = "{hosts[0].client_key}"', extra]
+    for i, h in enumerate(hosts, start=1):
+        lines += ["", "[[host]]", f'name = "n{i}"', f'address = "{h.ip}"']
+    path.write_text("\n".join(lines) + "\n")
+    return path

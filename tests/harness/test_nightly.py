@@ -251,7 +251,7 @@ def test_cli_nightly_adds_twins_runs_within_the_budget_and_prints_a_summary(
         tmp_path, monkeypatch, capsys):
     import harness.cli as cli
 
-    monkeypatch.setattr(cli, "_require_root", lambda: None)
+    monkeypatch.setattr(cli, "_require_root", lambda *_specs: None)
     seen = []
 
     def fake(spec, replay_of=None, progress=True):

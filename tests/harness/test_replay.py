@@ -37,7 +37,7 @@ def fake_runner(monkeypatch, tmp_path):
                                   interrupted=False, phase_times={})
 
     monkeypatch.setattr(harness.runner, "run_test", run_test)
-    monkeypatch.setattr(cli, "_require_root", lambda: None)
+    monkeypatch.setattr(cli, "_require_root", lambda *_specs: None)
     return calls
 
 

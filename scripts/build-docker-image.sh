@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the Docker backend's broker image from Debian's own packages, without pulling anything:
+# debootstrap a minimal bookworm, install rabbitmq-server iptables iproute2 procps in it (chroot,
+# from the Debian mirror), and `docker import` the tree as IMAGE. Idempotent: an image already
+# present is left alone (FORCE=1 rebuilds). Needs root, debootstrap and a running Docker daemon.
+#
+#   scripts/build-docker-image.sh [IMAGE]        default rmqh/rabbitmq:3.10-local
+#
+# Exit 0 built or present, 2 when a prerequisite is missing or a step failed.
+set -euo pipefail
+
+IMAGE=${1:-${RMQH_DOCKER_IMAGE:-rmqh/rabbitmq:3.10-local}}
+SUITE=${SUITE:-bookworm}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+WORK=${WORK:-/var/tmp/rmqh.image-build}
+PKGS=(rabbitmq-server iptables iproute2 procps coreutils util-linux)
+# Prefer Debian's docker client (it matches Debian's daemon); any client on PATH will do.
+DOCKER=$(command -v /usr/bin/docker || command -v docker || true)
+
+fail() { echo "build-docker-image: $*" >&2; exit 2; }
+
+[ "$(id -u)" = 0 ] || fail "needs root (debootstrap, chroot)"
+[ -n "$DOCKER" ] || fail "no docker client (apt-get install docker.io)"
+"$DOCKER" version --format '{{.Server.Version}}' >/dev/null 2>&1 \
+  || fail "the Docker daemon is not running (start dockerd; see README, Backends)"
+if [ "${FORCE:-0}" != 1 ] && "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
+  echo "build-docker-image: $IMAGE is present; nothing to do (FORCE=1 rebuilds)"
+  exit 0
+fi
+command -v debootstrap >/dev/null || fail "no debootstrap (apt-get install debootstrap)"
+
+start=$(date +%s)
+root="$WORK/rootfs"
+cleanup() {
+  # Whatever happens, unmount what we mounted inside the tree, then drop the tree.
+  for m in "$root/proc" "$root/dev/pts"; do
+    if mountpoint -q "$m" 2>/dev/null; then umount -l "$m" || true; fi
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+echo "build-docker-image: debootstrap $SUITE (minbase) from $MIRROR"
+debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR" >"$WORK.debootstrap.log" 2>&1 \
+  || { tail -20 "$WORK.debootstrap.log" >&2; fail "debootstrap failed (log: $WORK.debootstrap.log)"; }
+
+# No service may start inside the chroot while packages install.
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod +x "$root/usr/sbin/policy-rc.d"
+mount -t proc proc "$root/proc"
+echo "build-docker-image: installing ${PKGS[*]}"
+chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get update -qq
+chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
+  apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >"$WORK.apt.log" 2>&1 \
+  || { tail -20 "$WORK.apt.log" >&2; fail "apt-get install in the chroot failed"; }
+chroot "$root" apt-get clean
+umount "$root/proc"
+rm -f "$root/usr/sbin/policy-rc.d"
+rm -rf "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* \
+       "$root"/var/cache/apt/*.bin "$root"/tmp/*
+# The broker is started by the harness (through `docker exec`); the container only idles.
+version=$(chroot "$root" dpkg-query -W -f='${Version}' rabbitmq-server)
+
+echo "build-docker-image: importing as $IMAGE (rabbitmq-server $version)"
+tar --numeric-owner -C "$root" -c . | "$DOCKER" import \
+  --change 'CMD ["sleep", "infinity"]' \
+  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'ENV LANG=C.UTF-8' \
+  --change "LABEL rmqh.image=1 rmqh.rabbitmq-version=$version" \
+  - "$IMAGE" >/dev/null
+rm -f "$WORK.debootstrap.log" "$WORK.apt.log"
+echo "build-docker-image: built $IMAGE in $(( $(date +%s) - start )) s"
