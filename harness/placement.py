@@ -47,7 +47,7 @@ class QueueSampler:
 
     def __init__(
         self, source: StatsSource, nodes: Sequence[Node], queue: str, history: HistoryWriter,
-        interval_s: float, stop: threading.Event, timeout_s: float = 8.0,
+        interval_s: float, stop: threading.Event, timeout_s: float = 5.0,
     ) -> None:
         self.source = source
         self.nodes = tuple(nodes)

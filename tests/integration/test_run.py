@@ -141,8 +141,12 @@ def test_the_default_workload_keeps_a_backlog_at_risk_through_every_fault(tmp_pa
     """Issue: with consumers as fast as publishers the queue stayed near empty, so a fault had
     nothing to lose. With the defaults the sampled depth must be in the thousands when each
     fault begins and stay non-zero through it, and the drain must read the backlog back."""
-    proc = harness("run", "--time-limit", "45", "--nemesis", "partition-one",
-                   "--nemesis-interval", "12", "--nemesis-duration", "10", "--seed", "5",
+    # 20 s before each fault: a quorum queue's sampled count lags by up to ~5 s (leader metrics)
+    # and samples come every 5 s, so the last sample before a fault sees the backlog of ~10 s ago.
+    # 25 s faults: until the partition is detected (net_ticktime 10 s) list_queues hangs on every
+    # node (the failed samples are recorded as such); after it the majority answers.
+    proc = harness("run", "--time-limit", "90", "--nemesis", "partition-one",
+                   "--nemesis-interval", "20", "--nemesis-duration", "25", "--seed", "5",
                    "--name", "backlog", "--store", str(tmp_path))
     assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-3000:]
     run = _run_dir(proc)
