@@ -33,7 +33,7 @@ from typing import Any
 import pika
 
 from clusters.netns import NetnsCluster, make_plan
-from clusters.rabbitmq import BrokerConfig, RabbitBroker
+from clusters.rabbitmq import BrokerConfig, RabbitBroker, healthy
 from history import HistoryWriter
 from workloads.clients import ClientError, ClientOptions, Consumer, PublisherSlot, connect
 from workloads.publisher import Publisher
@@ -159,6 +159,17 @@ def spawn(fns: Sequence[Callable[[], None]]) -> list[threading.Thread]:
     return threads
 
 
+def wait_whole(broker: RabbitBroker, timeout: float = 60.0) -> None:
+    """Waits until every node runs and sees every other (joins restart the app). Raises
+    RuntimeError past the timeout."""
+    want = {n.erlang_name for n in broker.nodes}
+    deadline = time.monotonic() + timeout
+    while not healthy(broker.statuses(), want):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the bench cluster did not come together")
+        time.sleep(1)
+
+
 @contextlib.contextmanager
 def cluster(nodes: int) -> Iterator[tuple[list[str], RabbitBroker]]:
     """Boots a local cluster; yields (node addresses, broker); tears it down."""
@@ -172,6 +183,7 @@ def cluster(nodes: int) -> Iterator[tuple[list[str], RabbitBroker]]:
             net.create()
             broker.start_all()
             broker.form_cluster()
+            wait_whole(broker)
             yield [n.ip for n in net.nodes], broker
         finally:
             with contextlib.suppress(Exception):

@@ -48,14 +48,18 @@ def summary_line(results: dict[str, Any]) -> str:
     if "attempt_count" in q:
         parts.append(
             f"queue={json.dumps(q['valid'])} (attempted {q['attempt_count']}, acked "
-            f"{q['acknowledged_count']}, lost {q['lost_count']}, unexpected "
+            f"{q['acknowledged_count']}, lost {q['lost_count']} "
+            f"[{q.get('lost_unacked_count', 0)} unacked], unexpected "
             f"{q['unexpected_count']}, duplicated {q['duplicated_count']} "
-            f"[{q['unflagged_duplicated_count']} unflagged], recovered {q['recovered_count']}, "
-            f"delivered-failed {q['delivered_failed_count']})")
+            f"[{q['unflagged_duplicated_count']} unflagged], unflagged after ack "
+            f"{q.get('unflagged_after_ack_count', 0)}, recovered {q['recovered_count']}, "
+            f"delivered after nack {q['delivered_failed_count']})")
     else:
         parts.append(f"queue={json.dumps(q.get('valid'))} ({q.get('error', '')})")
     if "violation_count" in o:
-        parts.append(f"ordering={json.dumps(o['valid'])} ({o['violation_count']} violations)")
+        parts.append(f"ordering={json.dumps(o['valid'])} ({o['violation_count']} violations, "
+                     f"{o.get('flagged_violation_count', 0)} flagged, "
+                     f"{o.get('unconfirmed_reorder_count', 0)} unconfirmed reorders)")
     else:
         parts.append(f"ordering={json.dumps(o.get('valid'))} ({o.get('error', '')})")
     overall = perf.get("overall")

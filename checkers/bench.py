@@ -1,6 +1,6 @@
 """Benchmark of the checkers: synthetic histories of 1M, 10M (and with --huge 100M) ops.
 
-    python -m checkers.bench [--ops 1000000 10000000] [--huge] [--no-reference]
+    python -m checkers.bench [--ops 1000000 10000000] [--huge] [--no-reference] [--no-acks]
 
 Histories are generated once into bench-data/ (git-ignored), on every core,
 in the exact line format of harness.history.Op (null fields included), and
@@ -16,9 +16,11 @@ written by an unmeasured warm-up check; --no-class-archive to go without).
 
 A synthetic history: 8 publishers and 8 consumers; message k is published by
 process k % 8 + 1 with seq k // 8, confirmed (97%), nacked (1%) or unknown (2%,
-half of those enqueued anyway), delivered right after its confirm, every
-10000th delivered again flagged redelivered; a partition and a kill come and
-go every tenth of the run; harness phase events frame it. Indexes are
+half of those enqueued anyway), delivered right after its confirm and acked
+right after its delivery (as consumers record acks; --no-acks leaves the acks
+out, as older histories and auto-ack consumers do), every 10000th delivered
+again flagged redelivered (and acked); a partition and a kill come and go
+every tenth of the run; harness phase events frame it. Indexes are
 consecutive, as HistoryWriter writes them.
 """
 
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "bench-data"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 PUBLISHERS = 8
 CONSUMERS = 8
 CHUNK = 500_000  # messages per generation task
@@ -59,6 +61,12 @@ def _dlv(c: int, mid: str, index: int, t: int, p: int, seq: int, redelivered: st
             f'"index":{index},"time":{t},"queue":"q","publisher":{p},"seq":{seq},'
             f'"consumer":"consume-{c}","redelivered":{redelivered},"phase":"main",'
             f'"error":null}}')
+
+
+def _ack(c: int, mid: str, index: int, t: int, p: int, seq: int) -> str:
+    return (f'{{"type":"ok","process":{c},"f":"ack","value":"{mid}","node":"n2",'
+            f'"index":{index},"time":{t},"queue":"q","publisher":{p},"seq":{seq},'
+            f'"consumer":"consume-{c}","redelivered":null,"phase":"main","error":null}}')
 
 
 def _nemesis(type_: str, f: str, value: str, index: int, t: int) -> str:
@@ -86,21 +94,22 @@ def _outcome(k: int) -> tuple[str, bool]:
     return ("fail", False) if r == 97 else ("info", r == 98)
 
 
-def _ops_before(k: int, m: int) -> int:
+def _ops_before(k: int, m: int, acks: bool = True) -> int:
     """Returns how many ops messages 0..k-1 of an m-message history take (closed form, so that
     parts can be generated apart with consecutive indexes, as HistoryWriter numbers ops)."""
     period, half = _period(m), _period(m) // 2
     not_enqueued = 2 * (k // 100) + (1 if k % 100 > 97 else 0)
     redeliveries = (k + 9999) // 10000
     nemesis = (k + period - 1) // period + max(0, (k - half + period - 1) // period)
-    return 2 * k + (k - not_enqueued) + redeliveries + 2 * nemesis
+    per_delivery = 2 if acks else 1
+    return 2 * k + per_delivery * (k - not_enqueued + redeliveries) + 2 * nemesis
 
 
-def _chunk(args: tuple[int, int, int, str]) -> str:
+def _chunk(args: tuple[int, int, int, str, bool]) -> str:
     """Writes messages [lo, hi) of an m-message history to a part file. Returns its path."""
-    lo, hi, m, out = args
+    lo, hi, m, out, acks = args
     period = _period(m)
-    index = 1 + _ops_before(lo, m)
+    index = 1 + _ops_before(lo, m, acks)
     lines: list[str] = []
 
     def add(line: str) -> None:
@@ -131,39 +140,44 @@ def _chunk(args: tuple[int, int, int, str]) -> str:
             if enqueued:
                 c = 100 + k % CONSUMERS
                 add(_dlv(c, mid, index, base + 90_000, p, seq, "false"))
+                if acks:
+                    add(_ack(c, mid, index, base + 91_000, p, seq))
             if k % 10000 == 0:
                 c2 = 100 + (k + 1) % CONSUMERS
                 add(_dlv(c2, mid, index, base + 95_000, p, seq, "true"))
+                if acks:
+                    add(_ack(c2, mid, index, base + 96_000, p, seq))
             if len(lines) >= 20_000:
                 fh.write("\n".join(lines) + "\n")
                 lines.clear()
         if lines:
             fh.write("\n".join(lines) + "\n")
-    assert index == 1 + _ops_before(hi, m), "op count formula out of step with the generator"
+    assert index == 1 + _ops_before(hi, m, acks), "op count formula out of step with the generator"
     return out
 
 
-def messages_for(ops: int) -> int:
+def messages_for(ops: int, acks: bool = True) -> int:
     """Takes a target op count. Returns the number of messages giving about that many ops."""
-    return max(1, round(ops / 3.0))
+    return max(1, round(ops / (3.97 if acks else 3.0)))
 
 
-def generate(ops: int, out: Path, workers: int | None = None) -> tuple[Path, float]:
-    """Takes a target op count and a path. Writes a synthetic history there unless it exists.
-    Returns (path, seconds spent generating)."""
+def generate(ops: int, out: Path, workers: int | None = None,
+             acks: bool = True) -> tuple[Path, float]:
+    """Takes a target op count, a path and whether consumers record acks. Writes a synthetic
+    history there unless it exists. Returns (path, seconds spent generating)."""
     if out.exists():
         return out, 0.0
     t0 = time.monotonic()
-    m = messages_for(ops)
+    m = messages_for(ops, acks)
     out.parent.mkdir(parents=True, exist_ok=True)
     parts_dir = out.with_suffix(".parts")
     parts_dir.mkdir(exist_ok=True)
-    tasks = [(lo, min(lo + CHUNK, m), m, str(parts_dir / f"{i:06d}"))
+    tasks = [(lo, min(lo + CHUNK, m), m, str(parts_dir / f"{i:06d}"), acks)
              for i, lo in enumerate(range(0, m, CHUNK))]
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
         parts = list(pool.map(_chunk, tasks))
     tmp = out.with_suffix(".tmp")
-    last_index, last_time = 1 + _ops_before(m, m), 100_000 * m + 2_000_000
+    last_index, last_time = 1 + _ops_before(m, m, acks), 100_000 * m + 2_000_000
     with open(tmp, "wb") as fh:
         fh.write((_harness("main", "start", 0, 0) + "\n").encode())
         for part in parts:
@@ -272,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", type=Path, default=BENCH_DIR)
     p.add_argument("--no-class-archive", action="store_true",
                    help="start the JVM without the class-data-sharing archive")
+    p.add_argument("--no-acks", action="store_true",
+                   help="histories without ack ops (as recorded before consumers logged acks)")
     p.add_argument("--run-one", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--class-archive", type=Path, help=argparse.SUPPRESS)
@@ -285,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [*args.ops, *([100_000_000] if args.huge else [])]
     rows = []
     archive = None if args.no_class_archive else args.dir / "spark-classes.jsa"
+    flavour = "-noacks" if args.no_acks else ""
     if archive is not None and not archive.exists():
         # A first, unmeasured check writes the JVM's class archive that the measured ones use.
         small, _ = generate(10_000, args.dir / f"history-10000-v{FORMAT_VERSION}.jsonl")
@@ -292,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.dir / "work-warmup", ignore_errors=True)
         print(f"# wrote the JVM class archive {archive.name}", flush=True)
     for ops in sizes:
-        path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}.jsonl")
+        path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}{flavour}.jsonl",
+                               acks=not args.no_acks)
         n = count_ops(path)
         print(f"# {path.name}: {n} ops, {path.stat().st_size / 2**30:.2f} GiB"
               + (f" (generated in {gen_s:.0f}s)" if gen_s else ""), flush=True)

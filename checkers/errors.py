@@ -22,3 +22,9 @@ class HistoryError(ValueError):
         where = self.path or "history"
         prefix = f"{where}:{line}: " if line is not None else f"{where}: "
         super().__init__(prefix + message)
+
+
+def orphan_ack_message(mid: str) -> str:
+    """Takes a message id. Returns what is wrong with an ack of it that acknowledges nothing."""
+    return (f"ack of {mid!r} without an unacknowledged delivery of it before it "
+            f"(same process and consumer)")

@@ -9,6 +9,10 @@ a few kinds, and this module is the one place that says how:
   completion (`ok` confirmed, `fail` certainly not enqueued, `info` unknown);
   the completion carries the same message id as its invocation;
 - a *delivery* is a client op of type "ok" with f "consume" or "drain";
+- an *ack* is a client op of type "ok" with f "ack": the consumer acknowledged
+  (basic.ack on a channel that was open) the latest delivery before it with the
+  same process, consumer tag and message id. A history with no ack at all
+  (older runs, auto-ack consumers) is read as if every delivery was acked;
 - *nemesis ops* (process "nemesis") and *harness events* (process "harness")
   are few and are read on the driver;
 - every other client op (another f, a consume that is not "ok") is ignored.
@@ -31,6 +35,10 @@ NEMESIS: Final = "nemesis"
 HARNESS: Final = "harness"
 PUBLISH: Final = "publish"
 DELIVERY_FS: Final = frozenset({"consume", "drain"})
+ACK: Final = "ack"
+
+# The error text of a failed publish recorded without one, as fail_reasons counts it.
+NO_REASON: Final = "(none)"
 
 # Outcome codes of a publish, as the Spark job stores them (small ints aggregate fast).
 OUTCOME_CODES: Final = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}

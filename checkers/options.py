@@ -17,14 +17,15 @@ Engine = Literal["spark", "reference"]
 class CheckOptions:
     """How to judge and report a history.
 
-    - strict_order: the ordering check includes redelivered deliveries (see
-      checkers.ordering for the exact definition); for single-active-consumer
-      queues with prefetch 1.
+    - strict_order: the ordering check follows the queue's whole delivery
+      sequence (every consumer), redeliveries included (checkers.ordering has
+      the exact definition); for quorum queues with a single active consumer
+      and prefetch 1.
     - unflagged_duplicates_invalid / flagged_duplicates_invalid: whether a
       message delivered again without / only with the redelivered flag makes
-      the queue section invalid.
-    - require_drain: without a completed drain (a harness event phase=drain
-      state=end) the queue section can be no better than "unknown".
+      the queue section invalid (the first also covers unflagged_after_ack).
+    - require_drain: without a completed drain (checkers.phases) lost messages
+      cannot be told from queued ones, so a queue section with any is "unknown".
     - sample_size: length of id lists (counts are always exact);
       example_size: number of ordering violations shown.
     - engine: "spark" (scales) or "reference" (pure Python, small histories).

@@ -1,13 +1,22 @@
-"""Harness phase events: did the drain complete, and when was the main phase.
+"""Harness phase events: did the drain complete (and if not, why), and when was the main phase.
 
 The harness records each phase's start and end as an `info` op of process
-"harness", f "phase", value {"phase": name, "state": "start"|"end"} (a drain
-that could not finish ends with another state, e.g. "incomplete"). Both
-checker engines collect these few events and ask this module.
+"harness", f "phase", value {"phase": name, "state": "start"|"end"}. The
+drain's end also carries `"complete": true|false` and, when false, a
+`"reason"`; a drain that could not finish may also end with another state
+(e.g. "incomplete"). Both checker engines collect these few events and ask
+this module.
+
+The drain is complete iff its end event (the last drain event whose state is
+not "start") has state "end" and a `complete` that is absent (older runs) or
+true. Anything else - no end event, `complete: false`, another state - is an
+incomplete drain, and `DrainState.reason` says which, quoting the event's
+own `reason` when it has one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +31,14 @@ class HarnessEvent:
     value: Any
 
 
+@dataclass(frozen=True)
+class DrainState:
+    """Whether the drain completed; when it did not, why (a sentence for results.json)."""
+
+    complete: bool
+    reason: str | None = None
+
+
 def phase_of(e: HarnessEvent) -> tuple[Any, Any] | None:
     """Takes a harness event. Returns (phase, state) for a phase event, else None."""
     if e.f != "phase" or not isinstance(e.value, dict):
@@ -29,9 +46,30 @@ def phase_of(e: HarnessEvent) -> tuple[Any, Any] | None:
     return e.value.get("phase"), e.value.get("state")
 
 
+def drain_state(events: Iterable[HarnessEvent]) -> DrainState:
+    """Takes harness events in history order. Returns the drain's outcome (see the module docstring)."""
+    end = None
+    for e in events:
+        ph = phase_of(e)
+        if ph is not None and ph[0] == "drain" and ph[1] != "start":
+            end = e.value
+    if end is None:
+        return DrainState(False, "the drain did not complete (no drain-end event, phase=drain "
+                                 "state=end, in the history)")
+    state, complete, reason = end.get("state"), end.get("complete"), end.get("reason")
+    if state == "end" and complete in (None, True):
+        return DrainState(True)
+    why = f": {reason}" if reason not in (None, "") else ""
+    if state == "end":
+        return DrainState(False, f"the drain did not complete (its end event says "
+                                 f"complete={json.dumps(complete)}){why}")
+    return DrainState(False, f"the drain did not complete (its end event has state "
+                             f"{state!r}){why}")
+
+
 def drain_complete(events: Iterable[HarnessEvent]) -> bool:
-    """Takes harness events. Returns whether one says the drain ended (phase=drain, state=end)."""
-    return any(phase_of(e) == ("drain", "end") for e in events)
+    """Takes harness events. Returns whether the drain completed (see `drain_state`)."""
+    return drain_state(events).complete
 
 
 def main_phase(events: Iterable[HarnessEvent], first: int, last: int) -> tuple[int, int]:

@@ -4,20 +4,33 @@ It reads the history once, line by line, validating as it goes (the first
 offending line raises HistoryError), and keeps per message id only what the
 definitions need. It is the oracle of the tests: the Spark engine must give
 the same results field by field. Definitions (Jepsen's total-queue, adapted
-to ids that are never reused):
+to ids that are never reused, and to consumer acknowledgements):
 
+- an ack acknowledges the latest delivery before it with the same process,
+  consumer tag and message id; an ack with no unacknowledged delivery there
+  breaks the contract. A delivery is *acked* if an ack acknowledges it; in a
+  history with no ack at all every delivery counts as acked, at its own index;
 - attempted = ids of publish invocations; acknowledged = publishes `ok`;
-  delivered = ids of deliveries (ok consume/drain ops);
-- ok = delivered ∩ attempted; lost = acknowledged - delivered;
-  unexpected = delivered - attempted;
-- duplicated = attempted ids delivered more than once (Jepsen: dequeues -
-  attempts - unexpected). The first delivery (lowest index) is the original,
-  the others are extras: *redelivered* duplicates have every extra flagged
-  redelivered, *unflagged* duplicates have at least one extra without it;
+  received = ids of deliveries (ok consume/drain ops); delivered = ids with an
+  acked delivery;
+- ok = delivered ∩ attempted; lost = acknowledged - delivered, and
+  lost_unacked = lost ∩ received (delivered, never acked, never back);
+  unexpected = received - attempted (a message nobody sent is wrong whether or
+  not it was acked);
+- duplicated = attempted ids with more than one acked delivery (Jepsen:
+  dequeues - attempts - unexpected; a delivery to a consumer that never acked
+  it, redelivered elsewhere, is not a second consumption). The first acked
+  delivery (lowest index) is the original, the other acked ones are extras:
+  *redelivered* duplicates have every extra flagged redelivered, *unflagged*
+  duplicates have at least one extra without it;
+- unflagged_after_ack = ids with an unflagged delivery (acked or not) after
+  the ack of a flagged delivery of the same id;
 - recovered = delivered ∩ attempted whose publish completed `info` or never
-  completed; delivered_failed = delivered ids whose publish was `fail`.
+  completed; delivered_failed = delivered ids whose publish was `fail`
+  (reported, not an anomaly: a nack refuses responsibility, it does not say
+  the message is absent); fail_reasons = failed publishes by error text.
 
-The ordering and perf definitions are in `ordering_facts` and `perf_facts`.
+The ordering definitions are in checkers.ordering, the perf ones in `perf_facts`.
 """
 
 from __future__ import annotations
@@ -25,14 +38,16 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.errors import HistoryError
+from checkers.errors import HistoryError, orphan_ack_message
 from checkers.faults import NemesisOp, fault_windows, pairing_problem
 from checkers.model import (
+    ACK,
     DELIVERY_FS,
     HARNESS,
     LONG_MAX,
@@ -42,23 +57,21 @@ from checkers.model import (
     PUBLISH,
     as_text,
     client_process,
-    consumer_identity,
     nearest_rank,
-    parse_message_id,
     sorted_sample,
 )
 from checkers.options import CheckOptions
-from checkers.phases import HarnessEvent, drain_complete, main_phase
+from checkers.ordering import ordering_facts
+from checkers.phases import HarnessEvent, drain_state, main_phase
 from checkers.results import (
     BucketStats,
-    Delivery,
-    Violation,
     check_safe,
     compose,
     longest_gap,
     ordering_section,
     perf_section,
     queue_section,
+    top_reasons,
 )
 
 log = logging.getLogger(__name__)
@@ -136,6 +149,8 @@ def parse_line(text: str, line: int, path: Path | str | None = None) -> Rec | No
             raise bad("publish without a message id (value)")
         if f in DELIVERY_FS and type_ == "ok":
             raise bad("delivery without a message id (value)")
+        if f == ACK and type_ == "ok":
+            raise bad("ack without a message id (value)")
     return Rec(
         line=line, index=d["index"], time=d["time"], type=type_, process=process, f=f,
         value=value, node=as_text(d.get("node")), publisher=d.get("publisher"),
@@ -146,26 +161,37 @@ def parse_line(text: str, line: int, path: Path | str | None = None) -> Rec | No
 
 @dataclass(slots=True)
 class Message:
-    """What the history says about one message id."""
+    """What the history says about one message id. Indexes are history indexes; `acked_*` count
+    acked deliveries only, the others every delivery."""
 
     inv_line: int | None = None
     inv_process: int | None = None
     inv_time: int | None = None
     outcome: str | None = None  # ok | fail | info; None while (or if forever) open
     comp_time: int | None = None
+    error: str | None = None  # the failed completion's error text
     deliveries: int = 0
     unflagged: int = 0
     first_flagged: bool | None = None
+    first_flag_index: int | None = None  # the first flagged delivery
+    last_unflagged_index: int | None = None  # the last unflagged delivery
+    acked: int = 0
+    acked_unflagged: int = 0
+    first_acked: tuple[int, bool] | None = None  # (index, flag) of the first acked delivery
+    first_flag_ack_index: int | None = None  # the first ack of a flagged delivery
 
 
 @dataclass
 class Scan:
-    """Everything the sections need, gathered in one pass over a valid history."""
+    """Everything the sections need, gathered in one pass over a valid history. `pending` holds,
+    per (process, consumer tag, id), the latest delivery not acknowledged yet: (index, flag)."""
 
     messages: dict[str, Message] = field(default_factory=dict)
     deliveries: list[Rec] = field(default_factory=list)
     nemesis: list[NemesisOp] = field(default_factory=list)
     harness: list[HarnessEvent] = field(default_factory=list)
+    pending: dict[tuple[int, str, str], tuple[int, bool]] = field(default_factory=dict)
+    acks: int = 0
     min_time: int | None = None
     max_time: int | None = None
     ops: int = 0
@@ -192,18 +218,47 @@ def _publish(scan: Scan, r: Rec, path: Path | str | None) -> None:
             f"publish of {mid!r} invoked by process {m.inv_process} but completed by {r.process}",
             r.line, path)
     m.outcome, m.comp_time = r.type, r.time
+    if r.type == "fail":
+        m.error = r.error
+
+
+def _stream(r: Rec) -> tuple[int, str, str]:
+    assert isinstance(r.process, int)
+    return r.process, r.consumer or "", r.value
 
 
 def _deliver(scan: Scan, r: Rec) -> None:
     m = scan.messages.get(r.value)
     if m is None:
         m = scan.messages[r.value] = Message()
+    flagged = r.redelivered is True
     m.deliveries += 1
-    if r.redelivered is not True:
-        m.unflagged += 1
     if m.deliveries == 1:
-        m.first_flagged = r.redelivered is True
+        m.first_flagged = flagged
+    if flagged:
+        if m.first_flag_index is None:
+            m.first_flag_index = r.index
+    else:
+        m.unflagged += 1
+        m.last_unflagged_index = r.index
+    scan.pending[_stream(r)] = (r.index, flagged)
     scan.deliveries.append(r)
+
+
+def _ack(scan: Scan, r: Rec, path: Path | str | None) -> None:
+    delivery = scan.pending.pop(_stream(r), None)
+    if delivery is None:
+        raise HistoryError(orphan_ack_message(r.value), r.line, path)
+    index, flagged = delivery
+    m = scan.messages[r.value]
+    scan.acks += 1
+    m.acked += 1
+    if not flagged:
+        m.acked_unflagged += 1
+    if m.first_acked is None or index < m.first_acked[0]:
+        m.first_acked = (index, flagged)
+    if flagged and m.first_flag_ack_index is None:
+        m.first_flag_ack_index = r.index
 
 
 def scan_lines(lines: Iterable[str], path: Path | str | None = None) -> Scan:
@@ -228,6 +283,8 @@ def scan_lines(lines: Iterable[str], path: Path | str | None = None) -> Scan:
                 _publish(scan, r, path)
             elif r.f in DELIVERY_FS and r.type == "ok":
                 _deliver(scan, r)
+            elif r.f == ACK and r.type == "ok":
+                _ack(scan, r, path)
         elif r.process == NEMESIS:
             scan.nemesis.append(NemesisOp(r.line, r.index, r.time, r.type, r.f, r.value,
                                           r.node, r.error))
@@ -244,13 +301,22 @@ def queue_facts(scan: Scan, sample_size: int) -> tuple[dict[str, int], dict[str,
     """Takes a scan. Returns the queue counts and sorted samples (see the module docstring)."""
     sets: dict[str, list[str]] = {k: [] for k in (
         "lost", "unexpected", "duplicated", "redelivered_duplicated", "unflagged_duplicated",
-        "recovered", "delivered_failed")}
+        "recovered", "delivered_failed", "lost_unacked", "unflagged_after_ack")}
     counts = dict.fromkeys(("attempt_count", "acknowledged_count", "ok_count", "fail_count",
-                            "info_count", "delivery_count"), 0)
+                            "info_count", "delivery_count", "acked_delivery_count"), 0)
+    acks = scan.acks > 0
     for mid, m in scan.messages.items():
+        if acks:
+            n, unflagged, flag_ack = m.acked, m.acked_unflagged, m.first_flag_ack_index
+            first_flagged = m.first_acked[1] if m.first_acked else None
+        else:
+            n, unflagged, flag_ack = m.deliveries, m.unflagged, m.first_flag_index
+            first_flagged = m.first_flagged
         attempted = m.inv_line is not None
-        delivered = m.deliveries > 0
+        received = m.deliveries > 0
+        delivered = n > 0
         counts["delivery_count"] += m.deliveries
+        counts["acked_delivery_count"] += n
         if attempted:
             counts["attempt_count"] += 1
             counts["acknowledged_count"] += m.outcome == "ok"
@@ -260,65 +326,32 @@ def queue_facts(scan: Scan, sample_size: int) -> tuple[dict[str, int], dict[str,
             counts["ok_count"] += 1
         if m.outcome == "ok" and not delivered:
             sets["lost"].append(mid)
-        if delivered and not attempted:
+            if received:
+                sets["lost_unacked"].append(mid)
+        if received and not attempted:
             sets["unexpected"].append(mid)
-        if attempted and m.deliveries > 1:
+        if attempted and n > 1:
             sets["duplicated"].append(mid)
-            extra_unflagged = m.unflagged - (0 if m.first_flagged else 1)
+            extra_unflagged = unflagged - (0 if first_flagged else 1)
             key = "unflagged_duplicated" if extra_unflagged > 0 else "redelivered_duplicated"
             sets[key].append(mid)
         if attempted and delivered and m.outcome in ("info", None):
             sets["recovered"].append(mid)
         if delivered and m.outcome == "fail":
             sets["delivered_failed"].append(mid)
+        if (flag_ack is not None and m.last_unflagged_index is not None
+                and m.last_unflagged_index > flag_ack):
+            sets["unflagged_after_ack"].append(mid)
     for k, ids in sets.items():
         counts[f"{k}_count"] = len(ids)
     return counts, {k: sorted_sample(ids, sample_size) for k, ids in sets.items()}
 
 
-def ordering_facts(scan: Scan, strict: bool, example_size: int, sample_size: int) -> dict[str, Any]:
-    """Takes a scan. Returns the ordering section's facts.
-
-    A stream is the deliveries of one publisher's messages (publisher and seq
-    from the delivery's fields, else parsed from its id; deliveries with
-    neither are not checked) to one consumer, a consumer being a process and a
-    consumer tag. Ordered by history index, each delivery of a stream must have
-    a seq greater than the delivery before it in that stream; a pair that does
-    not is a violation. By default redelivered deliveries are left out of the
-    streams (a requeued message legitimately comes back late). Strict mode
-    keeps them: every delivery, flagged or not, must carry a greater seq than
-    the previous delivery of that publisher to that consumer (FIFO per
-    consumer and publisher, as a single active consumer with prefetch 1 sees).
-    """
-    last: dict[tuple[int, str, int], Delivery] = {}
-    checked = violations = 0
-    affected: set[tuple[int, str]] = set()
-    examples: list[Violation] = []
-    for r in scan.deliveries:
-        if not strict and r.redelivered is True:
-            continue
-        parsed = parse_message_id(r.value)
-        pub = r.publisher if r.publisher is not None else parsed[0] if parsed else None
-        seq = r.seq if r.seq is not None else parsed[1] if parsed else None
-        if pub is None or seq is None or not isinstance(r.process, int):
-            continue
-        checked += 1
-        here = Delivery(r.value, seq, r.index, r.time, r.redelivered is True)
-        key = (r.process, r.consumer or "", pub)
-        prev = last.get(key)
-        if prev is not None and seq <= prev.seq:
-            violations += 1
-            affected.add((r.process, r.consumer or ""))
-            if len(examples) < example_size:
-                examples.append(Violation(consumer_identity(r.process, r.consumer), pub, prev, here))
-        last[key] = here
-    return {
-        "deliveries_checked": checked,
-        "violation_count": violations,
-        "consumers_affected_count": len(affected),
-        "consumers_affected": [consumer_identity(p, c) for p, c in sorted(affected)][:sample_size],
-        "examples": examples,
-    }
+def fail_reasons(scan: Scan, limit: int) -> dict[str, int]:
+    """Takes a scan and a limit. Returns the failed publishes counted by error text (top `limit`)."""
+    reasons: Counter[str | None] = Counter(
+        m.error for m in scan.messages.values() if m.inv_line is not None and m.outcome == "fail")
+    return top_reasons(reasons, limit)
 
 
 def _stats(pubs: Iterable[Message]) -> BucketStats:
@@ -371,11 +404,18 @@ def check_scan(scan: Scan, options: CheckOptions) -> dict[str, Any]:
 
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(scan, options.sample_size)
-        return queue_section(counts, samples, drain_complete(scan.harness), options)
+        return queue_section(counts, samples, drain_state(scan.harness), options,
+                             fail_reasons=fail_reasons(scan, options.sample_size),
+                             acks_recorded=scan.acks > 0)
+
+    def publish_of(mid: str) -> tuple[int | None, str | None] | None:
+        m = scan.messages.get(mid)
+        return None if m is None or m.inv_line is None else (m.inv_process, m.outcome)
 
     def ordering() -> dict[str, Any]:
         return ordering_section(options.strict_order, **ordering_facts(
-            scan, options.strict_order, options.example_size, options.sample_size))
+            scan.deliveries, options.strict_order, options.example_size, options.sample_size,
+            publish_of))
 
     return compose({
         "queue": check_safe("queue", queue),

@@ -16,9 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from checkers.explain import explanations
 from checkers.faults import FaultWindow, window_dict
-from checkers.model import ns_to_ms, share
+from checkers.model import NO_REASON, ns_to_ms, share
 from checkers.options import CheckOptions
+from checkers.phases import DrainState
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,9 @@ QUEUE_COUNTS: Final = (
     "fail_count",
     "info_count",
     "delivery_count",
+    "lost_unacked_count",
+    "unflagged_after_ack_count",
+    "acked_delivery_count",
 )
 QUEUE_SAMPLES: Final = (
     "lost",
@@ -48,6 +53,8 @@ QUEUE_SAMPLES: Final = (
     "unflagged_duplicated",
     "recovered",
     "delivered_failed",
+    "lost_unacked",
+    "unflagged_after_ack",
 )
 
 
@@ -81,45 +88,67 @@ def compose(sections: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
 def queue_section(
     counts: Mapping[str, int],
     samples: Mapping[str, list[str]],
-    drain_complete: bool,
+    drain: DrainState,
     options: CheckOptions,
+    *,
+    fail_reasons: Mapping[str, int] | None = None,
+    acks_recorded: bool = False,
 ) -> dict[str, Any]:
-    """Takes the queue counts (QUEUE_COUNTS), sorted id samples (QUEUE_SAMPLES), whether the
-    drain completed, and the options. Returns the "queue" section.
+    """Takes the queue counts (QUEUE_COUNTS), sorted id samples (QUEUE_SAMPLES), the drain's
+    outcome, the options, the failed publishes counted by error text, and whether the history
+    records acks. Returns the "queue" section.
 
-    Invalid (false) for lost, unexpected or delivered-although-failed messages,
-    and for duplicates as the options say. Without a completed drain (when
-    required) lost messages cannot be told from ones still queued, so the
-    section is then "unknown" with a reason, unless another anomaly makes it false.
+    Invalid (false) for unexpected messages, for lost ones once the drain
+    completed, and for duplicates (unflagged ones, and the unflagged-after-ack
+    ones among them, by default; flagged ones if the options say so). A
+    message delivered after its publish failed (nack) is reported, never
+    invalid. Without a completed drain (when required) lost messages cannot be
+    told from ones still queued: the section is then "unknown" with a reason,
+    unless another anomaly makes it false; with nothing lost the drain cannot
+    change the verdict, so it is not needed.
     """
     anomalies = []
     if counts["unexpected_count"]:
         anomalies.append("unexpected")
-    if counts["delivered_failed_count"]:
-        anomalies.append("delivered_failed")
     if counts["unflagged_duplicated_count"] and options.unflagged_duplicates_invalid:
         anomalies.append("unflagged_duplicated")
+    if counts["unflagged_after_ack_count"] and options.unflagged_duplicates_invalid:
+        anomalies.append("unflagged_after_ack")
     if counts["redelivered_duplicated_count"] and options.flagged_duplicates_invalid:
         anomalies.append("redelivered_duplicated")
-    drained = drain_complete or not options.require_drain
+    drained = drain.complete or not options.require_drain
     lost = counts["lost_count"] > 0
     section: dict[str, Any] = {}
     if anomalies or (lost and drained):
         valid: Valid = False
-    elif not drained:
+    elif lost:
         valid = UNKNOWN
-        section["reason"] = (
-            "the drain did not complete (no harness event phase=drain state=end): "
-            "lost messages cannot be told from messages still queued"
-        )
+        section["reason"] = (f"{drain.reason}: lost messages cannot be told from messages still "
+                             f"queued")
     else:
         valid = True
+    if counts["lost_unacked_count"]:
+        anomalies.insert(0, "lost_unacked")
     if lost:
         anomalies.insert(0, "lost")
-    section = {"valid": valid, **section, "anomalies": anomalies, "drain_complete": drain_complete}
+    section = {"valid": valid, **section, "anomalies": anomalies,
+               "drain_complete": drain.complete, "drain_reason": drain.reason,
+               "acks_recorded": acks_recorded}
     section.update({k: int(counts[k]) for k in QUEUE_COUNTS})
     section.update({k: list(samples.get(k, [])) for k in QUEUE_SAMPLES})
+    section["fail_reasons"] = dict(fail_reasons or {})
+    section["explanations"] = explanations(counts, samples, drain.complete)
     return section
+
+
+def top_reasons(reasons: Mapping[str | None, int], limit: int) -> dict[str, int]:
+    """Takes counts by error text (None for none) and a limit. Returns the `limit` most
+    frequent, most frequent first (ties by text), None named NO_REASON."""
+    named: dict[str, int] = {}
+    for k, n in reasons.items():
+        key = NO_REASON if k is None else k
+        named[key] = named.get(key, 0) + int(n)
+    return dict(sorted(named.items(), key=lambda kv: (-kv[1], kv[0]))[:limit])
 
 
 @dataclass(frozen=True)
@@ -140,7 +169,8 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Violation:
-    """Two deliveries of one publisher's messages to one consumer, the later with a seq not greater."""
+    """Two deliveries of one publisher's messages in one stream (checkers.ordering), out of order.
+    `consumer` is the later delivery's consumer."""
 
     consumer: str
     publisher: int
@@ -161,8 +191,13 @@ def ordering_section(
     consumers_affected_count: int,
     consumers_affected: list[str],
     examples: list[Violation],
+    flagged_violation_count: int = 0,
+    flagged_examples: Sequence[Violation] = (),
+    unconfirmed_reorder_count: int = 0,
+    unconfirmed_examples: Sequence[Violation] = (),
 ) -> dict[str, Any]:
-    """Takes the ordering facts. Returns the "ordering" section (valid iff no violation)."""
+    """Takes the ordering facts (checkers.ordering defines them). Returns the "ordering" section,
+    valid iff violation_count is zero."""
     return {
         "valid": violation_count == 0,
         "strict": strict,
@@ -171,6 +206,10 @@ def ordering_section(
         "consumers_affected_count": consumers_affected_count,
         "consumers_affected": consumers_affected,
         "examples": [v.as_dict() for v in examples],
+        "flagged_violation_count": flagged_violation_count,
+        "flagged_examples": [v.as_dict() for v in flagged_examples],
+        "unconfirmed_reorder_count": unconfirmed_reorder_count,
+        "unconfirmed_examples": [v.as_dict() for v in unconfirmed_examples],
     }
 
 

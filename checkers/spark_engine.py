@@ -1,10 +1,11 @@
 """The Spark engine: checks a history of any size, collecting only aggregates and bounded samples.
 
 Steps: parse once (Parquet, or an in-memory cache for small histories),
-summarize per split, find the first line breaking the contract (raising
-HistoryError naming it), build the per-message table, then the three
-sections, each guarded so that one failing checker leaves the others'
-verdicts (Jepsen's compose).
+summarize per split (which also says whether the history records acks), build
+the per-message table (pairing acks with deliveries only when there are
+acks), find the first line breaking the contract (raising HistoryError naming
+it), then the three sections, each guarded so that one failing checker leaves
+the others' verdicts (Jepsen's compose).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pyspark.sql import functions as F
 from checkers.faults import NemesisOp, fault_windows, pairing_problem
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
-from checkers.phases import HarnessEvent, drain_complete, main_phase
+from checkers.phases import HarnessEvent, drain_state, main_phase
 from checkers.results import check_safe, compose, ordering_section, queue_section
 from checkers.spark_io import (
     CODE_NAMES,
@@ -41,7 +42,13 @@ from checkers.spark_io import (
 )
 from checkers.spark_order import ordering_facts
 from checkers.spark_perf import perf_facts
-from checkers.spark_queue import messages, publish_problem, queue_facts
+from checkers.spark_queue import (
+    ack_problem,
+    fail_reasons,
+    messages,
+    publish_problem,
+    queue_facts,
+)
 from checkers.spark_session import session
 
 log = logging.getLogger(__name__)
@@ -98,10 +105,12 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     t0 = time.monotonic()
     small = h.mode == "memory" and path.is_file() and path.stat().st_size <= PARALLEL_LIMIT
     workers = PARALLEL if small else 1
-    summary, (nemesis, harness), msgs = run_all([
-        lambda: summarize(h),
+    # First: whether the history records acks decides how the message table is built.
+    summary = summarize(h)
+    acks = summary.acks > 0
+    (nemesis, harness), msgs = run_all([
         lambda: side_ops(h),
-        lambda: _materialize(spark, messages(h), h, work, "messages"),
+        lambda: _materialize(spark, messages(h, acks), h, work, "messages"),
     ], workers)
     log.info("summarized %d ops and built the message table in %.1fs", summary.ops,
              time.monotonic() - t0)
@@ -111,7 +120,8 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     if bad:
         problems.append((min(bad), row_problem_at(h, min(bad))))
     for p in run_all([lambda: first_index_problem(h, summary),
-                      lambda: publish_problem(h, msgs)], workers):
+                      lambda: publish_problem(h, msgs),
+                      lambda: ack_problem(msgs) if acks else None], workers):
         if p is not None:
             problems.append(p)
     nem = pairing_problem(nemesis)
@@ -125,10 +135,12 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
 
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(msgs, options.sample_size)
-        return queue_section(counts, samples, drain_complete(harness), options)
+        reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
+        return queue_section(counts, samples, drain_state(harness), options,
+                             fail_reasons=reasons, acks_recorded=acks)
 
     def ordering() -> dict[str, Any]:
-        facts = ordering_facts(h, options.strict_order, options.example_size,
+        facts = ordering_facts(h, msgs, options.strict_order, options.example_size,
                                options.sample_size)
         return ordering_section(options.strict_order, **facts)
 

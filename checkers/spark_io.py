@@ -37,6 +37,7 @@ from pyspark.sql import types as T
 
 from checkers.errors import HistoryError
 from checkers.model import (
+    ACK,
     DELIVERY_FS,
     HARNESS,
     MESSAGE_ID_PATTERN,
@@ -106,10 +107,10 @@ def read_jsonl(spark: SparkSession, path: Path) -> DataFrame:
 
 
 # Row classes and outcome codes, computed once when the history is parsed.
-PUBLISH_ROW, DELIVERY_ROW = 1, 2
+PUBLISH_ROW, DELIVERY_ROW, ACK_ROW = 1, 2, 3
 CODE_NAMES = {v: k for k, v in OUTCOME_CODES.items()}
 PREPARED = ("_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem", "proc",
-            "f", "node", "error", "consumer", "pub", "seq", "redelivered")
+            "f", "node", "error", "consumer", "pub", "seq", "redelivered", "reason")
 
 
 def _problem(pid: Column, code: Column) -> Column:
@@ -125,7 +126,9 @@ def _problem(pid: Column, code: Column) -> Column:
             .when(client & (F.col("f") == PUBLISH) & F.col("value").isNull(),
                   F.lit("publish without a message id (value)"))
             .when(client & F.col("f").isin(*DELIVERY_FS) & (code == OUTCOME_CODES["ok"])
-                  & F.col("value").isNull(), F.lit("delivery without a message id (value)")))
+                  & F.col("value").isNull(), F.lit("delivery without a message id (value)"))
+            .when(client & (F.col("f") == ACK) & (code == OUTCOME_CODES["ok"])
+                  & F.col("value").isNull(), F.lit("ack without a message id (value)")))
 
 
 def _from_id(group: int) -> Column:
@@ -137,11 +140,12 @@ def prepare(raw: DataFrame) -> DataFrame:
     """Takes parsed rows (SCHEMA plus _block, _pos). Returns the columns the checks read (PREPARED).
 
     Per row: its outcome `code` (invoke 0, ok 1, fail 2, info 3), client process
-    number `pid`, class `cls` (publish op, delivery, or null), and `problem`
+    number `pid`, class `cls` (publish op, delivery, ack, or null), and `problem`
     (null if fine). Fields only some rows need are kept only there, null (and
     nearly free in Parquet) elsewhere: `proc`, `f`, `node`, `error` for
-    nemesis and harness ops; `consumer`, `pub`, `seq` (from the fields, else
-    the id), `redelivered` for deliveries.
+    nemesis and harness ops; `consumer` for deliveries and acks; `pub`, `seq`
+    (from the fields, else the id), `redelivered` for deliveries; `reason`
+    (the error text) for failed publish completions.
     """
     pid = F.when(F.col("process").rlike(PROCESS_INT_PATTERN), F.col("process").try_cast("bigint"))
     code = F.when(F.col("type") == "invoke", F.lit(0))
@@ -150,12 +154,14 @@ def prepare(raw: DataFrame) -> DataFrame:
     staged = raw.select("*", pid.alias("pid"), code.alias("code"))
     problem = _problem(F.col("pid"), F.col("code"))
     client = F.col("pid").isNotNull() & F.col("value").isNotNull() & problem.isNull()
+    ok = F.col("code") == OUTCOME_CODES["ok"]
     cls = (F.when(client & (F.col("f") == PUBLISH), F.lit(PUBLISH_ROW))
-           .when(client & F.col("f").isin(*DELIVERY_FS) & (F.col("code") == OUTCOME_CODES["ok"]),
-                 F.lit(DELIVERY_ROW)))
+           .when(client & F.col("f").isin(*DELIVERY_FS) & ok, F.lit(DELIVERY_ROW))
+           .when(client & (F.col("f") == ACK) & ok, F.lit(ACK_ROW)))
     classed = staged.select("*", cls.alias("cls"), problem.alias("problem"))
     side = F.col("pid").isNull()
     dlv = F.col("cls") == DELIVERY_ROW
+    failed = (F.col("cls") == PUBLISH_ROW) & (F.col("code") == OUTCOME_CODES["fail"])
 
     def only(cond: Column, col: str | Column) -> Column:
         return F.when(cond, F.col(col) if isinstance(col, str) else col)
@@ -164,10 +170,12 @@ def prepare(raw: DataFrame) -> DataFrame:
         "_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem",
         only(side, "process").alias("proc"), only(side, "f").alias("f"),
         only(side, "node").alias("node"), only(side, "error").alias("error"),
-        only(dlv, F.coalesce(F.col("consumer"), F.lit(""))).alias("consumer"),
+        only(dlv | (F.col("cls") == ACK_ROW),
+             F.coalesce(F.col("consumer"), F.lit(""))).alias("consumer"),
         only(dlv, F.coalesce(F.col("publisher"), _from_id(1))).alias("pub"),
         only(dlv, F.coalesce(F.col("seq"), _from_id(2))).alias("seq"),
         only(dlv, F.coalesce(F.col("redelivered"), F.lit(False))).alias("redelivered"),
+        only(failed, "error").alias("reason"),
     )
 
 
@@ -207,7 +215,8 @@ def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int) -> 
         df = spark.read.parquet(str(path))
         missing = set(PREPARED) - set(df.columns)
         if missing:
-            raise HistoryError(f"not a checkers Parquet history: no columns {sorted(missing)}",
+            raise HistoryError(f"not a checkers Parquet history: no columns {sorted(missing)} "
+                               f"(one converted by an older version? convert it again)",
                                None, path)
         return History(df, src if src and src.exists() else None, meta.get("split_confs", {}),
                        mode="parquet")
@@ -238,6 +247,11 @@ def is_delivery() -> Column:
     return F.col("cls") == DELIVERY_ROW
 
 
+def is_ack() -> Column:
+    """Returns whether a row is an ack (client, ok, f ack, with an id)."""
+    return F.col("cls") == ACK_ROW
+
+
 # -- input checks ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -263,10 +277,12 @@ class Summary:
     min_time: int | None
     max_time: int | None
     blocks: list[BlockStats]
+    acks: int = 0
 
 
 def summarize(h: History) -> Summary:
-    """Takes a History. Returns per-split stats and the time range, in one aggregate pass."""
+    """Takes a History. Returns per-split stats, the time range and the number of acks, in one
+    aggregate pass."""
     with_index = F.col("index").isNotNull()
     rows = (h.df.groupBy("_block").agg(
         F.count(F.lit(1)).alias("rows"),
@@ -278,6 +294,7 @@ def summarize(h: History) -> Summary:
         F.max(F.col("index") - F.col("_pos")).alias("hi_shift"),
         F.min("time").alias("min_time"),
         F.max("time").alias("max_time"),
+        F.count_if(F.col("cls") == ACK_ROW).alias("acks"),
     ).collect())
     blocks = sorted((BlockStats(r["_block"], r["rows"], r["first_loc"], r["first_index"],
                                 r["last_index"], r["bad_loc"], r["lo_shift"] == r["hi_shift"])
@@ -286,7 +303,7 @@ def summarize(h: History) -> Summary:
     mins = [r["min_time"] for r in rows if r["min_time"] is not None]
     maxs = [r["max_time"] for r in rows if r["max_time"] is not None]
     return Summary(sum(b.rows for b in blocks), min(mins) if mins else None,
-                   max(maxs) if maxs else None, blocks)
+                   max(maxs) if maxs else None, blocks, sum(r["acks"] for r in rows))
 
 
 def first_index_problem(h: History, summary: Summary) -> tuple[int, str] | None:

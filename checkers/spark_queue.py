@@ -1,14 +1,17 @@
 """The queue checks in Spark: one row per message id, then Jepsen's total-queue counts over it.
 
-`messages` groups publish ops and deliveries by message id in one shuffle
-(every aggregate has a fixed-width buffer, so Spark keeps a hash aggregate):
-how often the id was invoked and completed, the first invocation's and
-completion's process, time and outcome, how often it was delivered, how many
-of those lacked the redelivered flag, and whether the first delivery had it.
-`publish_problem` finds a publish whose completion has no invocation (or a
-second one, or comes from another process), `queue_facts` computes the counts
-and bounded, sorted samples of the reference's definitions
-(checkers.reference).
+`messages` brings every publish op and delivery of a message id together in
+one shuffle and reduces them with plain min/max/count aggregates (fixed-width
+buffers, so Spark keeps a hash aggregate): how often the id was invoked and
+completed, the first invocation's and completion's process, time and outcome,
+how often it was delivered and acked, with and without the redelivered flag,
+which delivery came (or was acked) first, where the first flagged ack and the
+last unflagged delivery are. A history that records acks also brings its acks
+along, and the id's rows are sorted by consumer stream so that a window pairs
+each ack with the delivery right before it (the one sort the queue check
+pays, and only then). `publish_problem` and `ack_problem` find a publish or
+an ack breaking the contract, `queue_facts` computes the counts and bounded,
+sorted samples of the reference's definitions (checkers.reference).
 """
 
 from __future__ import annotations
@@ -19,47 +22,101 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from checkers.model import MESSAGE_ID_PATTERN, OUTCOME_CODES
-from checkers.spark_io import CODE_NAMES, History, is_delivery, is_publish, loc
+from checkers.errors import orphan_ack_message
+from checkers.model import MESSAGE_ID_PATTERN, NO_REASON, OUTCOME_CODES
+from checkers.spark_io import (
+    ACK_ROW,
+    CODE_NAMES,
+    DELIVERY_ROW,
+    History,
+    is_ack,
+    is_delivery,
+    is_publish,
+    loc,
+)
 
 log = logging.getLogger(__name__)
 
 OK, FAIL, INFO = OUTCOME_CODES["ok"], OUTCOME_CODES["fail"], OUTCOME_CODES["info"]
 
 
-def messages(h: History) -> DataFrame:
-    """Takes a History. Returns one row per message id (published or delivered), lazily.
+def messages(h: History, acks: bool) -> DataFrame:
+    """Takes a History and whether it records acks. Returns one row per message id (published,
+    delivered or acked), lazily.
 
-    Plain min/max/count aggregates only (fast, compiled hash aggregation).
     Where an id has one invocation and at most one completion, as in any
-    valid history, they are that op's values; otherwise `problem_at` is set
-    and `publish_problem` re-reads the id op by op. Bits ride in the low bit of
-    a min: whether the id's first publish op is a completion, and whether its
-    first delivery was flagged redelivered.
+    valid history, the publish columns are that op's values; otherwise
+    `problem_at` is set and `publish_problem` re-reads the id op by op. With
+    acks, the id's rows are sorted by consumer stream (process, consumer tag;
+    publish ops, which have no tag, come first) and position: an ack is paired
+    with the row before it, which must be a delivery of its stream (else
+    `orphan_at` is the ack's position), and a delivery is acked iff the row
+    after it is an ack of its stream. Without acks every delivery is acked,
+    at its own position, and no sort is needed. Bits ride in the low bit of a
+    min: whether the id's first publish op is a completion, and whether its
+    first (acked) delivery was flagged redelivered.
     """
-    pub = is_publish()
-    dlv = is_delivery()
+    pub, dlv, flag = is_publish(), is_delivery(), F.col("redelivered")
+    cols: list[Column | str] = [F.col("value").alias("id"), "cls", "code", "pid", "time",
+                                "consumer", "redelivered", loc().alias("loc")]
+    if acks:
+        w = Window.partitionBy("id").orderBy("pid", "consumer", "loc")
+        near = {f"n_{c}": F.lead(c).over(w) for c in ("cls", "pid", "consumer", "loc")}
+        near.update({f"p_{c}": F.lag(c).over(w) for c in ("cls", "pid", "consumer")})
+        rows = (h.df.where(pub | dlv | is_ack()).select(*cols)
+                .select("*", *[c.alias(k) for k, c in near.items()]))
+
+        def neighbour_is(p: str, cls: int) -> Column:
+            return F.coalesce((F.col(f"{p}_cls") == cls) & (F.col(f"{p}_pid") == F.col("pid"))
+                              & (F.col(f"{p}_consumer") == F.col("consumer")), F.lit(False))
+
+        acked = dlv & neighbour_is("n", ACK_ROW)
+        orphan = is_ack() & ~neighbour_is("p", DELIVERY_ROW)
+        ack_loc = F.col("n_loc")
+    else:
+        rows = h.df.where(pub | dlv).select(*cols)
+        acked, orphan, ack_loc = dlv, F.lit(False), F.col("loc")
+    at = F.col("loc")
     inv = pub & (F.col("code") == 0)
     comp = pub & (F.col("code") > 0)
+    low_flag = at * 2 + flag.cast("long")
 
     def when(cond: Column, col: str | Column) -> Column:
         return F.when(cond, F.col(col) if isinstance(col, str) else col)
 
-    agg = h.df.where(pub | dlv).groupBy(F.col("value").alias("id")).agg(
+    aggs = [
         F.count_if(pub).alias("n_pub"),
         F.count_if(inv).alias("n_inv"),
-        F.min(when(pub, loc() * 2 + comp.cast("long"))).alias("first_pub"),
+        F.min(when(pub, at * 2 + comp.cast("long"))).alias("first_pub"),
         F.min(when(pub, "pid")).alias("pid_min"),
         F.max(when(pub, "pid")).alias("pid_max"),
         F.min(when(inv, "time")).alias("inv_time"),
         F.min(when(comp, "time")).alias("comp_time"),
         F.min(when(comp, "code")).alias("comp_code"),
         F.count_if(dlv).alias("n_del"),
-        F.count_if(dlv & ~F.col("redelivered")).alias("n_unflagged"),
-        (F.min(when(dlv, loc() * 2 + F.col("redelivered").cast("long"))) % 2).alias("first_flag"),
-    )
-    return agg.select("id", "n_inv", "comp_code", "inv_time", "comp_time", "n_del",
-                      "n_unflagged", "first_flag", problem_loc().alias("problem_at"))
+        F.count_if(dlv & ~flag).alias("n_unflagged"),
+        (F.min(when(dlv, low_flag)) % 2).alias("first_flag"),
+        F.min(when(dlv & flag, at)).alias("first_flag_loc"),
+        F.max(when(dlv & ~flag, at)).alias("last_unflagged_loc"),
+    ]
+    same = {"n_acked": "n_del", "n_acked_unflagged": "n_unflagged",
+            "first_acked_flag": "first_flag", "first_flag_ack_loc": "first_flag_loc"}
+    if acks:
+        aggs += [
+            F.count_if(acked).alias("n_acked"),
+            F.count_if(acked & ~flag).alias("n_acked_unflagged"),
+            (F.min(when(acked, low_flag)) % 2).alias("first_acked_flag"),
+            F.min(when(acked & flag, ack_loc)).alias("first_flag_ack_loc"),
+            F.min(when(orphan, at)).alias("orphan_at"),
+        ]
+        acked_cols = [F.col(c) for c in (*same, "orphan_at")]
+    else:
+        acked_cols = [*(F.col(v).alias(k) for k, v in same.items()),
+                      F.lit(None).cast("long").alias("orphan_at")]
+    return rows.groupBy("id").agg(*aggs).select(
+        "id", "n_inv", "comp_code", "inv_time", "comp_time", F.col("pid_min").alias("inv_pid"),
+        "n_del", "n_unflagged", "first_flag", "first_flag_loc", "last_unflagged_loc",
+        *acked_cols, problem_loc().alias("problem_at"))
 
 
 def problem_loc() -> Column:
@@ -123,30 +180,39 @@ def sequence_problem(mid: str, ops: list[tuple[int, str, int]]) -> tuple[int, st
 
 
 def _flags() -> dict[str, Column]:
+    """Returns, per kind, whether a message row is one (the reference's definitions)."""
     attempted = F.col("n_inv") > 0
-    delivered = F.col("n_del") > 0
+    received = F.col("n_del") > 0
+    n = F.col("n_acked")
+    unflagged = F.col("n_acked_unflagged")
+    first_flag = F.col("first_acked_flag")
+    flag_ack = F.col("first_flag_ack_loc")
+    delivered = n > 0
     code = F.col("comp_code")
     unknown = code.isNull() | (code == INFO)
-    dup = attempted & (F.col("n_del") > 1)
-    extra_unflagged = F.col("n_unflagged") - F.when(F.col("first_flag") == 1, 0).otherwise(1)
+    dup = attempted & (n > 1)
+    extra_unflagged = unflagged - F.when(first_flag == 1, 0).otherwise(1)
+    lost = (code == OK) & ~delivered
     return {
         "attempt": attempted,
         "acknowledged": attempted & (code == OK),
         "fail": attempted & (code == FAIL),
         "info": attempted & unknown,
         "ok": attempted & delivered,
-        "lost": (code == OK) & ~delivered,
-        "unexpected": delivered & ~attempted,
+        "lost": lost,
+        "unexpected": received & ~attempted,
         "duplicated": dup,
         "redelivered_duplicated": dup & (extra_unflagged <= 0),
         "unflagged_duplicated": dup & (extra_unflagged > 0),
         "recovered": attempted & delivered & unknown,
         "delivered_failed": delivered & (code == FAIL),
+        "lost_unacked": lost & received,
+        "unflagged_after_ack": F.coalesce(F.col("last_unflagged_loc") > flag_ack, F.lit(False)),
     }
 
 
 SAMPLED = ("lost", "unexpected", "duplicated", "redelivered_duplicated", "unflagged_duplicated",
-           "recovered", "delivered_failed")
+           "recovered", "delivered_failed", "lost_unacked", "unflagged_after_ack")
 
 
 def id_order() -> list[Column]:
@@ -165,6 +231,7 @@ def queue_facts(msgs: DataFrame, sample_size: int) -> tuple[dict[str, int], dict
     flags = _flags()
     aggs = [F.count_if(c).alias(f"{k}_count") for k, c in flags.items()]
     aggs.append(F.coalesce(F.sum("n_del"), F.lit(0)).alias("delivery_count"))
+    aggs.append(F.coalesce(F.sum("n_acked"), F.lit(0)).alias("acked_delivery_count"))
     row = msgs.agg(*aggs).collect()[0].asDict()
     counts = {k: int(v or 0) for k, v in row.items()}
     kinds = [k for k in SAMPLED if counts[f"{k}_count"] > 0] if sample_size else []
@@ -180,3 +247,25 @@ def queue_facts(msgs: DataFrame, sample_size: int) -> tuple[dict[str, int], dict
         for r in sorted(rows, key=lambda r: r["rn"]):
             samples[r["kind"]].append(r["id"])
     return counts, samples
+
+
+def fail_reasons(h: History, limit: int) -> dict[str, int]:
+    """Takes a History and a limit. Returns the failed publishes counted by error text, the
+    `limit` most frequent, most frequent first (as `results.top_reasons` orders them)."""
+    if limit <= 0:
+        return {}
+    reason = F.coalesce(F.col("reason"), F.lit(NO_REASON)).alias("r")
+    rows = (h.df.where(is_publish() & (F.col("code") == FAIL)).groupBy(reason)
+            .agg(F.count(F.lit(1)).alias("n"))
+            .orderBy(F.col("n").desc(), F.col("r")).limit(limit).collect())
+    return {r["r"]: int(r["n"]) for r in rows}
+
+
+def ack_problem(msgs: DataFrame) -> tuple[int, str] | None:
+    """Takes the messages table. Returns (loc, message) of the first ack without an
+    unacknowledged delivery before it in its stream, or None."""
+    rows = (msgs.where(F.col("orphan_at").isNotNull()).select("id", "orphan_at")
+            .orderBy("orphan_at").limit(1).collect())
+    if not rows:
+        return None
+    return rows[0]["orphan_at"], orphan_ack_message(rows[0]["id"])

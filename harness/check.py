@@ -4,7 +4,10 @@
 call, so a re-check reproduces the same results. Besides the checkers'
 sections it adds a `run` section: a run that was interrupted, failed, or
 whose cluster never recovered cannot vouch for its history, so that section
-is "unknown" and the whole verdict can be no better.
+is "unknown" (naming the nodes that stayed unhealthy) and the whole verdict
+can be no better. The drain is not the run section's business: the queue
+section reads the drain's end from the history, and an incomplete drain only
+matters there, when something would otherwise be called lost.
 """
 
 from __future__ import annotations
@@ -28,8 +31,37 @@ def compose_valid(sections: dict[str, Any]) -> bool | str:
     return True
 
 
+def unhealthy_nodes(last_status: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Takes recovery's last status of every node (test.json: recovery.last_status). Returns the
+    nodes that were not whole, each {"node": name, "why": ...}: not running, party to a
+    partition (by the union of every node's view), or not seeing every node running."""
+    names = {str(s.get("node")) for s in last_status}
+    peers: dict[str, set[str]] = {}
+    for s in last_status:
+        for a, others in (s.get("partitions") or {}).items():
+            for b in others:
+                peers.setdefault(str(a), set()).add(str(b))
+                peers.setdefault(str(b), set()).add(str(a))
+    out = []
+    for s in last_status:
+        node = str(s.get("node"))
+        seen = {str(n) for n in s.get("running_nodes") or []}
+        if not s.get("running"):
+            why = f"not running: {s['error']}" if s.get("error") else "not running"
+        elif peers.get(node):
+            why = f"partitioned from {', '.join(sorted(peers[node]))}"
+        elif not seen >= names:
+            why = f"sees only {', '.join(sorted(seen)) or 'no node'} running"
+        else:
+            continue
+        out.append({"node": node, "why": why})
+    return out
+
+
 def run_section(test_info: dict[str, Any] | None) -> dict[str, Any]:
-    """Takes test.json's content (or None). Returns the `run` results section."""
+    """Takes test.json's content (or None). Returns the `run` results section: "unknown" for an
+    interrupted or failed run, or a cluster that never recovered (`unhealthy_nodes` names its
+    nodes), else true."""
     if not test_info:
         return {"valid": "unknown", "reason": "no test.json"}
     problems = []
@@ -38,15 +70,18 @@ def run_section(test_info: dict[str, Any] | None) -> dict[str, Any]:
     if test_info.get("error"):
         problems.append(f"run error: {test_info['error']}")
     rec = test_info.get("recovery") or {}
+    unhealthy: list[dict[str, str]] = []
     if rec and not rec.get("healthy"):
-        problems.append("cluster did not recover after the faults")
-    drain = test_info.get("drain") or {}
-    if drain and not drain.get("complete"):
-        problems.append("drain did not complete")
+        unhealthy = unhealthy_nodes(rec.get("last_status") or [])
+        named = "; ".join(f"{u['node']} {u['why']}" for u in unhealthy)
+        problems.append("cluster did not recover after the faults"
+                        + (f" ({named}): what the history says of messages on those nodes "
+                           f"cannot be trusted" if named else ""))
     return {
         "valid": "unknown" if problems else True,
         "problems": problems,
         "recovery_actions": len(rec.get("actions", [])) if rec else 0,
+        "unhealthy_nodes": unhealthy,
     }
 
 

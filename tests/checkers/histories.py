@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.history import HARNESS, NEMESIS, HistoryWriter, Op
+from history import HARNESS, NEMESIS, HistoryWriter, Op
 
 MS = 1_000_000
 
@@ -66,20 +66,37 @@ class Builder:
                        node="n1", queue="q", publisher=pub, seq=seq, phase="main",
                        error=None if type_ == "ok" else "test")
 
-    def publish(self, process: int, seq: int, type_: str = "ok") -> None:
-        """Appends a publish invocation and its completion."""
-        self.invoke(process, seq)
-        self.complete(process, seq, type_)
+    def publish(self, process: int, seq: int, type_: str = "ok",
+                publisher: int | None = None, error: str | None = None) -> None:
+        """Appends a publish invocation and its completion (`error` overrides the fail/info text)."""
+        self.invoke(process, seq, publisher)
+        if error is None:
+            self.complete(process, seq, type_, publisher)
+            return
+        pub = process if publisher is None else publisher
+        self.op(type=type_, process=process, f="publish", value=f"{pub}-{seq}", node="n1",
+                queue="q", publisher=pub, seq=seq, phase="main", error=error)
 
     def deliver(self, process: int, mid: str, consumer: str | None = None,
                 redelivered: bool = False, f: str = "consume") -> Op:
         """Appends a delivery of `mid` to consumer `process` (tag defaults to "c<process>")."""
-        parts = mid.split("-")
-        pub, seq = (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(
-            p.isdigit() for p in parts) else (None, None)
+        pub, seq = _parse(mid)
         return self.op(type="ok", process=process, f=f, value=mid, node="n2", queue="q",
                        publisher=pub, seq=seq, consumer=consumer or f"c{process}",
                        redelivered=redelivered, phase="drain" if f == "drain" else "main")
+
+    def ack(self, process: int, mid: str, consumer: str | None = None,
+            phase: str = "main") -> Op:
+        """Appends the consumer's ack of its latest delivery of `mid` (same tag default)."""
+        pub, seq = _parse(mid)
+        return self.op(type="ok", process=process, f="ack", value=mid, node="n2", queue="q",
+                       publisher=pub, seq=seq, consumer=consumer or f"c{process}", phase=phase)
+
+    def consume(self, process: int, mid: str, consumer: str | None = None,
+                redelivered: bool = False, f: str = "consume") -> None:
+        """Appends a delivery and its ack, as a consumer acking each delivery records them."""
+        self.deliver(process, mid, consumer, redelivered, f)
+        self.ack(process, mid, consumer, "drain" if f == "drain" else "main")
 
     def nemesis(self, f: str, value: Any = None, node: str | None = None) -> None:
         """Appends a nemesis invoke and its info completion."""
@@ -95,6 +112,25 @@ class Builder:
         """Appends the drain phase's start and end events."""
         self.phase("drain", "start")
         self.phase("drain", "end")
+
+    def drain_end(self, state: str = "end", complete: bool | None = None,
+                  reason: str | None = None) -> None:
+        """Appends a drain start and an end event as the runner writes them: with `complete` and
+        `reason` when given."""
+        self.phase("drain", "start")
+        value: dict[str, Any] = {"phase": "drain", "state": state}
+        if complete is not None:
+            value["complete"] = complete
+        if reason is not None:
+            value["reason"] = reason
+        self.op(type="info", process=HARNESS, f="phase", value=value)
+
+
+def _parse(mid: str) -> tuple[int | None, int | None]:
+    parts = mid.split("-")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        return int(parts[0]), int(parts[1])
+    return None, None
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:

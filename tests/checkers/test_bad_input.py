@@ -27,6 +27,10 @@ def pub(index: int, seq: int, type_: str, process: int = 1) -> str:
 
 GOOD = [pub(0, 0, "invoke"), pub(1, 0, "ok")]
 
+
+def dlv(index: int, mid: str, process: int = 5, consumer: str = "c5", f: str = "consume") -> str:
+    return op(index, "ok", process, f, mid, consumer=consumer, redelivered=False)
+
 # (name, lines, offending line, words of the message)
 CASES: list[tuple[str, list[str], int, str]] = [
     ("malformed json", [*GOOD, '{"index": 2, "type": '], 3, ""),
@@ -53,12 +57,27 @@ CASES: list[tuple[str, list[str], int, str]] = [
     ("nemesis completion without invocation", [*GOOD, op(2, "info", "nemesis", "kill",
                                                          {"nodes": ["n1"]})], 3, "nemesis"),
     ("blank lines count", ["", *GOOD, "   ", "", pub(2, 9, "ok")], 6, "without its invocation"),
+    ("ack without delivery", [*GOOD, dlv(2, "1-0"), op(3, "ok", 5, "ack", "1-7", consumer="c5")],
+     4, "without an unacknowledged delivery"),
+    ("ack twice", [*GOOD, dlv(2, "1-0"), op(3, "ok", 5, "ack", "1-0", consumer="c5"),
+                   op(4, "ok", 5, "ack", "1-0", consumer="c5")], 5,
+     "without an unacknowledged delivery"),
+    ("ack by another consumer", [*GOOD, dlv(2, "1-0"), op(3, "ok", 6, "ack", "1-0",
+                                                          consumer="c6")], 4, "ack of '1-0'"),
+    ("ack on another channel", [*GOOD, dlv(2, "1-0"), op(3, "ok", 5, "ack", "1-0",
+                                                         consumer="other")], 4, "ack of '1-0'"),
+    ("ack before its delivery", [*GOOD, op(2, "ok", 5, "ack", "1-0", consumer="c5"),
+                                 dlv(3, "1-0")], 3, "without an unacknowledged delivery"),
+    ("ack without id", [*GOOD, dlv(2, "1-0"), op(3, "ok", 5, "ack", None, consumer="c5")], 4,
+     "ack without a message id"),
 ]
 
 
 SPARK_CASES = ("malformed json", "unknown op type", "unknown process", "index goes back",
                "completion without invocation", "published twice",
-               "nemesis completion without invocation", "blank lines count")
+               "nemesis completion without invocation", "blank lines count",
+               "ack without delivery", "ack twice", "ack by another consumer",
+               "ack before its delivery", "ack without id")
 
 
 def reference(path: Path) -> dict[str, Any]:

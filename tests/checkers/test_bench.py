@@ -5,17 +5,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from checkers import bench
 from checkers.reference import check_file
 
 
-def test_generated_history_is_consecutive_and_valid(tmp_path: Path) -> None:
-    path, _ = bench.generate(30_300, tmp_path / "h.jsonl", workers=1)
+@pytest.mark.parametrize("acks", [True, False])
+def test_generated_history_is_consecutive_and_valid(tmp_path: Path, acks: bool) -> None:
+    path, _ = bench.generate(30_300, tmp_path / "h.jsonl", workers=1, acks=acks)
     lines = path.read_text().splitlines()
     assert [json.loads(x)["index"] for x in lines] == list(range(len(lines)))
     assert bench.count_ops(path) == len(lines)
+    assert abs(len(lines) - 30_300) < 400
     r = check_file(path)
     assert r["valid"] is True
-    assert r["queue"]["attempt_count"] == bench.messages_for(30_300)
-    assert r["queue"]["redelivered_duplicated_count"] == 2
-    assert len(r["perf"]["windows"]) == 10
+    q = r["queue"]
+    assert q["attempt_count"] == bench.messages_for(30_300, acks)
+    assert q["acks_recorded"] is acks and q["acked_delivery_count"] == q["delivery_count"]
+    assert q["redelivered_duplicated_count"] == (q["attempt_count"] + 9999) // 10000
+    assert q["fail_reasons"] == {"x": q["fail_count"]}
+    m = q["attempt_count"]
+    assert len(r["perf"]["windows"]) == -(-m // max(m // 10, 2))  # one per period started

@@ -42,13 +42,34 @@ def test_invalid_history_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_unknown_exits_2_and_options_apply(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "h.jsonl"
-    with Builder(p) as b:
+    with Builder(p) as b:  # no drain: 1-1 may still be queued
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.deliver(2, "1-0")
+    assert run([str(p)], capsys)[0] == 2
+    assert run([str(p), "--no-require-drain"], capsys)[0] == 1
+    q = tmp_path / "q.jsonl"
+    with Builder(q) as b:  # no drain, but nothing to call lost
         b.publish(1, 0)
         b.deliver(2, "1-0")
         b.deliver(3, "1-0", redelivered=True)
-    assert run([str(p)], capsys)[0] == 2
-    assert run([str(p), "--no-require-drain"], capsys)[0] == 0
-    assert run([str(p), "--no-require-drain", "--flagged-duplicates-invalid"], capsys)[0] == 1
+    assert run([str(q)], capsys)[0] == 0
+    assert run([str(q), "--flagged-duplicates-invalid"], capsys)[0] == 1
+
+
+def test_verdict_line_names_the_new_classes(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.publish(1, 1, "fail", error="nack")
+        b.deliver(2, "1-0")
+        b.consume(2, "1-1")
+        b.drained()
+    code, line, _ = run([str(p)], capsys)
+    assert code == 1
+    assert "lost 1 [1 unacked]" in line and "delivered after nack 1" in line
+    assert "unflagged after ack 0" in line
 
 
 def test_bad_history_exits_2_naming_the_line(tmp_path: Path,

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from checkers.options import CheckOptions
+from checkers.phases import DrainState
 from checkers.results import (
     QUEUE_COUNTS,
     Gap,
@@ -15,6 +16,7 @@ from checkers.results import (
     longest_gap,
     merge_valid,
     queue_section,
+    top_reasons,
 )
 
 
@@ -49,19 +51,50 @@ def counts(**kw: int) -> dict[str, int]:
 
 @pytest.mark.parametrize(("kw", "drained", "opts", "valid"), [
     ({}, True, {}, True),
-    ({}, False, {}, "unknown"),
+    ({}, False, {}, True),  # nothing lost: the drain cannot change the verdict
     ({}, False, {"require_drain": False}, True),
     ({"lost_count": 1}, True, {}, False),
     ({"lost_count": 1}, False, {}, "unknown"),
+    ({"lost_count": 1}, False, {"require_drain": False}, False),
+    ({"lost_count": 1, "lost_unacked_count": 1}, False, {}, "unknown"),
     ({"lost_count": 1, "unexpected_count": 1}, False, {}, False),
-    ({"delivered_failed_count": 1}, True, {}, False),
+    ({"delivered_failed_count": 1}, True, {}, True),  # a nack is no promise of absence
+    ({"delivered_failed_count": 1}, False, {}, True),
     ({"unflagged_duplicated_count": 1}, True, {}, False),
     ({"unflagged_duplicated_count": 1}, True, {"unflagged_duplicates_invalid": False}, True),
+    ({"unflagged_after_ack_count": 1}, False, {}, False),
+    ({"unflagged_after_ack_count": 1}, True, {"unflagged_duplicates_invalid": False}, True),
     ({"redelivered_duplicated_count": 1}, True, {}, True),
     ({"redelivered_duplicated_count": 1}, True, {"flagged_duplicates_invalid": True}, False),
 ])
 def test_queue_validity(kw: dict[str, int], drained: bool, opts: dict[str, Any],
                         valid: Any) -> None:
-    s = queue_section(counts(**kw), {}, drained, CheckOptions(**opts))
+    drain = DrainState(True) if drained else DrainState(False, "the drain did not complete: x")
+    s = queue_section(counts(**kw), {}, drain, CheckOptions(**opts))
     assert s["valid"] == valid
     assert ("reason" in s) == (valid == "unknown")
+    if valid == "unknown":
+        assert s["reason"].startswith("the drain did not complete: x: ")
+    assert s["drain_reason"] == drain.reason
+    assert "delivered_failed" not in s["anomalies"]
+
+
+def test_queue_anomalies_and_explanations() -> None:
+    s = queue_section(counts(lost_count=2, lost_unacked_count=1, unflagged_after_ack_count=1,
+                             unflagged_duplicated_count=1, delivered_failed_count=1),
+                      {"lost_unacked": ["1-7"]}, DrainState(False, "the drain did not complete"),
+                      CheckOptions())
+    assert s["valid"] is False
+    assert s["anomalies"] == ["lost", "lost_unacked", "unflagged_duplicated",
+                              "unflagged_after_ack"]
+    ex = s["explanations"]
+    assert list(ex) == ["lost", "lost_unacked", "unflagged_duplicated", "unflagged_after_ack",
+                        "delivered_failed"]
+    assert ex["lost_unacked"].startswith("1 message. ") and "Example: 1-7." in ex["lost_unacked"]
+    assert "not proven lost" in ex["lost"]
+    assert "For first time deliveries it will be set to false" in ex["unflagged_after_ack"]
+
+
+def test_top_reasons_orders_by_count_then_text_and_names_none() -> None:
+    assert top_reasons({"nack": 2, None: 2, "a": 1, "b": 3}, 3) == {
+        "b": 3, "(none)": 2, "nack": 2}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import tests.checkers.test_reference as literal
+import tests.checkers.test_reference_acks as literal_acks
 from checkers import (
     CheckOptions,
     HistoryError,
@@ -27,12 +28,22 @@ pytestmark = pytest.mark.spark
 
 LITERALS = [
     "test_jepsen_sane", "test_jepsen_pathological", "test_flagged_duplicate_is_valid_by_default",
-    "test_delivered_failed_publish_is_invalid", "test_cut_off_history_counts_open_publishes_as_info",
-    "test_lost_without_drain_is_unknown_not_false", "test_samples_are_bounded_and_sorted_by_publisher_then_seq",
+    "test_delivered_after_nack_is_reported_not_invalid",
+    "test_cut_off_history_counts_open_publishes_as_info",
+    "test_lost_without_drain_is_unknown_not_false",
+    "test_samples_are_bounded_and_sorted_by_publisher_then_seq",
     "test_unknown_keys_and_other_ops_are_ignored", "test_strict_ordering_includes_redelivered",
-    "test_ordering_consumer_is_process_and_tag", "test_same_message_twice_to_one_consumer_is_out_of_order",
+    "test_ordering_consumer_is_process_and_tag",
+    "test_same_message_twice_to_one_consumer_is_out_of_order",
     "test_perf_windows_latencies_and_gaps",
+    "test_strict_same_message_redelivered_to_the_same_consumer",
+    "test_strict_order_runs_across_single_active_consumer_hand_overs",
+    "test_strict_flagged_redelivery_after_later_messages_is_a_violation",
+    "test_flagged_reorders_are_counted_not_invalid", "test_publisher_slot_continues_across_processes",
+    "test_ordering_reads_publisher_and_seq_fields_before_the_id",
 ]
+# Every test of test_reference_acks runs with both engines.
+ACK_LITERALS = sorted(n for n in dir(literal_acks) if n.startswith("test_"))
 
 
 def both(path: Path, **opts: Any) -> dict[str, Any]:
@@ -43,12 +54,14 @@ def both(path: Path, **opts: Any) -> dict[str, Any]:
     return got
 
 
-@pytest.mark.parametrize("name", LITERALS)
+@pytest.mark.parametrize(("module", "name"), [(literal, n) for n in LITERALS]
+                         + [(literal_acks, n) for n in ACK_LITERALS],
+                         ids=[*LITERALS, *ACK_LITERALS])
 def test_literal_histories_agree(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 name: str) -> None:
+                                 module: Any, name: str) -> None:
     # Each reference test runs again, its checks now made by Spark and compared with the reference.
-    monkeypatch.setattr(literal, "check", both)
-    test = getattr(literal, name)
+    monkeypatch.setattr(module, "check", both)
+    test = getattr(module, name)
     assert list(inspect.signature(test).parameters) == ["tmp_path"]
     test(tmp_path)
 

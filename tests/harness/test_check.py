@@ -71,6 +71,7 @@ def reference_engine(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def stored_run(tmp_path: Path, test_info: dict[str, Any], lost: bool) -> Path:
+    tmp_path.mkdir(parents=True)
     with Builder(tmp_path / store.HISTORY) as b:
         b.publish(1, 0)
         b.publish(1, 1)

@@ -1,0 +1,170 @@
+"""Literal histories through the reference checker: the drain's outcome, consumer acks, and a
+message delivered unflagged after a flagged redelivery of it was acked (issue 10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.checkers.histories import Builder
+from tests.checkers.test_reference import check, expected_queue, queue_of
+
+# -- the drain's outcome (issue 10, item 2) ---------------------------------------------------
+
+
+def test_drain_end_saying_incomplete_is_incomplete(tmp_path: Path) -> None:
+    # state "end" but complete=false: the drain did not prove anything, and its reason is kept.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.drain_end("end", complete=False, reason="queue not drained: timeout on n1")
+    q = check(p)["queue"]
+    assert q["valid"] == "unknown" and q["drain_complete"] is False
+    assert "queue not drained: timeout on n1" in q["reason"]
+    assert "queue not drained: timeout on n1" in q["drain_reason"]
+    assert q["lost"] == ["1-0"] and "not proven lost" in q["explanations"]["lost"]
+
+
+def test_drain_end_saying_complete_proves_loss(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.drain_end("end", complete=True)
+    q = check(p)["queue"]
+    assert q["valid"] is False and q["drain_complete"] is True and q["drain_reason"] is None
+
+
+def test_nothing_lost_needs_no_drain(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.deliver(2, "1-0")
+        b.drain_end("incomplete", complete=False, reason="n3 refused")
+    r = check(p)
+    assert r["valid"] is True and r["queue"]["valid"] is True
+    assert r["queue"]["drain_complete"] is False and "n3 refused" in r["queue"]["drain_reason"]
+
+
+# -- consumer acknowledgements (issue 10, item 3) ---------------------------------------------
+
+
+def test_unacked_delivery_redelivered_elsewhere_is_not_a_duplicate(tmp_path: Path) -> None:
+    # Consumer 5 crashed holding 1-0; the broker redelivered it (flagged) to 6, which acked it.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.deliver(5, "1-0")
+        b.consume(6, "1-0", redelivered=True)
+        b.consume(6, "1-1")
+        b.drained()
+    assert queue_of(check(p)) == expected_queue(
+        acks_recorded=True, attempt_count=2, acknowledged_count=2, ok_count=2,
+        delivery_count=3, acked_delivery_count=2)
+
+
+def test_delivered_but_never_acked_is_lost_unacked(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.consume(5, "1-0")
+        b.deliver(5, "1-1")  # the channel closed before the ack; never delivered again
+        b.drained()
+    r = check(p)
+    assert queue_of(r) == expected_queue(
+        valid=False, anomalies=["lost", "lost_unacked"], acks_recorded=True, attempt_count=2,
+        acknowledged_count=2, ok_count=1, lost_count=1, lost=["1-1"], lost_unacked_count=1,
+        lost_unacked=["1-1"], delivery_count=2, acked_delivery_count=1,
+        explanations=["lost", "lost_unacked"])
+
+
+def test_ack_pairs_with_the_latest_delivery_of_its_stream(tmp_path: Path) -> None:
+    # 1-0 reaches consumer 5 twice on one channel (the second flagged) and is acked once: one
+    # consumption, so no duplicate; an unacked unflagged delivery elsewhere counts for nothing.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.deliver(5, "1-0")
+        b.deliver(6, "1-0")
+        b.deliver(5, "1-0", redelivered=True)
+        b.ack(5, "1-0")
+        b.drained()
+    q = check(p)["queue"]
+    assert q["valid"] is True and q["duplicated"] == [] and q["acked_delivery_count"] == 1
+    assert q["delivery_count"] == 3 and q["unflagged_after_ack"] == []
+
+
+def test_duplicates_count_acked_deliveries(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.consume(5, "1-0")
+        b.consume(6, "1-0")                      # acked twice, unflagged: a duplicate
+        b.consume(5, "1-1")
+        b.consume(7, "1-1", redelivered=True)    # acked twice, the extra flagged
+        b.drained()
+    q = check(p)["queue"]
+    assert (q["duplicated"], q["unflagged_duplicated"], q["redelivered_duplicated"]) == (
+        ["1-0", "1-1"], ["1-0"], ["1-1"])
+    assert q["valid"] is False and q["anomalies"] == ["unflagged_duplicated"]
+
+
+def test_unexpected_counts_unacked_deliveries(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.consume(5, "1-0")
+        b.deliver(5, "9-9")
+        b.drained()
+    q = check(p)["queue"]
+    assert q["unexpected"] == ["9-9"] and q["valid"] is False and q["ok_count"] == 1
+
+
+# -- redelivered=false after an acked redelivery (issue 10, item 5) ----------------------------
+
+
+def test_unflagged_delivery_after_acked_redelivery(tmp_path: Path) -> None:
+    # The quorum-ignore pattern: in flight to 5 (minority) when the partition began, redelivered
+    # (flagged) to 6 and acked there, then delivered to 5 again, unflagged, after the heal.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.deliver(5, "1-0")
+        b.consume(6, "1-0", redelivered=True)
+        b.consume(5, "1-0")
+        b.consume(6, "1-1", redelivered=True)   # flagged, acked, never again: fine
+        b.drained()
+    r = check(p)
+    q = r["queue"]
+    assert q["unflagged_after_ack"] == ["1-0"] and q["unflagged_after_ack_count"] == 1
+    assert q["unflagged_duplicated"] == ["1-0"]
+    assert q["valid"] is False
+    assert q["anomalies"] == ["unflagged_duplicated", "unflagged_after_ack"]
+    text = q["explanations"]["unflagged_after_ack"]
+    assert "For first time deliveries it will be set to false" in text and "1-0" in text
+
+
+def test_unflagged_after_flagged_without_acks_recorded(tmp_path: Path) -> None:
+    # An older history: every delivery counts as acked at its own place.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.deliver(5, "1-0", redelivered=True)
+        b.deliver(6, "1-0")
+        b.drained()
+    q = check(p)["queue"]
+    assert q["unflagged_after_ack"] == ["1-0"] and q["acks_recorded"] is False
+
+
+def test_unflagged_before_the_flagged_ack_is_not_after_ack(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.deliver(6, "1-0", redelivered=True)
+        b.deliver(5, "1-0")          # unflagged, but before 6 acked the flagged delivery
+        b.ack(6, "1-0")
+        b.drained()
+    q = check(p)["queue"]
+    assert q["unflagged_after_ack"] == [] and q["valid"] is True
