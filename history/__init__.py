@@ -12,14 +12,16 @@ small history back; the Spark checkers read the file themselves.
 
 from __future__ import annotations
 
-import copy
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TextIO
+from typing import Any, Literal, Protocol
+
+import orjson
 
 OpType = Literal["invoke", "ok", "fail", "info"]
 OP_TYPES: frozenset[str] = frozenset({"invoke", "ok", "fail", "info"})
@@ -55,10 +57,18 @@ class Op:
         The fields are read directly (dataclasses.asdict deep-copies every value and cost
         100 us an op, a ceiling of a few thousand recorded ops a second).
         """
+        return self.to_line()[:-1].decode("utf-8")
+
+    def to_line(self) -> bytes:
+        """Returns the op as one UTF-8 JSON line, newline included (orjson: a few times faster
+        than json, and the recorder is on every client's hot path)."""
         d = {name: getattr(self, name) for name in _FIELDS}
         if self.extra:
             d.update(self.extra)
-        return json.dumps(d, separators=(",", ":"), sort_keys=False)
+        try:
+            return orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError:  # something orjson will not take (a huge int, a non-str key)
+            return (json.dumps(d, separators=(",", ":")) + "\n").encode("utf-8")
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Op:
@@ -92,7 +102,8 @@ class HistoryWriter:
     def __init__(self, path: Path, start_ns: int | None = None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._file: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        # One unbuffered write per line: on disk (in the page cache) as soon as append returns.
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._index = 0
         self.start_ns = time.monotonic_ns() if start_ns is None else start_ns
         # The wall clock at time 0, to line the history up with brokers' log timestamps.
@@ -105,13 +116,12 @@ class HistoryWriter:
     def append(self, op: Op) -> Op:
         """Takes an op without index/time. Returns it stamped, after writing and flushing it."""
         with self._lock:
-            stamped = copy.copy(op)  # a frozen op: stamp the copy (faster than replace)
-            object.__setattr__(stamped, "index", self._index)
-            object.__setattr__(stamped, "time", self.now())
-            if self._file is None:
+            if self._fd is None:
                 raise ValueError(f"history {self.path} is closed")
-            self._file.write(stamped.to_json() + "\n")
-            self._file.flush()
+            # A frozen op: stamp a copy of its fields (much faster than dataclasses.replace).
+            stamped = object.__new__(Op)
+            stamped.__dict__.update(op.__dict__, index=self._index, time=self.now())
+            os.write(self._fd, stamped.to_line())
             self._index += 1
             return stamped
 
@@ -123,9 +133,9 @@ class HistoryWriter:
     def close(self) -> None:
         """Closes the file; later appends raise."""
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> HistoryWriter:
         return self
