@@ -13,6 +13,7 @@ matters there, when something would otherwise be called lost.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,42 @@ def check_run(run_dir: Path, spark_master: str | None = None) -> dict[str, Any]:
     master = spark_master or check_spec.get("spark_master")
     results = check_history(run_dir / store.HISTORY, spark_master=master, options=opts)
     results["run"] = run_section(test_info)
+    _explain_anomalies(run_dir, results, test_info)
     sections = {k: v for k, v in results.items() if k != "valid"}
     results = {"valid": compose_valid(sections), **sections}
     store.write_json(run_dir / store.RESULTS, results)
     return results
+
+
+# The anomaly classes whose sampled messages get their story told, and how many of each.
+EXPLAINED = ("lost", "lost_unacked", "unexpected", "unflagged_duplicated", "unflagged_after_ack",
+             "recovered", "delivered_failed")
+EXPLAIN_LIMIT = 10
+
+
+def _explain_anomalies(run_dir: Path, results: dict[str, Any],
+                       test_info: dict[str, Any] | None) -> None:
+    """Adds queue.details: for up to EXPLAIN_LIMIT sampled ids of each anomaly class, what
+    happened to the message and around it (harness.explain), in readable columns."""
+    from harness.explain import explain, readable
+
+    queue = results.get("queue")
+    if not isinstance(queue, dict):
+        return
+    samples = {c: queue.get(c) or [] for c in EXPLAINED if queue.get(f"{c}_count")}
+    if not samples:
+        return
+    info = test_info or {}
+    start = info.get("history_start_unix")
+    if start is None and info.get("start_time"):
+        start = datetime.fromisoformat(info["start_time"]).timestamp()  # older runs: to 1 s
+    try:
+        stories = explain(run_dir / store.HISTORY, samples, nodes_dir=run_dir / store.NODES,
+                          start_unix=start, limit=EXPLAIN_LIMIT)
+    except (OSError, ValueError) as e:  # a story is a courtesy: never lose the verdict over it
+        log.warning("could not explain the anomalies: %s", e)
+        return
+    queue["details"] = {c: [readable(s) for s in v] for c, v in stories.items()}
 
 
 def exit_code(results: dict[str, Any] | None) -> int:

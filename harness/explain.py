@@ -218,3 +218,32 @@ def explain(history_path: Path, samples: Mapping[str, Sequence[str]], *,
                 "log": near,
             })
     return out
+
+
+def _s(x: Any) -> str:
+    return "-" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def readable(story: dict[str, Any]) -> dict[str, str]:
+    """Takes one explained message (as `explain` returns it). Returns it as a few readable
+    columns for results.json and the report: id, publish, faults, leader, deliveries, harness
+    mends, broker log."""
+    pub = story.get("publish") or {}
+    published = (f"process {_s(pub.get('process'))} on {_s(pub.get('node'))} at "
+                 f"{_s(pub.get('invoke_s'))} s: {_s(pub.get('type') or 'no completion')}"
+                 + (f" at {_s(pub.get('complete_s'))} s" if pub.get("complete_s") is not None
+                    else "") + (f" ({pub['error']})" if pub.get("error") else ""))
+    faults = sorted(set(story.get("faults_at_publish", []) + story.get("faults_at_confirm", [])))
+    deliveries = "; ".join(
+        f"{d['node']} {d['consumer']} {'flagged' if d.get('redelivered') else 'unflagged'} "
+        f"{'acked' if d.get('acked') else 'not acked' if d.get('acked') is False else ''}"
+        f" at {_s(d.get('t_s'))} s ({d.get('phase')})".replace("  ", " ")
+        for d in story.get("deliveries", [])) or "never delivered"
+    mends = "; ".join(f"{m['node']} {m['action']} at {_s(m['t_s'])} s"
+                      for m in story.get("harness_mends_after_confirm", [])) or "none"
+    logs = " | ".join(f"{_s(x['t_s'])} s {x['node']} {x['label']}: {x['text'][:140]}"
+                      for x in story.get("log", [])) or "none found"
+    return {"id": str(story.get("id")), "published": published,
+            "faults then": ", ".join(faults) or "none",
+            "leader then": _s(story.get("leader_at_publish")), "deliveries": deliveries,
+            "harness restarts after the confirm": mends, "broker log": logs}

@@ -82,3 +82,20 @@ def test_log_lines_are_chosen_by_importance_and_deduplicated(tmp_path):
     assert [x.label for x in lines] == ["node down", "node down", "promotion",
                                        "no synchronised mirror"]
     assert [x.label for x in pick_lines(lines, limit=2)] == ["promotion", "no synchronised mirror"]
+
+
+def test_check_attaches_readable_stories_to_the_queue_section(tmp_path):
+    from harness.check import _explain_anomalies
+
+    run = write_run(tmp_path)
+    results = {"queue": {"lost_count": 1, "lost": ["0-2"], "duplicated_count": 1,
+                         "duplicated": ["0-1"], "recovered_count": 0, "recovered": []}}
+    _explain_anomalies(run, results, {"history_start_unix": START})
+    (story,) = results["queue"]["details"]["lost"]
+    assert set(results["queue"]["details"]) == {"lost"}  # only the classes it tells
+    assert story["id"] == "0-2" and story["deliveries"] == "never delivered"
+    assert story["published"] == "process 5 on n2 at 4 s: ok at 4.1 s"
+    assert story["faults then"] == "partition-one on n2" and story["leader then"] == "n1"
+    assert story["harness restarts after the confirm"] == "n2 restart-app at 30 s"
+    assert "no synchronised mirror" in story["broker log"]
+    assert all(isinstance(v, str) and v for v in story.values())

@@ -59,6 +59,18 @@ def test_partition_run_end_to_end(tmp_path):
         if k.endswith("_count"):
             assert rechecked["queue"][k] == v, k
 
+    # The real run's report and the store index, in a real browser: no console error, blank
+    # cell, broken image or link, nothing wider than the window.
+    from tests.harness.browser import CHROMIUM, Browser
+    from tests.harness.test_report_browser import WIDTH, problems
+
+    with Browser(CHROMIUM) as browser:
+        for page, shot in ((run / "report.html", "report.png"),
+                           (tmp_path / "index.html", "index.png")):
+            check = browser.inspect(page, page.parent / shot, width=WIDTH)
+            assert problems(page, check) == [], page
+            assert check.screenshot is not None and check.screenshot.stat().st_size > 10_000
+
 
 def test_healthy_run_reports_no_false_alarms(tmp_path):
     proc = harness("run", "--scenario", "healthy", "--time-limit", "15", "--rate", "150",
