@@ -105,6 +105,7 @@ def check_run(run_dir: Path, spark_master: str | None = None) -> dict[str, Any]:
     results = check_history(run_dir / store.HISTORY, spark_master=master, options=opts)
     results["run"] = run_section(test_info)
     _explain_anomalies(run_dir, results, test_info)
+    _weigh_mends(run_dir, results)
     sections = {k: v for k, v in results.items() if k != "valid"}
     results = {"valid": compose_valid(sections), **sections}
     store.write_json(run_dir / store.RESULTS, results)
@@ -140,6 +141,26 @@ def _explain_anomalies(run_dir: Path, results: dict[str, Any],
         log.warning("could not explain the anomalies: %s", e)
         return
     queue["details"] = {c: [readable(s) for s in v] for c, v in stories.items()}
+
+
+def _weigh_mends(run_dir: Path, results: dict[str, Any]) -> None:
+    """Adds the "mends" section (harness.mends): the harness's own restarts and how much of the
+    loss may be theirs; when something was lost and the harness restarted nodes, the sentence
+    joins the lost messages' explanation."""
+    from harness.mends import mend_section
+
+    found = results.get("queue")
+    queue: dict[str, Any] = found if isinstance(found, dict) else {}
+    lost = int(queue.get("lost_count") or 0)
+    try:
+        section = mend_section(run_dir / store.HISTORY, lost)
+    except (OSError, ValueError) as e:
+        log.warning("could not weigh the harness's restarts: %s", e)
+        return
+    results["mends"] = section
+    explanations = queue.get("explanations")
+    if lost and section["mends"] and isinstance(explanations, dict) and "lost" in explanations:
+        explanations["lost"] = f"{explanations['lost']} {section['statement']}"
 
 
 def exit_code(results: dict[str, Any] | None) -> int:

@@ -99,3 +99,27 @@ def test_check_attaches_readable_stories_to_the_queue_section(tmp_path):
     assert story["harness restarts after the confirm"] == "n2 restart-app at 30 s"
     assert "no synchronised mirror" in story["broker log"]
     assert all(isinstance(v, str) and v for v in story.values())
+
+
+def test_mends_weigh_what_vanished_across_the_harness_restarts(tmp_path):
+    from harness.mends import mend_section
+
+    lines = [
+        op(1, "info", "harness", "depth", {"nodes": {"n1": {"ready": 900, "unacked": 10},
+                                                     "n2": {"error": "timeout"}}}),
+        op(2, "ok", 3, "consume", "0-1", consumer="c"),  # before the mend: does not count
+        op(2.1, "ok", 3, "ack", "0-1", consumer="c"),
+        op(5, "info", "harness", "recover-node", {"node": "n2", "action": "restart-app"}),
+        op(6, "ok", 4, "drain", "0-2", consumer="d", phase="drain"),
+        op(6.1, "ok", 4, "ack", "0-2", consumer="d", phase="drain"),
+        op(6.2, "ok", 4, "drain", "0-3", consumer="d", phase="drain"),  # never acked
+    ]
+    (tmp_path / "h.jsonl").write_text("\n".join(lines) + "\n")
+    m = mend_section(tmp_path / "h.jsonl", lost_count=2000)
+    assert m["mends"] == [{"t_s": 5.0, "f": "recover-node", "node": "n2",
+                           "action": "restart-app"}]
+    assert m["delivered_after_first_mend"] == 1 and m["vanished_across_mends_at_least"] == 909
+    assert "at least 909 of the 2000 lost" in m["statement"] and m["valid"] is True
+    (tmp_path / "quiet.jsonl").write_text("\n".join(lines[:3]) + "\n")
+    quiet = mend_section(tmp_path / "quiet.jsonl", lost_count=0)
+    assert quiet["mends"] == [] and "restarted nothing" in quiet["statement"]
