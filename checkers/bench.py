@@ -3,7 +3,7 @@
     python -m checkers.bench [--ops 1000000 10000000] [--huge] [--no-reference] [--no-acks]
 
 Histories are generated once into bench-data/ (git-ignored), on every core,
-in the exact line format of harness.history.Op (null fields included), and
+in the exact line format of history.Op (null fields included), and
 reused by later runs; generation time is not part of the figures. Each
 measurement runs in a fresh subprocess so that its peaks are its own: the
 Spark check of the JSONL (JVM start-up included), the conversion to Parquet,

@@ -33,7 +33,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from harness.history import HARNESS, NEMESIS, Op
+from history import HARNESS, NEMESIS, Op
 from tests.checkers.histories import ClockWriter
 
 MS = 1_000_000
