@@ -437,9 +437,3 @@ def check_file(path: Path, options: CheckOptions | None = None) -> dict[str, Any
     log.info("scanned %d ops, %d message ids", scan.ops, len(scan.messages))
     return check_scan(scan, options)
 
-
-def check_history_lines(lines: Iterable[str], options: CheckOptions | None = None) -> dict[str, Any]:
-    """Takes history lines (e.g. a literal test history). Returns the results dict."""
-    return check_scan(scan_lines(lines), options or CheckOptions(engine="reference"))
-
-

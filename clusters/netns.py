@@ -171,10 +171,6 @@ def become_subreaper() -> bool:
         return False
 
 
-def _link_exists(dev: str) -> bool:
-    return run_local(["ip", "link", "show", dev], timeout=HOST_TIMEOUT, check=False).ok
-
-
 def cleanup(prefix: str = DEFAULT_PREFIX) -> list[str]:
     """Removes everything a local cluster with this prefix left: processes, namespaces, links.
 
@@ -259,11 +255,6 @@ class NetnsCluster:
             Node(name, plan.ip(name), NetnsRemote(name, plan.namespace(name)))
             for name in plan.names
         )
-
-    @property
-    def client_host(self) -> str:
-        """Returns the controller's own address on the cluster network."""
-        return self.plan.host_ip
 
     def node(self, name: str) -> Node:
         """Returns the node called `name`; KeyError when there is none."""

@@ -445,11 +445,6 @@ class RabbitBroker:
         """Returns every node's status, asked in parallel."""
         return _parallel(lambda n: self.status(n, timeout), self.nodes)
 
-    def is_healthy(self) -> tuple[bool, list[NodeStatus]]:
-        """Returns whether the cluster is whole and every node's status."""
-        st = self.statuses()
-        return healthy(st, (n.erlang_name for n in self.nodes)), st
-
     def versions(self) -> dict[str, str]:
         """Returns the RabbitMQ and Erlang versions, as the first node reports them."""
         n = self.nodes[0]
@@ -461,13 +456,6 @@ class RabbitBroker:
         except RemoteError as e:
             log.warning("could not read versions: %s", e)
         return out
-
-    def node_by_erlang(self, erlang_name: str) -> Node | None:
-        """Returns the node whose Erlang name matches, if any."""
-        for n in self.nodes:
-            if n.erlang_name == erlang_name:
-                return n
-        return None
 
     def queue_placement(self, queue: str) -> dict[str, Any]:
         """Returns where the queue lives: leader/master and members/mirrors, as short node names.

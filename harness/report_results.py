@@ -149,7 +149,7 @@ QUEUE_COUNTS: tuple[tuple[str, str, str], ...] = (
     ("unflagged_after_ack_count", "  unflagged after an acked redelivery",
      "unflagged duplicates delivered after a flagged delivery was acked (anomaly)"),
     ("recovered_count", "recovered", "publish outcome unknown, delivered anyway"),
-    ("delivered_failed_count", "delivered although failed", "publish refused, delivered anyway"),
+    ("delivered_failed_count", "delivered after a nack", "publish refused (nack or return), delivered anyway: reported, not an anomaly"),
 )
 ORDERING_COUNTS: tuple[tuple[str, str, str], ...] = (
     ("deliveries_checked", "deliveries checked for order", "non-redelivered deliveries compared"),
