@@ -38,7 +38,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,13 +184,14 @@ class Message:
 @dataclass
 class Scan:
     """Everything the sections need, gathered in one pass over a valid history. `pending` holds,
-    per (process, consumer tag, id), the latest delivery not acknowledged yet: (index, flag)."""
+    per (process, consumer tag, id), the deliveries not acknowledged yet, first in first out:
+    (index, flag)."""
 
     messages: dict[str, Message] = field(default_factory=dict)
     deliveries: list[Rec] = field(default_factory=list)
     nemesis: list[NemesisOp] = field(default_factory=list)
     harness: list[HarnessEvent] = field(default_factory=list)
-    pending: dict[tuple[int, str, str], tuple[int, bool]] = field(default_factory=dict)
+    pending: dict[tuple[int, str, str], deque[tuple[int, bool]]] = field(default_factory=dict)
     acks: int = 0
     min_time: int | None = None
     max_time: int | None = None
@@ -241,15 +242,16 @@ def _deliver(scan: Scan, r: Rec) -> None:
     else:
         m.unflagged += 1
         m.last_unflagged_index = r.index
-    scan.pending[_stream(r)] = (r.index, flagged)
+    # First in, first out: a channel given one message twice acks the earlier delivery first.
+    scan.pending.setdefault(_stream(r), deque()).append((r.index, flagged))
     scan.deliveries.append(r)
 
 
 def _ack(scan: Scan, r: Rec, path: Path | str | None) -> None:
-    delivery = scan.pending.pop(_stream(r), None)
-    if delivery is None:
+    waiting = scan.pending.get(_stream(r))
+    if not waiting:
         raise HistoryError(orphan_ack_message(r.value), r.line, path)
-    index, flagged = delivery
+    index, flagged = waiting.popleft()
     m = scan.messages[r.value]
     scan.acks += 1
     m.acked += 1

@@ -25,9 +25,7 @@ from pyspark.sql import functions as F
 from checkers.errors import orphan_ack_message
 from checkers.model import MESSAGE_ID_PATTERN, NO_REASON, OUTCOME_CODES
 from checkers.spark_io import (
-    ACK_ROW,
     CODE_NAMES,
-    DELIVERY_ROW,
     History,
     is_ack,
     is_delivery,
@@ -48,10 +46,10 @@ def messages(h: History, acks: bool) -> DataFrame:
     valid history, the publish columns are that op's values; otherwise
     `problem_at` is set and `publish_problem` re-reads the id op by op. With
     acks, the id's rows are sorted by consumer stream (process, consumer tag;
-    publish ops, which have no tag, come first) and position: an ack is paired
-    with the row before it, which must be a delivery of its stream (else
-    `orphan_at` is the ack's position), and a delivery is acked iff the row
-    after it is an ack of its stream. Without acks every delivery is acked,
+    publish ops form streams of their own) and position: acks pair with
+    deliveries first in, first out within a stream, so the k-th delivery is
+    acked iff its stream has at least k acks, and an ack with more acks than
+    deliveries before it is an orphan (`orphan_at` is its position). Without acks every delivery is acked,
     at its own position, and no sort is needed. Bits ride in the low bit of a
     min: whether the id's first publish op is a completion, and whether its
     first (acked) delivery was flagged redelivered.
@@ -60,19 +58,23 @@ def messages(h: History, acks: bool) -> DataFrame:
     cols: list[Column | str] = [F.col("value").alias("id"), "cls", "code", "pid", "time",
                                 "consumer", "redelivered", loc().alias("loc")]
     if acks:
-        w = Window.partitionBy("id").orderBy("pid", "consumer", "loc")
-        near = {f"n_{c}": F.lead(c).over(w) for c in ("cls", "pid", "consumer", "loc")}
-        near.update({f"p_{c}": F.lag(c).over(w) for c in ("cls", "pid", "consumer")})
-        rows = (h.df.where(pub | dlv | is_ack()).select(*cols)
-                .select("*", *[c.alias(k) for k, c in near.items()]))
-
-        def neighbour_is(p: str, cls: int) -> Column:
-            return F.coalesce((F.col(f"{p}_cls") == cls) & (F.col(f"{p}_pid") == F.col("pid"))
-                              & (F.col(f"{p}_consumer") == F.col("consumer")), F.lit(False))
-
-        acked = dlv & neighbour_is("n", ACK_ROW)
-        orphan = is_ack() & ~neighbour_is("p", DELIVERY_ROW)
-        ack_loc = F.col("n_loc")
+        # One stream per (id, process, consumer), in history order. Acks pair with deliveries
+        # first in, first out (a consumer acks in the order it was delivered): the k-th delivery
+        # is acked iff the stream has at least k acks, and an ack with more acks than
+        # deliveries up to it is an orphan. A channel may get one message twice (a mirrored
+        # queue redelivers after a promotion): delivery, delivery, ack, ack pairs both.
+        stream = Window.partitionBy("id", "pid", "consumer")
+        upto = stream.orderBy("loc").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        whole = stream.orderBy("loc").rowsBetween(Window.unboundedPreceding,
+                                                  Window.unboundedFollowing)
+        d_row, a_row = dlv.cast("int"), is_ack().cast("int")
+        rows = (h.df.where(pub | dlv | is_ack()).select(*cols).select(
+            "*", F.sum(d_row).over(upto).alias("d_cum"), F.sum(a_row).over(upto).alias("a_cum"),
+            F.sum(a_row).over(whole).alias("a_total"),
+            F.collect_list(F.when(is_ack(), F.col("loc"))).over(whole).alias("ack_locs")))
+        acked = dlv & (F.col("d_cum") <= F.col("a_total"))
+        orphan = is_ack() & (F.col("a_cum") > F.col("d_cum"))
+        ack_loc = F.when(acked, F.element_at("ack_locs", F.col("d_cum").cast("int")))
     else:
         rows = h.df.where(pub | dlv).select(*cols)
         acked, orphan, ack_loc = dlv, F.lit(False), F.col("loc")

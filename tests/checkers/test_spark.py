@@ -165,3 +165,31 @@ def test_cli_with_spark(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert json.loads(out.read_text()) == check_file(path)
     code = cli.main([str(path), "--parquet", str(tmp_path / "p.parquet")])
     assert code == 1 and (tmp_path / "p.parquet" / "_checkers.json").exists()
+
+
+def test_one_channel_given_a_message_twice_then_acking_both_pairs_both(spark, tmp_path):
+    """A mirrored queue redelivers after a promotion, on the same channel: delivery, delivery,
+    ack, ack (seen in a nightly run). Both are acked; no orphan ack; the engines agree."""
+    from checkers import CheckOptions, check_history
+    from tests.checkers.histories import Builder
+
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.deliver(4, "1-0", redelivered=True)
+        b.deliver(4, "1-0", redelivered=True)
+        b.ack(4, "1-0")
+        b.ack(4, "1-0")
+        b.deliver(4, "1-1")  # the third delivery: never acked
+        b.drained()
+    results = {engine: check_history(p, spark_master=None, options=CheckOptions(engine=engine))
+               for engine in ("spark", "reference")}
+    for engine, r in results.items():
+        q = r["queue"]
+        assert q["duplicated_count"] == 1 and q["redelivered_duplicated_count"] == 1, engine
+        assert q["lost_unacked_count"] == 1 and q["lost_unacked"] == ["1-1"], engine
+        assert q["acked_delivery_count"] == 2, engine
+    counts = {e: {k: v for k, v in r["queue"].items() if k.endswith("_count")}
+              for e, r in results.items()}
+    assert counts["spark"] == counts["reference"]
