@@ -22,7 +22,7 @@ from typing import Any
 
 from harness import matrix
 from harness.matrix import Expectation
-from harness.spec import TestSpec
+from harness.spec import SpecError, TestSpec, spec_from_dict
 
 SEED_RANGE = 2**31
 
@@ -93,13 +93,18 @@ RUN_FIELDS = ("seed", "store")
 
 def same_scenario(stored: dict[str, Any], current: TestSpec) -> bool:
     """Takes a run's stored spec (test.json "spec") and a scenario's current spec. Returns whether
-    the run is of the scenario as it is defined now (seed, store and Spark master aside)."""
-    def norm(d: dict[str, Any]) -> dict[str, Any]:
-        d = {k: v for k, v in d.items() if k not in RUN_FIELDS}
-        check = dict(d.get("check") or {})
-        check.pop("spark_master", None)
-        return {**d, "check": check}
-    return norm(json.loads(json.dumps(stored))) == norm(json.loads(json.dumps(current.to_dict())))
+    the run is of the scenario as it is defined now (seed, store and Spark master aside). The
+    stored spec is read as a spec (fields added since take their defaults, retired ones are
+    ignored); one that no longer reads is not the same scenario."""
+    def norm(spec: TestSpec) -> dict[str, Any]:
+        d = {k: v for k, v in spec.to_dict().items() if k not in RUN_FIELDS}
+        d["check"] = {k: v for k, v in d["check"].items() if k != "spark_master"}
+        return json.loads(json.dumps(d))
+    try:
+        then = spec_from_dict(stored)
+    except (SpecError, TypeError, ValueError):
+        return False
+    return norm(then) == norm(current)
 
 
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],

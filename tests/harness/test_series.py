@@ -77,3 +77,13 @@ def test_rebuild_leaves_out_runs_of_an_older_definition_of_a_scenario(tmp_path):
     assert [r.seed for r in rows] == [1, 2] and dropped == {"a": 1}
     assert same_scenario(dc_replace(spec, seed=9).to_dict(), spec)
     assert not same_scenario(dc_replace(spec, nodes=5).to_dict(), spec)
+
+
+def test_a_run_stored_before_a_field_was_added_or_retired_is_the_same_scenario():
+    from harness.series import same_scenario
+
+    old = TestSpec(name="a").to_dict()
+    del old["workload"]["client"]["window"]  # added since: its default then
+    old["broker"]["cookie"] = "RMQHARNESSCOOKIE"  # retired since
+    assert same_scenario(old, TestSpec(name="a"))
+    assert not same_scenario({"nodes": "three"}, TestSpec(name="a"))
