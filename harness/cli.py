@@ -1,4 +1,4 @@
-"""The command line: `python -m harness run|matrix|nightly|table|check|report|clean|scenarios`.
+"""The command line: `python -m harness run|matrix|nightly|table|archive|check|report|clean|scenarios`.
 
 Only this module prints. Bad options exit 2 with a clear message before
 anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
@@ -266,11 +266,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not add each scenario's safe twin (added by default)")
     add_run_options(n)
     t = sub.add_parser("table", help="rebuild the detection table of stored series (matrix.json "
-                                     "files), judging each run from its results again")
-    t.add_argument("matrix_files", type=Path, nargs="+")
+                                     "files or archives, measurements/*.jsonl), judging each "
+                                     "run from its results again")
+    t.add_argument("matrix_files", type=Path, nargs="+", metavar="MATRIX_OR_ARCHIVE")
     t.add_argument("--recheck", action="store_true", help="check every run's history again first")
     t.add_argument("--scenarios", type=_csv, help="only these scenarios")
     t.add_argument("--out", type=Path, help="where to write matrix.json/md (default: beside)")
+    ar = sub.add_parser("archive", help="append the runs of stored series to an archive (one "
+                                        "line per run: row, spec, results without the stories) "
+                                        "that `table` reads when the store is gone")
+    ar.add_argument("matrix_files", type=Path, nargs="+")
+    ar.add_argument("--out", type=Path, required=True, help="the archive, e.g. "
+                    "measurements/detection.jsonl")
     sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
     sub.add_parser("scenarios", help="list the named scenarios")
     return p
@@ -473,6 +480,13 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> 
     return series.exit_code()
 
 
+def _require_files(paths: list[Path]) -> None:
+    """Raises UsageError naming the paths that do not exist."""
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+
+
 def _cmd_table(a: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
@@ -481,9 +495,7 @@ def _cmd_table(a: argparse.Namespace) -> int:
     from harness.scenarios import SCENARIOS
     from harness.series import rebuild
 
-    missing = [str(p) for p in a.matrix_files if not p.exists()]
-    if missing:
-        raise UsageError(f"no such matrix.json: {', '.join(missing)}")
+    _require_files(a.matrix_files)
     expectations = {n: sc.expect for n, sc in SCENARIOS.items()}
     dropped: dict[str, int] = {}
     rows = rebuild(a.matrix_files, expectations,
@@ -494,8 +506,10 @@ def _cmd_table(a: argparse.Namespace) -> int:
     if a.scenarios:
         rows = [r for r in rows if r.scenario in a.scenarios]
     summaries = matrix.summarize(rows, expectations)
-    out = a.out or (a.matrix_files[0].parent.parent
-                    / f"table-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+    stamp = f"table-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+    first = a.matrix_files[0]
+    out = a.out or (first.parent.parent / stamp if first.name == "matrix.json"
+                    else Path("store") / "matrix" / stamp)
     _js, md = matrix.write(rows, summaries, out)
     print(matrix.summary_table(summaries), end="")
     for problem in matrix.problems(summaries):
@@ -543,7 +557,18 @@ def _cmd_scenarios(_a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
+def _cmd_archive(a: argparse.Namespace) -> int:
+    from harness.series import archive
+
+    _require_files(a.matrix_files)
+    if a.out.suffix != ".jsonl":
+        raise UsageError(f"an archive is a .jsonl file, not {a.out}")
+    added = archive(a.matrix_files, a.out)
+    print(f"archived {added} run(s) in {a.out}")
+    return 0
+
+
+COMMANDS = {"run": _cmd_run, "archive": _cmd_archive, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
             "check": _cmd_check, "report": _cmd_report, "clean": _cmd_clean,
             "scenarios": _cmd_scenarios}
 

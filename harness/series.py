@@ -107,41 +107,119 @@ def same_scenario(stored: dict[str, Any], current: TestSpec) -> bool:
     return norm(then) == norm(current)
 
 
+# An archive (measurements/*.jsonl, kept in the repository) holds one line per run: its matrix
+# row, its stored spec and its results without the per-message stories, so a detection table can
+# be rebuilt in a later session from a fresh checkout, where the store of the runs is gone.
+ARCHIVE_DROP = ("details", "explanations", "examples")
+ARCHIVE_LIST_CAP = 20
+
+
+def _compact(value: Any) -> Any:
+    """Returns results without the stories and with every list cut to ARCHIVE_LIST_CAP items
+    (every count stays)."""
+    if isinstance(value, dict):
+        return {k: _compact(v) for k, v in value.items() if k not in ARCHIVE_DROP}
+    if isinstance(value, list):
+        return [_compact(v) for v in value[:ARCHIVE_LIST_CAP]]
+    return value
+
+
+def _stored(run_dir: Path, name: str) -> dict[str, Any] | None:
+    path = run_dir / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def archive(matrix_files: Sequence[Path], out: Path) -> int:
+    """Takes matrix.json files and an archive path (.jsonl). Appends a line for each run they
+    list that the archive does not hold yet (by run directory name): its row, its spec (test.json)
+    and its compacted results. Returns how many lines it added."""
+    held = {Path(r.run_dir).name for r, _s, _r in read_archive(out)} if out.exists() else set()
+    lines = []
+    for path in matrix_files:
+        for row in matrix.read_rows(path):
+            run_dir = Path(row.run_dir)
+            if run_dir.name in held:
+                continue
+            held.add(run_dir.name)
+            test = _stored(run_dir, "test.json") or {}
+            results = _stored(run_dir, "results.json")
+            lines.append(json.dumps({"row": dataclasses.asdict(row), "spec": test.get("spec"),
+                                     "results": None if results is None else _compact(results)},
+                                    sort_keys=True))
+    if lines:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("a") as f:
+            f.write("\n".join(lines) + "\n")
+    return len(lines)
+
+
+def read_archive(path: Path) -> list[tuple[matrix.Row, dict[str, Any] | None,
+                                           dict[str, Any] | None]]:
+    """Takes an archive (.jsonl). Returns (row, stored spec, results) for each run in it."""
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            r = rec["row"]
+            row = matrix.Row(**{**r, "problems": tuple(r.get("problems", ()))})
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{n}: not an archived run ({e})") from e
+        out.append((row, rec.get("spec"), rec.get("results")))
+    return out
+
+
+def _runs(path: Path) -> Iterator[tuple[matrix.Row, dict[str, Any] | None, Path | None,
+                                        dict[str, Any] | None]]:
+    """Yields (row, stored spec, run directory if it still exists, stored results) for every run
+    a matrix.json or an archive lists."""
+    if path.suffix == ".jsonl":
+        for row, spec, results in read_archive(path):
+            run_dir = Path(row.run_dir)
+            yield row, spec, run_dir if run_dir.is_dir() else None, results
+        return
+    for row in matrix.read_rows(path):
+        run_dir = Path(row.run_dir)
+        test = _stored(run_dir, "test.json")
+        yield (row, None if test is None else test.get("spec") or {},
+               run_dir if run_dir.is_dir() else None, _stored(run_dir, "results.json"))
+
+
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
             recheck: Any = None, specs: dict[str, TestSpec] | None = None,
             dropped: dict[str, int] | None = None) -> list[matrix.Row]:
-    """Takes matrix.json files (of one or several series), each scenario's prediction, an
-    optional function run_dir -> results that checks a run again, optionally each scenario's
-    current spec, and a dict to count in.
+    """Takes matrix.json files or archives (of one or several series), each scenario's
+    prediction, an optional function run_dir -> results that checks a run again, optionally each
+    scenario's current spec, and a dict to count in.
 
-    Returns the rows of every run they list, judged afresh from each run's results (re-checked
-    when `recheck` is given, else its stored results.json), so a table can be rebuilt across
-    series and sessions. A run whose directory is gone keeps its recorded row. Given `specs`, a
-    run made under an older definition of its scenario (its test.json spec differs) is left out
-    and counted in `dropped`, so a table speaks only of the scenarios as they are now.
+    Returns the rows of every run they list (a run listed twice counts once), judged afresh from
+    each run's results (re-checked when `recheck` is given and its history is still there, else
+    its stored results), so a table can be rebuilt across series and sessions. A run with no
+    results keeps its recorded row. Given `specs`, a run made under an older definition of its
+    scenario (its stored spec differs) is left out and counted in `dropped`, so a table speaks
+    only of the scenarios as they are now.
     """
     rows = []
+    seen: set[str] = set()
     for path in matrix_files:
-        for old in matrix.read_rows(path):
-            run_dir = Path(old.run_dir)
-            results_path = run_dir / "results.json"
+        for old, stored, run_dir, results in _runs(path):
+            key = Path(old.run_dir).name
+            if key in seen:
+                continue
+            seen.add(key)
             current = (specs or {}).get(old.scenario)
-            test_path = run_dir / "test.json"
-            if current is not None and test_path.exists():
-                stored = json.loads(test_path.read_text()).get("spec") or {}
-                if not same_scenario(stored, current):
-                    if dropped is not None:
-                        dropped[old.scenario] = dropped.get(old.scenario, 0) + 1
-                    continue
-            if recheck is not None and (run_dir / "history.jsonl").exists():
+            if current is not None and stored is not None and not same_scenario(stored, current):
+                if dropped is not None:
+                    dropped[old.scenario] = dropped.get(old.scenario, 0) + 1
+                continue
+            if recheck is not None and run_dir is not None and (run_dir / "history.jsonl").exists():
                 results = recheck(run_dir)
-            elif results_path.exists():
-                results = json.loads(results_path.read_text())
-            else:
+            if results is None:
                 rows.append(old)
                 continue
             rows.append(matrix.make_row(
                 old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
-                old.wall_s, run_dir, results, seed=old.seed,
+                old.wall_s, old.run_dir, results, seed=old.seed,
                 infrastructure=old.infrastructure, tries=old.tries))
     return rows

@@ -1,6 +1,7 @@
 """Series of runs (no cluster): rounds, shared seeds for twins, tables kept and rebuilt."""
 
 import json
+from dataclasses import replace as dc
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -87,3 +88,46 @@ def test_a_run_stored_before_a_field_was_added_or_retired_is_the_same_scenario()
     old["broker"]["cookie"] = "RMQHARNESSCOOKIE"  # retired since
     assert same_scenario(old, TestSpec(name="a"))
     assert not same_scenario({"nodes": "three"}, TestSpec(name="a"))
+
+
+def test_an_archive_rebuilds_the_table_once_the_store_is_gone(tmp_path):
+    import shutil
+
+    from harness.series import ARCHIVE_LIST_CAP, archive, read_archive
+
+    spec = TestSpec(name="a", time_limit_s=60)
+    big = {**LOST, "queue": {**LOST["queue"], "lost": list(range(500)), "lost_count": 500,
+                             "details": {"lost": [{"id": "1-1", "story": "..."}]}}}
+    rows = []
+    for k, (stored, results) in enumerate([(dc(spec, seed=1), big), (dc(spec, seed=2), OK),
+                                           (dc(spec, time_limit_s=30, seed=3), big)]):
+        run = tmp_path / "store" / f"r{k}"
+        run.mkdir(parents=True)
+        (run / "test.json").write_text(json.dumps({"spec": stored.to_dict()}))
+        (run / "results.json").write_text(json.dumps(results))
+        rows.append(matrix.make_row("a", LOSS, 1, 50, run, results, seed=stored.seed))
+    matrix.write(rows, [], tmp_path / "m")
+    out = tmp_path / "measurements" / "detection.jsonl"
+    assert archive([tmp_path / "m" / "matrix.json"], out) == 3
+    assert archive([tmp_path / "m" / "matrix.json"], out) == 0  # each run once
+    shutil.rmtree(tmp_path / "store")
+
+    row, stored_spec, results = read_archive(out)[0]
+    assert stored_spec == json.loads(json.dumps(dc(spec, seed=1).to_dict())) and row.seed == 1
+    assert results["queue"]["lost_count"] == 500  # counts stay
+    assert len(results["queue"]["lost"]) == ARCHIVE_LIST_CAP and "details" not in results["queue"]
+    dropped: dict[str, int] = {}
+    got = rebuild([out, tmp_path / "m" / "matrix.json"], {"a": LOSS}, specs={"a": spec},
+                  dropped=dropped)
+    assert [(r.seed, r.judgement, r.lost) for r in got] == [(1, "detected", 500),
+                                                            (2, "MISSED", 0)]
+    assert dropped == {"a": 1}  # the older definition's run; the matrix.json repeats none
+
+
+def test_a_torn_archive_line_is_named(tmp_path):
+    from harness.series import read_archive
+
+    bad = tmp_path / "a.jsonl"
+    bad.write_text('{"row": {"scenario": "a"}}\n')
+    with pytest.raises(ValueError, match="a.jsonl:1"):
+        read_archive(bad)

@@ -33,6 +33,9 @@ from harness.store import new_run_dir
     (["run", "--repeat", "0"], "--repeat must be >= 1"),
     (["matrix", "--scenarios", "healthy", "--repeat", "-2"], "--repeat must be >= 1"),
     (["frobnicate"], "invalid choice"),
+    (["table", "/nonexistent/matrix.json"], "no such file: /nonexistent/matrix.json"),
+    (["archive", "/nonexistent/matrix.json", "--out", "a.jsonl"], "no such file"),
+    (["archive", "README.md", "--out", "a.json"], "an archive is a .jsonl file"),
 ])
 def test_impossible_options_exit_2_before_anything_starts(argv, msg, capsys, monkeypatch):
     # Nothing may start: fail loudly if the runner is reached at all.
