@@ -14,6 +14,7 @@ from clusters.rabbitmq import (
     node_env,
     parse_cluster_status,
     parse_queue_placement,
+    render_advanced_config,
     render_config,
 )
 from clusters.remote import CommandResult
@@ -21,10 +22,21 @@ from tests.fakes import FakeRemote
 
 
 def test_render_config_carries_partition_handling_and_ticktime():
-    text = render_config(BrokerConfig(partition_handling="autoheal", net_ticktime=7))
+    text = render_config(BrokerConfig(partition_handling="autoheal", net_ticktime=7),
+                         "10.213.0.12")
     assert "cluster_partition_handling = autoheal\n" in text
     assert "net_ticktime = 7\n" in text
     assert "loopback_users.guest = false\n" in text
+
+
+def test_amqp_and_distribution_listen_on_the_node_address_only():
+    text = render_config(BrokerConfig(), "10.213.0.12")
+    assert "listeners.tcp.1 = 10.213.0.12:5672\n" in text
+    assert "listeners.tcp.default" not in text  # that one listens on every interface
+    assert render_advanced_config("10.213.0.12") == (
+        "[{kernel, [{inet_dist_use_interface, {10,213,0,12}}]}].\n")
+    with pytest.raises(ValueError):
+        render_advanced_config("n1.example")
 
 
 @pytest.mark.parametrize("cfg,msg", [

@@ -94,6 +94,17 @@ def running_seen_by(env: Env, name: str) -> set[str]:
     return {n.split("@")[1] for n in st.running_nodes} if st.running else set()
 
 
+def test_brokers_listen_on_their_node_address_only(env: Env):
+    for node in env.cluster.nodes:
+        out = node.remote.run(["ss", "-Hltn"], timeout=10).stdout
+        addresses = {line.split()[3].rsplit(":", 1)[0] for line in out.splitlines()}
+        ports = {line.split()[3].rsplit(":", 1)[1] for line in out.splitlines()
+                 if line.split()[3].startswith(f"{node.ip}:")}
+        # AMQP, distribution and epmd on the node's address; epmd adds loopback by itself.
+        assert addresses <= {node.ip, "127.0.0.1"}, (node.name, out)
+        assert {"5672", "4369"} <= ports and len(ports) >= 3, (node.name, out)
+
+
 def test_partition_one_cuts_the_node_off_both_ways_and_heals(env: Env):
     ctx = env.ctx(targets="n3")
     fault = make_fault("partition-one")
