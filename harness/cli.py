@@ -272,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--recheck", action="store_true", help="check every run's history again first")
     t.add_argument("--scenarios", type=_csv, help="only these scenarios")
     t.add_argument("--out", type=Path, help="where to write matrix.json/md (default: beside)")
+    t.add_argument("--pairs", action="store_true",
+                   help="also print each unsafe scenario beside its safe twin (README's table)")
     ar = sub.add_parser("archive", help="append the runs of stored series to an archive (one "
                                         "line per run: row, spec, results without the stories) "
                                         "that `table` reads when the store is gone")
@@ -514,6 +516,9 @@ def _cmd_table(a: argparse.Namespace) -> int:
     print(matrix.summary_table(summaries), end="")
     for problem in matrix.problems(summaries):
         print(f"- {problem}")
+    if a.pairs:
+        print("\n" + matrix.pair_table(summaries, {n: sc.twin for n, sc in SCENARIOS.items()}),
+              end="")
     print(f"table: {md}")
     return matrix.exit_code(rows, summaries)
 

@@ -297,6 +297,26 @@ def summary_table(summaries: Sequence[Summary]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> str:
+    """Takes summaries and each scenario's safe twin (None for none). Returns a Markdown table
+    with a line per unsafe scenario that has runs: how often it showed its anomaly, its lost
+    min / median / max, and how often its twin was valid (README.md's table)."""
+    by_name = {s.scenario: s for s in summaries}
+    head = ["unsafe scenario (predicts lost)", "runs", "shown in", "lost min / median / max",
+            "safe twin (predicts valid)", "runs", "valid in"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        if s.expect == VALID:
+            continue
+        lost = ("-" if s.lost_min is None
+                else f"{s.lost_min:,} / {s.lost_median:,.0f} / {s.lost_max:,}")
+        twin = by_name.get(twins.get(s.scenario) or "")
+        cells = [s.scenario, str(s.runs), str(s.held), lost, twins.get(s.scenario) or "-",
+                 str(twin.runs) if twin else "0", str(twin.held) if twin else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
           extra: dict[str, Any] | None = None, code: int | None = None) -> tuple[Path, Path]:
     """Takes the rows, their summaries, a directory, optional further top-level fields for

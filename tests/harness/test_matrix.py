@@ -146,3 +146,17 @@ def test_every_unsafe_scenario_predicts_a_loss_and_names_a_safe_twin_with_its_fa
         same = ("faults", "order", "interval_s", "duration_s", "targets")
         assert ({k: getattr(twin.spec.nemesis, k) for k in same}
                 == {k: getattr(sc.spec.nemesis, k) for k in same}), name
+
+
+def test_pair_table_sets_each_unsafe_scenario_beside_its_safe_twin():
+    exp = {"m": LOSS, "q": VALID, "t": LOSS}
+    rows = ([matrix.make_row("m", LOSS, 1, 100, Path("."), results(False, n, ["lost"]))
+             for n in (1200, 3400, 2100)]
+            + [matrix.make_row("q", VALID, 0, 50, Path("."), results(True)) for _ in range(2)]
+            + [matrix.make_row("q", VALID, 1, 50, Path("."), results(False, 1, ["lost"]))]
+            + [matrix.make_row("t", LOSS, 0, 50, Path("."), results(True))])
+    text = matrix.pair_table(matrix.summarize(rows, exp), {"m": "q", "t": "twin-never-run"})
+    lines = text.splitlines()
+    assert len(lines) == 4  # header, rule, m, t; the twin q has no line of its own
+    assert lines[2] == "| m | 3 | 3 | 1,200 / 2,100 / 3,400 | q | 3 | 2 |"
+    assert lines[3] == "| t | 1 | 0 | 0 / 0 / 0 | twin-never-run | 0 | - |"
