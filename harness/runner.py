@@ -37,7 +37,7 @@ from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError
 from workloads import Workload
 from workloads.clients import ClientError
-from workloads.queue import QueueWorkload
+from workloads.queue_workload import QueueWorkload
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from nemesis.registry import make_fault
 from tests.integration.conftest import leftovers
 from workloads.clients import ClientOptions, Consumer
 from workloads.publisher import Publisher
-from workloads.queue import QueueWorkload, WorkloadOptions
-from workloads.queues import QueueSpec
+from workloads.queue_spec import QueueSpec
+from workloads.queue_workload import QueueWorkload, WorkloadOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

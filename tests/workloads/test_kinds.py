@@ -9,7 +9,7 @@ import pytest
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError, QueueDepth
 from workloads.kinds import KINDS, QueueConfigError, kind_of
-from workloads.queues import QueueSpec
+from workloads.queue_spec import QueueSpec
 
 NODE = Node("n1", "10.0.0.1", None)  # type: ignore[arg-type]
 

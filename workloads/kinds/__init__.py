@@ -16,7 +16,7 @@ from workloads.kinds.quorum import Quorum
 from workloads.kinds.stream import Stream
 
 if TYPE_CHECKING:
-    from workloads.queues import QueueSpec
+    from workloads.queue_spec import QueueSpec
 
 KINDS: dict[str, QueueKind] = {k.name: k for k in (Quorum(), Mirrored(), Classic(), Stream())}
 

@@ -17,7 +17,7 @@ from clusters.rabbitmq import QueueDepth
 if TYPE_CHECKING:
     from clusters.base import Node
     from clusters.rabbitmq import RabbitBroker
-    from workloads.queues import QueueSpec
+    from workloads.queue_spec import QueueSpec
 
 
 class QueueConfigError(ValueError):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from workloads.kinds.base import QueueConfigError, QueueKind
 
 if TYPE_CHECKING:
-    from workloads.queues import QueueSpec
+    from workloads.queue_spec import QueueSpec
 
 HA_MODES: tuple[str, ...] = ("all", "exactly", "nodes")
 HA_SYNC_MODES: tuple[str, ...] = ("automatic", "manual")

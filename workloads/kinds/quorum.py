@@ -10,7 +10,7 @@ from workloads.kinds.base import QueueConfigError, QueueKind
 if TYPE_CHECKING:
     from clusters.base import Node
     from clusters.rabbitmq import RabbitBroker
-    from workloads.queues import QueueSpec
+    from workloads.queue_spec import QueueSpec
 
 
 class Quorum(QueueKind):

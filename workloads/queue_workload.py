@@ -46,7 +46,7 @@ from workloads.clients import (
 )
 from workloads.kinds import kind_of
 from workloads.publisher import Publisher
-from workloads.queues import QueueSpec, ha_policy, queue_arguments
+from workloads.queue_spec import QueueSpec, ha_policy, queue_arguments
 
 log = logging.getLogger(__name__)
 
