@@ -34,7 +34,7 @@ from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, recover, restart_each
 from harness.spec import TestSpec
 from history import HARNESS, HistoryWriter, Op
-from nemesis import NemesisError
+from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
 from workloads.queue_workload import QueueWorkload
@@ -122,7 +122,7 @@ class Run:
         self.broker = RabbitBroker(self.cluster.nodes, spec.broker, self.cluster.data_root)
         self.workload: Workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes,
                                                 self.history)
-        self.nemesis: Any = None
+        self.nemesis: NemesisInterpreter | None = None
         self.test_info: dict[str, Any] = {
             "name": spec.name,
             "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -180,10 +180,14 @@ class Run:
 
     def main(self) -> None:
         """Runs the workload and the nemesis for the time limit."""
-        from harness.faults import make_nemesis
-
+        assert self.spec.seed is not None
         stop = threading.Event()
-        self.nemesis = make_nemesis(self.spec, self.cluster, self.broker, self.history, stop)
+        # Seeded from the spec, so a run can be repeated; set up now (chains created, netem
+        # probed), so a fault that cannot run here fails before the main phase.
+        self.nemesis = NemesisInterpreter(self.cluster, self.broker, self.history,
+                                          self.spec.nemesis, self.spec.seed,
+                                          self.spec.queue.name, stop)
+        self.nemesis.setup()
         self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
         sampler = QueueSampler(self.broker, self.cluster.nodes, self.spec.queue.name,
                                self.history, self.spec.placement_interval_s, stop)

@@ -19,8 +19,8 @@ from clusters.rabbitmq import BrokerConfig, RabbitBroker
 from harness.recovery import recover
 from history import HistoryWriter, read_history
 from nemesis import FaultUnsupported, NemesisOptions
-from nemesis.fault import FaultContext
-from nemesis.registry import make_fault
+from nemesis.faults import make_fault
+from nemesis.protocol import FaultContext
 from tests.integration.conftest import leftovers
 from workloads.clients import ClientOptions, Consumer
 from workloads.publisher import Publisher

@@ -36,7 +36,7 @@ Packets (on the targets) [start-packet / stop-packet]:
 - `netem-reorder`: reorders `reorder_pct` % of what the targets send with tc netem.
 
 The netem faults need the kernel's sch_netem module; where it is missing they
-raise FaultUnsupported, before the test when the runner's `setup` probes for it.
+raise FaultUnsupported, before the test when the interpreter's `setup` probes for it.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ from collections.abc import Callable
 from functools import partial
 
 from nemesis.errors import NemesisConfigError
-from nemesis.fault import Fault, FaultInfo
-from nemesis.network_faults import (
+from nemesis.faults.network import (
     PacketLossFault,
     PartitionFault,
     QdiscFault,
@@ -66,7 +65,7 @@ from nemesis.network_faults import (
     tbf,
     tbf_settings,
 )
-from nemesis.process_faults import (
+from nemesis.faults.process import (
     FullRestart,
     NodeProcessFault,
     RollingRestart,
@@ -76,6 +75,7 @@ from nemesis.process_faults import (
     start_if_down,
     stop_gracefully,
 )
+from nemesis.protocol import Fault, FaultInfo
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,16 @@ from collections.abc import Callable
 
 from clusters.base import Broker, Node
 from nemesis.errors import FaultError
-from nemesis.fault import (
+from nemesis.healers import FaultBase
+from nemesis.partition import shuffled
+from nemesis.protocol import (
     Description,
-    FaultBase,
     FaultContext,
     FaultInfo,
     describe_error,
     on_nodes,
     raise_for_errors,
 )
-from nemesis.partition import shuffled
 
 log = logging.getLogger(__name__)
 

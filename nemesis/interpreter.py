@@ -1,6 +1,8 @@
-"""The nemesis runner: plays the schedule against a cluster, records it, and heals.
+"""The nemesis interpreter: plays the schedule against a cluster, records it, and heals.
 
-`NemesisRunner.run` (in its own thread via `start`) walks the schedule: it
+Like Jepsen's interpreter for the nemesis process, it is the one place that
+turns the schedule's steps into fault actions and the fault actions into
+history ops. `NemesisInterpreter.run` (in its own thread via `start`) walks the schedule: it
 waits out a healthy period on the stop event, starts a fault, waits out the
 fault period, stops the fault, and so on until the event is set; then it stops
 the fault in hand and returns. Every start and stop is an `invoke` op followed
@@ -15,8 +17,8 @@ for a fault action in flight, stops the active fault, then runs every healer
 its faults use on every node (resume, open the network, remove qdiscs, start
 brokers), logging and going on past failures, and records an invoke/info pair
 with f "heal". It is idempotent and safe in a `finally` after Ctrl-C. One lock
-orders fault actions and heals, so nothing the runner does can land after a
-heal.
+orders fault actions and heals, so nothing the interpreter does can land
+after a heal.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from typing import Any
 from clusters.base import Broker, Cluster
 from history import NEMESIS, Op, OpType, Recorder
 from nemesis.errors import NemesisConfigError
-from nemesis.fault import HEALERS, Fault, FaultContext, Preflight, describe_error
-from nemesis.registry import make_fault
-from nemesis.schedule import NemesisOptions, fault_rng, parse_entry, schedule, schedule_rng
+from nemesis.faults import make_fault
+from nemesis.healers import HEALERS
+from nemesis.options import NemesisOptions, parse_entry
+from nemesis.protocol import Fault, FaultContext, Preflight, describe_error
+from nemesis.schedule import fault_rng, schedule, schedule_rng
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +50,7 @@ def sole_node(description: dict[str, Any]) -> str | None:
     return None
 
 
-class NemesisRunner:
+class NemesisInterpreter:
     """Plays the nemesis schedule in a thread, recording each fault; heals on demand.
 
     Takes the cluster, its broker, the history, the options, the test seed,
@@ -111,13 +115,13 @@ class NemesisRunner:
     def start(self) -> threading.Thread:
         """Starts `run` in a daemon thread named "nemesis". Returns the thread."""
         if self._thread is not None:
-            raise RuntimeError("the nemesis runner was already started")
+            raise RuntimeError("the nemesis interpreter was already started")
         self._thread = threading.Thread(target=self.run, name="nemesis", daemon=True)
         self._thread.start()
         return self._thread
 
     def stop(self) -> None:
-        """Asks the runner to stop: sets its stop event. Returns at once."""
+        """Asks the interpreter to stop: sets its stop event. Returns at once."""
         self.stop_event.set()
 
     def join(self, timeout: float | None = None) -> bool:
