@@ -63,3 +63,48 @@ def test_imports_follow_the_stated_direction(package):
         if against:
             wrong.append(f"{path.relative_to(ROOT)} imports {', '.join(sorted(against))}")
     assert not wrong, f"{package}/ imports against ARCHITECTURE.md: " + "; ".join(wrong)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Returns each project module's project imports (those under TYPE_CHECKING too), by dotted
+    name. `from pkg import mod` depends on the module, not on the package's __init__."""
+    modules: dict[str, Path] = {}
+    for package in PROJECT:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                deps |= {m for a in node.names if (m := owner(a.name))}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & set(modules)
+                deps |= subs
+                if len(subs) < len(node.names) and (m := owner(node.module)):
+                    deps.add(m)
+        graph[name] = deps - {name}
+    return graph
+
+
+def test_no_module_imports_itself_round_a_circle():
+    graph = module_graph()
+    circles = []
+    for start in sorted(graph):
+        seen, todo = set(), [(start, (start,))]
+        while todo:
+            name, path = todo.pop()
+            for dep in graph[name]:
+                if dep == start:
+                    circles.append(" -> ".join((*path, start)))
+                elif dep not in seen and dep > start:  # each circle once, from its least module
+                    seen.add(dep)
+                    todo.append((dep, (*path, dep)))
+    assert not circles, "import circles (TYPE_CHECKING imports count): " + "; ".join(circles)

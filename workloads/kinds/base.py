@@ -10,18 +10,47 @@ tests a kind's name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from clusters.rabbitmq import QueueDepth
 
 if TYPE_CHECKING:
     from clusters.base import Node
     from clusters.rabbitmq import RabbitBroker
-    from workloads.queue_spec import QueueSpec
 
 
 class QueueConfigError(ValueError):
     """A queue setting the broker would reject or that makes no sense."""
+
+
+class QueueSettings(Protocol):
+    """What a kind reads of the queue spec (workloads.queue_spec.QueueSpec is one; the kinds do
+    not import it, so that the spec may ask its kind)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def durable(self) -> bool: ...
+    @property
+    def quorum_initial_group_size(self) -> int | None: ...
+    @property
+    def delivery_limit(self) -> int | None: ...
+    @property
+    def ha_mode(self) -> str: ...
+    @property
+    def ha_params(self) -> int | list[str] | None: ...
+    @property
+    def ha_sync_mode(self) -> str: ...
+    @property
+    def ha_promote_on_shutdown(self) -> str | None: ...
+    @property
+    def ha_promote_on_failure(self) -> str | None: ...
+    @property
+    def queue_master_locator(self) -> str | None: ...
+    @property
+    def single_active_consumer(self) -> bool: ...
 
 
 class QueueKind:
@@ -34,7 +63,7 @@ class QueueKind:
     # The least prefetch its consumers may ask for (0: unlimited is allowed).
     min_prefetch = 0
 
-    def validate(self, spec: QueueSpec, node_count: int) -> None:
+    def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Takes the queue spec and the cluster size. Raises QueueConfigError for a setting this
         kind does not take."""
         for field, label in (("ha_params", "ha-params"),
@@ -44,14 +73,14 @@ class QueueKind:
             if getattr(spec, field) is not None:
                 raise QueueConfigError(f"{label} applies to mirrored queues, not {self.name}")
 
-    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+    def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """Takes the queue spec. Returns the x-arguments of its queue.declare."""
         args: dict[str, Any] = {"x-queue-type": self.name}
         if spec.single_active_consumer:
             args["x-single-active-consumer"] = True
         return args
 
-    def policy(self, spec: QueueSpec, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
+    def policy(self, spec: QueueSettings, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
         """Takes the queue spec and short -> Erlang node names. Returns the definition of the
         policy the queue needs, or None."""
         return None

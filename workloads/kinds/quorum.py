@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from clusters.rabbitmq import QueueDepth
-from workloads.kinds.base import QueueConfigError, QueueKind
+from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 
 if TYPE_CHECKING:
     from clusters.base import Node
     from clusters.rabbitmq import RabbitBroker
-    from workloads.queue_spec import QueueSpec
 
 
 class Quorum(QueueKind):
@@ -21,13 +20,13 @@ class Quorum(QueueKind):
     name = "quorum"
     summary = "a quorum queue (Raft), always durable"
 
-    def validate(self, spec: QueueSpec, node_count: int) -> None:
+    def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Quorum queues are durable and take no mirroring settings."""
         super().validate(spec, node_count)
         if not spec.durable:
             raise QueueConfigError("quorum queues are always durable")
 
-    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+    def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """Adds the initial group size and delivery limit, when set."""
         args = super().arguments(spec)
         if spec.quorum_initial_group_size is not None:

@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from clusters.rabbitmq import QueueDepth
-from workloads.kinds.base import QueueConfigError, QueueKind
+from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 
 if TYPE_CHECKING:
     from clusters.base import Node
     from clusters.rabbitmq import RabbitBroker
-    from workloads.queue_spec import QueueSpec
 
 
 class Stream(QueueKind):
@@ -29,7 +28,7 @@ class Stream(QueueKind):
     reads_whole_log = True
     min_prefetch = 1  # RabbitMQ refuses a stream consumer without a prefetch
 
-    def validate(self, spec: QueueSpec, node_count: int) -> None:
+    def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Streams are durable, have no single active consumer (3.10) and no delivery limit."""
         super().validate(spec, node_count)
         if not spec.durable:
@@ -39,7 +38,7 @@ class Stream(QueueKind):
         if spec.delivery_limit is not None:
             raise QueueConfigError("streams have no delivery limit")
 
-    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+    def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """A stream's replica count is its initial cluster size."""
         args: dict[str, Any] = {"x-queue-type": "stream"}
         if spec.quorum_initial_group_size is not None:
