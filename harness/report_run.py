@@ -318,8 +318,10 @@ def _nemesis_text(info: dict[str, Any]) -> str:
     interval = n.get("interval_s", n.get("interval"))
     duration = n.get("duration_s", n.get("duration"))
     parts = [_list(faults)]
+    # An entry may set its own (kill@leader:duration=10): the spec's are then the defaults.
+    own = isinstance(faults, list | tuple) and any(":" in str(f) for f in faults)
     if interval is not None:
-        parts.append(f"after {interval} s healthy")
+        parts.append(f"{'by default ' if own else ''}after {interval} s healthy")
     if duration is not None:
         parts.append(f"each for {duration} s")
     if n.get("targets"):

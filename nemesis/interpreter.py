@@ -33,7 +33,7 @@ from history import NEMESIS, Op, OpType, Recorder
 from nemesis.errors import NemesisConfigError
 from nemesis.faults import make_fault
 from nemesis.healers import HEALERS
-from nemesis.options import NemesisOptions, parse_entry
+from nemesis.options import NemesisOptions
 from nemesis.protocol import Fault, FaultContext, Preflight, describe_error
 from nemesis.schedule import fault_rng, schedule, schedule_rng
 
@@ -79,12 +79,13 @@ class NemesisInterpreter:
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.error: Exception | None = None
         self._ctx = FaultContext(cluster, broker, options, queue, cancel=self.stop_event)
-        # One fault instance and one context per entry: "kill@leader" and "kill" differ in targets.
-        self._faults: dict[str, Fault] = {
-            e: make_fault(parse_entry(e)[0]) for e in dict.fromkeys(options.faults)}
+        # One fault instance and one context per entry: "kill@leader" and "kill" differ in
+        # targets, and each entry acts with its own options.
+        entries = {e.text: e for e in options.entries()}
+        self._faults: dict[str, Fault] = {t: make_fault(e.fault) for t, e in entries.items()}
         self._ctxs: dict[str, FaultContext] = {
-            e: dataclasses.replace(self._ctx, options=dataclasses.replace(
-                options, targets=options.targets_of(e))) for e in self._faults}
+            t: dataclasses.replace(self._ctx, options=options.resolve(e))
+            for t, e in entries.items()}
         self._steps = schedule(options, schedule_rng(seed))
         self._rng = fault_rng(seed)
         # Orders fault actions against heal; reentrant so heal may run inside a fault's thread.

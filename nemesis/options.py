@@ -6,13 +6,28 @@ for anything that cannot run. nemesis.schedule turns the options into the
 periods the interpreter plays. An empty `faults` is a control run: the
 nemesis only waits.
 
-A fault entry may name its own targets after an `@`: `kill@leader`,
-`stop@follower`, `pause@n2` (several nodes joined by `+`: `kill@n1+n3`);
-without one it takes the options' `targets`.
+The options compose faults the way Jepsen's combined nemesis composes its
+packages: each fault entry carries its own options, and the options' own
+fields are the defaults of every entry that does not set them. An entry is
+text (it is what test.json records and what `--nemesis` takes):
+
+    NAME[@TARGETS][:KEY=VALUE]...
+
+- `NAME`: a fault (nemesis.faults)
+- `@TARGETS`: the nodes it acts on, for faults that take targets: a selector
+  (`kill@leader`, `stop@follower`) or node names joined by `+` (`pause@n1+n3`)
+- `:duration=S`, `:interval=S`: seconds the fault lasts, and healthy seconds
+  before it (`kill@leader:duration=10:interval=20`)
+- `:OPTION=VALUE`: one of the fault's own options, by its field name here
+  (`packet-loss@n2:packet_loss=0.5`, `netem-delay:delay_ms=250:jitter_ms=0`)
+
+`FaultEntry.parse` reads one, `resolve` gives the options an entry plays
+with. An entry with no `@` and no option is a bare fault name, as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -20,7 +35,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from nemesis.errors import NemesisConfigError
-from nemesis.faults import make_fault
+from nemesis.faults import fault_info
 from nemesis.targets import validate_targets
 
 log = logging.getLogger(__name__)
@@ -31,14 +46,16 @@ ORDERS: tuple[str, ...] = ("random", "cycle")
 PACKET_SCOPES: tuple[str, ...] = ("peers", "all")
 # A tbf bucket smaller than one full Ethernet frame would drop every large packet.
 MIN_BURST_BYTES = 1600
+# The keys every fault entry takes, and the option each sets.
+TIMING_KEYS: Mapping[str, str] = {"duration": "duration_s", "interval": "interval_s"}
 
 
 @dataclass(frozen=True)
 class NemesisOptions:
     """Which faults, how often, for how long, against which nodes, and how hard.
 
-    - faults: fault entries, a fault name (see nemesis.faults) with optional targets
-      ("kill@leader"); empty for no faults
+    - faults: fault entries (see the module's docstring): a fault name (see nemesis.faults)
+      with optional targets and options of its own ("kill@leader:duration=10"); empty for none
     - order: "random" (each fault drawn at random) or "cycle" (in the order given, repeated)
     - interval_s: healthy seconds before each fault; duration_s: seconds each fault lasts
     - targets: target spec for faults that pick nodes (see nemesis.targets)
@@ -48,6 +65,8 @@ class NemesisOptions:
     - delay_ms, jitter_ms: netem delay; duplicate_pct, reorder_pct: netem shares in %
     - command_timeout_s: hard timeout of each iptables/tc command
     - heal_wait_s: how long heal waits for a fault action in flight before healing anyway
+
+    Every field but faults, order and heal_wait_s is a default an entry may override.
     """
 
     faults: tuple[str, ...] = ("partition-random-halves",)
@@ -71,24 +90,44 @@ class NemesisOptions:
         """Takes, when known, the cluster's node names. Returns self.
 
         Raises NemesisConfigError for an unknown fault (listing the known
-        ones), a negative or non-finite time, an out-of-range setting, and,
-        given the nodes, target names not in the cluster or a fault needing
-        more nodes than there are.
+        ones), a malformed entry, a negative or non-finite time, an
+        out-of-range setting (the defaults' or an entry's own), and, given
+        the nodes, target names not in the cluster or a fault needing more
+        nodes than there are.
         """
         if isinstance(self.faults, str) or not isinstance(self.faults, tuple):
             raise NemesisConfigError(f"faults must be a tuple of fault names, got {self.faults!r}")
-        faults = []
-        for entry in dict.fromkeys(self.faults):
-            name, targets = parse_entry(entry)
-            faults.append(make_fault(name))
-            if targets is not None:
-                validate_targets(targets, nodes)
+        entries = [FaultEntry.parse(e) for e in dict.fromkeys(self.faults)]
+        for entry in entries:
+            if entry.targets is not None:
+                validate_targets(entry.targets, nodes)
         if self.order not in ORDERS:
             raise NemesisConfigError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+        self._check_values()
+        validate_targets(self.targets, nodes)
+        for entry in entries:
+            try:
+                self.resolve(entry)._check_values(entry.fault)
+            except NemesisConfigError as e:
+                raise NemesisConfigError(
+                    e.args[0] if not entry.settings else f"fault entry {entry.text!r}: {e}"
+                ) from None
+        if nodes is not None:
+            for entry in entries:
+                info = fault_info(entry.fault)
+                if len(nodes) < info.min_nodes:
+                    raise NemesisConfigError(
+                        f"fault {info.name!r} needs at least {info.min_nodes} "
+                        f"nodes; the cluster has {len(nodes)}"
+                    )
+        return self
+
+    def _check_values(self, fault: str | None = None) -> None:
+        """Raises NemesisConfigError for a time or setting out of range; given a fault's name,
+        also for a setting that fault cannot play with."""
         for name in ("interval_s", "duration_s", "heal_wait_s"):
             _non_negative(name, getattr(self, name))
         _positive("command_timeout_s", self.command_timeout_s)
-        validate_targets(self.targets, nodes)
         if not 0 < self.packet_loss <= 1:
             raise NemesisConfigError(
                 f"packet_loss is a probability in (0, 1], got {self.packet_loss!r}"
@@ -111,24 +150,28 @@ class NemesisOptions:
             _non_negative(name, value)
             if value > 100:
                 raise NemesisConfigError(f"{name} is a percentage, got {value!r}")
-        if self.reorder_pct and not self.delay_ms and "netem-reorder" in self.fault_names():
+        if fault == "netem-reorder" and self.reorder_pct and not self.delay_ms:
             raise NemesisConfigError("netem-reorder needs delay_ms > 0 (netem reorders by delay)")
-        if nodes is not None:
-            for fault in faults:
-                if len(nodes) < fault.info.min_nodes:
-                    raise NemesisConfigError(
-                        f"fault {fault.info.name!r} needs at least {fault.info.min_nodes} "
-                        f"nodes; the cluster has {len(nodes)}"
-                    )
-        return self
+
+    def entries(self) -> tuple[FaultEntry, ...]:
+        """Returns the fault entries, parsed, each once, in order."""
+        return tuple(FaultEntry.parse(e) for e in dict.fromkeys(self.faults))
+
+    def resolve(self, entry: str | FaultEntry) -> NemesisOptions:
+        """Takes a fault entry. Returns the options it plays with: its own targets and
+        settings in place of these options' ones."""
+        e = entry if isinstance(entry, FaultEntry) else FaultEntry.parse(entry)
+        own: dict[str, Any] = dict(e.settings)
+        if e.targets is not None:
+            own["targets"] = e.targets
+        return dataclasses.replace(self, **own) if own else self
 
     def needs_queue(self) -> tuple[str, ...]:
         """Returns what in these options asks where the queue leader is (empty when nothing)."""
         names = []
-        for entry in dict.fromkeys(self.faults):
-            name, targets = parse_entry(entry)
-            if make_fault(name).info.needs_queue or targets in QUEUE_SELECTORS:
-                names.append(entry)
+        for entry in self.entries():
+            if fault_info(entry.fault).needs_queue or entry.targets in QUEUE_SELECTORS:
+                names.append(entry.text)
         if self.targets in QUEUE_SELECTORS and self.faults:
             names.append(f"targets={self.targets}")
         return tuple(names)
@@ -167,12 +210,79 @@ class NemesisOptions:
 
 # Target selectors that ask the broker where the queue lives.
 QUEUE_SELECTORS: frozenset[str] = frozenset({"leader", "follower", "followers"})
+# Each option an entry may set, and the type its text is read as.
+_TYPES: Mapping[str, type] = {
+    f.name: type(f.default) for f in fields(NemesisOptions) if f.name not in ("faults", "order")
+}
+
+
+@dataclass(frozen=True)
+class FaultEntry:
+    """One fault of the options with its own options: `kill@leader:duration=10:interval=20`.
+
+    `targets` is its own target spec (node names joined by commas), None for the options'
+    `targets`; `settings` are (NemesisOptions field, value) pairs it sets for itself alone;
+    `text` is the entry as written.
+    """
+
+    text: str
+    fault: str
+    targets: str | None = None
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    @staticmethod
+    def parse(text: str) -> FaultEntry:
+        """Takes an entry such as "kill", "kill@leader", "pause@n1+n3" or
+        "kill@leader:duration=10:interval=20". Returns it parsed.
+
+        Raises NemesisConfigError for an unknown fault, targets given to a fault that picks its
+        own nodes, an option the fault does not take (naming those it does), a repeated option,
+        or a value that is not of the option's type.
+        """
+        if not isinstance(text, str):
+            raise NemesisConfigError(f"a fault entry is text like kill@leader, got {text!r}")
+        head, *parts = text.split(":")
+        name, targets = parse_entry(head)
+        info = fault_info(name.strip())
+        if targets is not None and not info.takes_targets:
+            raise NemesisConfigError(
+                f"fault entry {text!r}: {info.name} picks its own nodes and takes no targets")
+        keys = {**TIMING_KEYS, **{o: o for o in info.options}}
+        settings: dict[str, Any] = {}
+        for part in parts:
+            key, sep, value = (x.strip() for x in part.partition("="))
+            if not sep or not key or not value:
+                raise NemesisConfigError(
+                    f"fault entry {text!r}: {part!r} is not KEY=VALUE (e.g. duration=10)")
+            field = keys.get(key)
+            if field is None:
+                raise NemesisConfigError(
+                    f"fault entry {text!r}: {info.name} takes no option {key!r}; "
+                    f"it takes {', '.join(keys)}")
+            if field in settings:
+                raise NemesisConfigError(f"fault entry {text!r}: {key} is given twice")
+            settings[field] = _value(text, key, value, _TYPES[field])
+        return FaultEntry(text, info.name, targets, tuple(settings.items()))
+
+
+def _value(entry: str, key: str, text: str, kind: type) -> Any:
+    if kind is str:
+        return text
+    try:
+        value = kind(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise NemesisConfigError(
+            f"fault entry {entry!r}: {key} must be {what}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise NemesisConfigError(f"fault entry {entry!r}: {key} must be a finite number")
+    return value
 
 
 def parse_entry(entry: str) -> tuple[str, str | None]:
-    """Takes a fault entry such as "kill" or "kill@leader" or "pause@n1+n3". Returns (fault
-    name, its own target spec or None)."""
-    name, sep, targets = entry.partition("@")
+    """Takes a fault entry such as "kill", "kill@leader" or "pause@n1+n3:duration=5". Returns
+    (fault name, its own target spec or None); its options are left aside."""
+    name, sep, targets = entry.split(":", 1)[0].partition("@")
     return name, (targets.replace("+", ",") if sep else None)
 
 

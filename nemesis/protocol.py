@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from clusters.base import Broker, Cluster, Node
+from history.faults import FaultKind
 from nemesis.errors import FaultError, FaultUnsupported
 from nemesis.targets import Locator, select_targets
 
@@ -39,18 +40,38 @@ Description = dict[str, Any]
 
 @dataclass(frozen=True)
 class FaultInfo:
-    """What is fixed about a fault: its name, history fs, healer and the nodes it needs.
+    """A fault's declaration, the one place its facts are written.
 
-    `heals` is a key of nemesis.healers.HEALERS. `needs_queue` says it asks where the queue's
-    leader is.
+    - name: what a fault entry calls it ("kill")
+    - kind: how the history shows it (history.faults: the fs that start and stop it, and the
+      label and colour of the report), shared by similar faults
+    - heals: the healer that ends every fault of its kind (a key of nemesis.healers.HEALERS)
+    - options: the options it reads besides targets (NemesisOptions field names), which a fault
+      entry may set for it alone; every fault also takes its own `duration` and `interval`
+    - takes_targets: it acts on the nodes its `targets` select (an entry may name them after @);
+      without, it picks its nodes itself (a partition's shape, every node)
+    - min_nodes: the least cluster it can act on; needs_queue: it asks where the queue's leader is
     """
 
     name: str
-    start_f: str
-    stop_f: str
+    kind: FaultKind
     heals: str
+    options: tuple[str, ...] = ()
+    takes_targets: bool = False
     min_nodes: int = 1
     needs_queue: bool = False
+
+    @property
+    def start_f(self) -> str:
+        """Returns the history f of its start."""
+        return self.kind.start_f
+
+    @property
+    def stop_f(self) -> str:
+        """Returns the history f of its stop."""
+        if self.kind.stop_f is None:
+            raise ValueError(f"fault kind {self.kind.name!r} has no stop op")
+        return self.kind.stop_f
 
 
 class FaultOptions(Protocol):

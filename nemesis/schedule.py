@@ -1,13 +1,17 @@
 """The schedule: the healthy and faulty periods the nemesis options make, from the test seed.
 
-The schedule alternates a healthy period of `interval_s` and a fault period
-of `duration_s`, starting healthy, like Jepsen's `(gen/stagger interval
-(gen/flip-flop start stop))` with a fixed interval. Each fault is drawn from
-`faults` (repeat a name to weight it) with a Random seeded from the test seed
-alone, so one seed gives one sequence of faults however the faults
-themselves go; with `order="cycle"` the faults are played in the order
-given, over and over (a fixed sequence such as "restart a mirror, then kill
-the master"). With no faults the schedule is healthy periods only.
+Each fault entry is one of Jepsen's combined-nemesis packages: its own
+`(gen/stagger interval (gen/flip-flop start stop))`, a healthy period of its
+`interval` then a fault period of its `duration` (each the entry's own, else
+the options'). The schedule composes the entries one after another, starting
+healthy, so that one fault is in effect at a time (Jepsen's `gen/mix` may
+overlap packages; here each window of the history is one fault's). Which
+entry plays next is drawn from `faults` (repeat an entry to weight it) with a
+Random seeded from the test seed alone, so one seed gives one sequence of
+faults however the faults themselves go; with `order="cycle"` the entries
+are played in the order given, over and over (a fixed sequence such as
+"restart a mirror, then kill the master"). With no faults the schedule is
+healthy periods of the options' `interval_s` only.
 """
 
 from __future__ import annotations
@@ -40,20 +44,25 @@ def fault_rng(seed: int | str) -> random.Random:
 
 
 def schedule(options: NemesisOptions, rng: random.Random) -> Iterator[Step]:
-    """Takes options and a Random. Yields healthy and fault steps, alternating, forever.
+    """Takes (validated) options and a Random. Yields healthy and fault steps, alternating,
+    forever: before each fault, its entry's interval; the fault, for its entry's duration.
 
     With no faults, yields only healthy steps.
     """
+    resolved = {entry: options.resolve(entry) for entry in dict.fromkeys(options.faults)}
     k = 0
     while True:
-        yield Step("healthy", options.interval_s)
-        if options.faults:
-            if options.order == "cycle":
-                entry = options.faults[k % len(options.faults)]
-                k += 1
-            else:
-                entry = rng.choice(options.faults)
-            yield Step("fault", options.duration_s, entry)
+        if not options.faults:
+            yield Step("healthy", options.interval_s)
+            continue
+        if options.order == "cycle":
+            entry = options.faults[k % len(options.faults)]
+            k += 1
+        else:
+            entry = rng.choice(options.faults)
+        own = resolved[entry]
+        yield Step("healthy", own.interval_s)
+        yield Step("fault", own.duration_s, entry)
 
 
 def plan(options: NemesisOptions, seed: int | str, count: int) -> list[Step]:

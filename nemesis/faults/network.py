@@ -101,10 +101,8 @@ def shape_leader(ctx: FaultContext, rng: random.Random) -> tuple[Grudge, Descrip
 class PartitionFault(FaultBase):
     """Cuts the network into the shape's grudge; stopping opens it again on every node."""
 
-    def __init__(self, name: str, shape: Shape, *, min_nodes: int = 2, needs_queue: bool = False):
-        self.info = FaultInfo(
-            name, "start-partition", "stop-partition", "iptables", min_nodes, needs_queue
-        )
+    def __init__(self, info: FaultInfo, shape: Shape) -> None:
+        self.info = info
         self._shape = shape
         self._nodes: list[str] = []
 
@@ -135,8 +133,8 @@ class PartitionFault(FaultBase):
 class PacketLossFault(FaultBase):
     """Drops a random share of the target nodes' packets, with iptables' statistic match."""
 
-    def __init__(self, name: str = "packet-loss") -> None:
-        self.info = FaultInfo(name, "start-packet", "stop-packet", "iptables")
+    def __init__(self, info: FaultInfo) -> None:
+        self.info = info
         self._hit: list[Node] = []
 
     def preflight(self, ctx: FaultContext) -> None:
@@ -185,9 +183,9 @@ class QdiscFault(FaultBase):
     """Puts a root qdisc (tbf, netem) on the target nodes' cluster interface."""
 
     def __init__(
-        self, name: str, build: QdiscBuilder, settings: QdiscSettings, *, netem: bool = False
+        self, info: FaultInfo, build: QdiscBuilder, settings: QdiscSettings, *, netem: bool = False
     ) -> None:
-        self.info = FaultInfo(name, "start-packet", "stop-packet", "tc")
+        self.info = info
         self._build = build
         self._settings = settings
         self._netem = netem

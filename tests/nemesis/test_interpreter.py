@@ -377,3 +377,18 @@ def test_each_entry_acts_on_its_own_targets_in_cycle_order(tmp_path: Path) -> No
     hits = [(op.f, op.value["nodes"]) for op in rig.ops()
             if op.type == "info" and op.f in ("stop", "kill")]
     assert hits[:4] == [("stop", ["n1"]), ("kill", ["n2"]), ("stop", ["n1"]), ("kill", ["n2"])]
+
+
+def test_each_entry_acts_with_its_own_options_and_lasts_its_own_duration(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, ("kill:duration=0.001", "packet-loss@n2:packet_loss=0.5:duration=600"),
+              order="cycle", targets="n1", packet_loss=0.1, duration_s=0.001)
+    rig.interpreter.start()
+    wait_until(lambda: rig.interpreter.active == "packet-loss"
+               and len(rig.completions("start-packet")) == 1)
+    time.sleep(0.05)  # the kill lasted 1 ms; the packet loss lasts 600 s
+    assert rig.interpreter.active == "packet-loss"
+    rig.interpreter.stop()
+    assert rig.interpreter.join(2)
+    assert rig.completions("kill")[0].value == {"fault": "kill", "nodes": ["n1"]}
+    loss = rig.completions("start-packet")[0].value
+    assert (loss["nodes"], loss["probability"]) == (["n2"], 0.5)

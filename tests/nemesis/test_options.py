@@ -109,3 +109,50 @@ def test_bad_entries_and_orders_are_refused() -> None:
         NemesisOptions(faults=("kill@n9",)).validate(NODES)
     with pytest.raises(NemesisConfigError, match="order"):
         NemesisOptions(order="sorted").validate(NODES)  # type: ignore[arg-type]
+
+
+def test_an_entry_carries_its_own_targets_and_options() -> None:
+    from nemesis.options import FaultEntry
+
+    entry = FaultEntry.parse("kill@n1+n3:duration=10:interval=20")
+    assert (entry.fault, entry.targets) == ("kill", "n1,n3")
+    assert dict(entry.settings) == {"duration_s": 10.0, "interval_s": 20.0}
+    assert FaultEntry.parse("kill") == FaultEntry("kill", "kill")
+    loss = FaultEntry.parse("packet-loss@n2:packet_loss=0.5:packet_scope=all")
+    assert dict(loss.settings) == {"packet_loss": 0.5, "packet_scope": "all"}
+    opts = NemesisOptions(faults=("kill", "kill@leader:duration=10", "packet-loss@n2:packet_loss=0.5"),
+                          duration_s=3, packet_loss=0.1).validate(NODES)
+    assert opts.resolve("kill") is opts
+    assert (opts.resolve("kill@leader:duration=10").duration_s,
+            opts.resolve("kill@leader:duration=10").targets) == (10.0, "leader")
+    assert opts.resolve("packet-loss@n2:packet_loss=0.5").packet_loss == 0.5
+    assert opts.resolve("packet-loss@n2:packet_loss=0.5").duration_s == 3
+    assert opts.fault_names() == ("kill", "packet-loss")
+    assert opts.targets_of("kill@leader:duration=10") == "leader"
+    assert opts.needs_queue() == ("kill@leader:duration=10",)
+    assert NemesisOptions.from_dict(json.loads(json.dumps(opts.to_dict()))) == opts
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("kill:duration", r"'duration' is not KEY=VALUE \(e.g. duration=10\)"),
+        ("kill:duration=", "is not KEY=VALUE"),
+        ("kill@leader:", "'' is not KEY=VALUE"),
+        ("kill:duration=ten", "duration must be a number, got 'ten'"),
+        ("kill:duration=inf", "duration must be a finite number"),
+        ("kill:duration=-1", r"fault entry 'kill:duration=-1': duration_s must be >= 0"),
+        ("kill:duration=1:duration=2", "duration is given twice"),
+        ("kill:packet_loss=0.5", "kill takes no option 'packet_loss'; it takes duration, interval"),
+        ("packet-loss:loss=0.5", "it takes duration, interval, packet_loss, packet_scope"),
+        ("packet-loss:packet_loss=2", r"packet_loss is a probability in \(0, 1\]"),
+        ("bandwidth:bandwidth_kbit=1.5", "bandwidth_kbit must be a whole number"),
+        ("netem-reorder:delay_ms=0", "netem-reorder needs delay_ms > 0"),
+        ("partition-halves@n1", "partition-halves picks its own nodes and takes no targets"),
+        ("kill@n9:duration=5", "n9"),
+        ("explode:duration=5", "unknown fault 'explode'"),
+    ],
+)
+def test_bad_entries_are_refused_with_what_is_wrong(entry: str, message: str) -> None:
+    with pytest.raises(NemesisConfigError, match=message):
+        NemesisOptions(faults=("kill", entry)).validate(NODES)
