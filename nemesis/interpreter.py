@@ -28,7 +28,7 @@ import logging
 import threading
 from typing import Any
 
-from clusters.base import Broker, Cluster
+from clusters.base import Broker, Cluster, QueueAdmin
 from history import NEMESIS, Op, OpType, Recorder
 from nemesis.errors import NemesisConfigError
 from nemesis.faults import make_fault
@@ -54,9 +54,10 @@ class NemesisInterpreter:
     """Plays the nemesis schedule in a thread, recording each fault; heals on demand.
 
     Takes the cluster, its broker, the history, the options, the test seed,
-    the queue (needed by `partition-leader` and targets "leader") and the
-    event that stops it (a new one when None). Raises NemesisConfigError when
-    the options do not fit the cluster.
+    the queue and the admin that says where it lives (needed by
+    `partition-leader` and targets "leader" or "follower(s)") and the event
+    that stops it (a new one when None). Raises NemesisConfigError when the
+    options do not fit the cluster.
     """
 
     def __init__(
@@ -68,17 +69,23 @@ class NemesisInterpreter:
         seed: int | str,
         queue: str | None = None,
         stop_event: threading.Event | None = None,
+        *,
+        admin: QueueAdmin | None = None,
     ) -> None:
         options.validate([n.name for n in cluster.nodes])
         needing = options.needs_queue()
         if needing and queue is None:
             raise NemesisConfigError(f"{', '.join(needing)} need(s) a queue name")
+        if needing and admin is None:
+            raise NemesisConfigError(
+                f"{', '.join(needing)} need(s) a queue admin to ask where the queue lives")
         self.options = options
         self.history = history
         self.seed = seed
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.error: Exception | None = None
-        self._ctx = FaultContext(cluster, broker, options, queue, cancel=self.stop_event)
+        self._ctx = FaultContext(cluster, broker, options, queue, cancel=self.stop_event,
+                                 admin=admin)
         # One fault instance and one context per entry: "kill@leader" and "kill" differ in
         # targets, and each entry acts with its own options.
         entries = {e.text: e for e in options.entries()}

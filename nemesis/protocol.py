@@ -10,7 +10,8 @@ between start and stop, so one instance serves one run.
 
 `FaultContext` is everything a fault may act through: the cluster's nodes
 (and their Remotes), the Broker, its own options (`FaultOptions`: the
-options of the fault entry it plays) and the queue. `on_nodes` runs an
+options of the fault entry it plays), the queue and the QueueAdmin that
+says where it lives. `on_nodes` runs an
 action on several nodes at once, like Jepsen's `on-nodes`.
 
 This module depends on no other fault module: the faults, the healers, the
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from clusters.base import Broker, Cluster, Node
+from clusters.base import Broker, Cluster, Node, QueueAdmin
 from history.faults import FaultKind
 from nemesis.errors import FaultError, FaultUnsupported
 from nemesis.targets import Locator, select_targets
@@ -104,10 +105,11 @@ class FaultOptions(Protocol):
 
 @dataclass(frozen=True)
 class FaultContext:
-    """What faults act through: the cluster, its broker, the options and the queue.
+    """What faults act through: the cluster, its broker, the options, the queue and its admin.
 
     `cancel` is set when the nemesis is asked to stop; long faults (a rolling
-    restart) check it between nodes.
+    restart) check it between nodes. `admin` answers where the queue lives (its leader,
+    its other replicas), for the faults and targets that ask.
     """
 
     cluster: Cluster
@@ -115,6 +117,7 @@ class FaultContext:
     options: FaultOptions
     queue: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    admin: QueueAdmin | None = None
 
     @property
     def nodes(self) -> list[Node]:
@@ -141,9 +144,9 @@ class FaultContext:
         Raises FaultError when there is no queue, the broker does not know, or
         it names a node outside the cluster.
         """
-        if self.queue is None:
+        if self.queue is None or self.admin is None:
             raise FaultError("no queue given, so there is no queue leader to target")
-        name = self.broker.queue_leader(self.queue)
+        name = self.admin.queue_leader(self.queue)
         if name is None:
             raise FaultError(f"the leader of queue {self.queue!r} is not known")
         if name not in self.names:
@@ -156,9 +159,9 @@ class FaultContext:
 
         Raises FaultError when there is no queue.
         """
-        if self.queue is None:
+        if self.queue is None or self.admin is None:
             raise FaultError("no queue given, so there are no queue replicas to target")
-        placement = self.broker.queue_placement(self.queue)
+        placement = self.admin.queue_placement(self.queue)
         leader = placement.get("leader")
         replicas = set(placement.get("members") or []) | set(placement.get("mirrors") or [])
         return sorted(n for n in replicas - {leader} if n in self.names)

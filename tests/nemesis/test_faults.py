@@ -25,7 +25,7 @@ def setup(
     cluster = FakeCluster(size, netem=netem)
     broker = FakeBroker(names=[n.name for n in cluster.nodes])
     options = replace(NemesisOptions(), **opts)  # type: ignore[arg-type]
-    return FaultContext(cluster, broker, options, queue="q"), cluster, broker
+    return FaultContext(cluster, broker, options, queue="q", admin=broker), cluster, broker
 
 
 def dropped(cluster: FakeCluster) -> dict[str, set[str]]:

@@ -43,7 +43,8 @@ class Rig:
         opts.setdefault("duration_s", 0.0)
         self.options = NemesisOptions(faults=faults, **opts)
         self.interpreter = NemesisInterpreter(
-            self.cluster, self.broker, self.history, self.options, seed, queue
+            self.cluster, self.broker, self.history, self.options, seed, queue,
+            admin=self.broker,
         )
 
     def ops(self) -> list[Op]:
@@ -392,3 +393,9 @@ def test_each_entry_acts_with_its_own_options_and_lasts_its_own_duration(tmp_pat
     assert rig.completions("kill")[0].value == {"fault": "kill", "nodes": ["n1"]}
     loss = rig.completions("start-packet")[0].value
     assert (loss["nodes"], loss["probability"]) == (["n2"], 0.5)
+
+
+def test_faults_that_ask_where_the_queue_lives_need_its_admin(tmp_path: Path) -> None:
+    with pytest.raises(NemesisConfigError, match=r"kill@leader need\(s\) a queue admin"):
+        NemesisInterpreter(FakeCluster(3), FakeBroker(), HistoryWriter(tmp_path / "h.jsonl"),
+                           NemesisOptions(faults=("kill@leader",)), seed=1, queue="q")

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from clusters.base import Node
-from clusters.rabbitmq import BrokerError, QueueDepth
+from clusters.rabbitmq import BrokerError
+from clusters.rabbitmq_admin import QueueDepth
 from workloads.kinds import KINDS, QueueConfigError, kind_of
 from workloads.queue_spec import QueueSpec
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from clusters.rabbitmq import QueueDepth
+from clusters.rabbitmq import BrokerError
+from clusters.rabbitmq_admin import QueueDepth
 
 if TYPE_CHECKING:
     from clusters.base import Node
-    from clusters.rabbitmq import RabbitBroker
+    from clusters.rabbitmq_admin import RabbitAdmin
 
 
 class QueueConfigError(ValueError):
@@ -93,16 +94,14 @@ class QueueKind:
         """Returns the check settings this kind's semantics impose (CheckSpec field -> value)."""
         return {}
 
-    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+    def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks one node, freshly, what the queue holds. Returns the QueueDepth (exists False when
         the node lists no such queue). Raises RemoteError or BrokerError when the node does not
         answer with numbers: never a silent 0."""
-        row = broker.queue_stats(node, queue, timeout=20.0)
+        row = admin.queue_stats(node, queue, timeout=20.0)
         if row is None:
             return QueueDepth(False)
         if row["ready"] is None or row["unacked"] is None:
-            from clusters.rabbitmq import BrokerError
-
             raise BrokerError(f"{node.name}: list_queues gave no counts for {queue}")
         return QueueDepth(True, self.name, row["ready"], row["unacked"])
 

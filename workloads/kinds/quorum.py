@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from clusters.rabbitmq import QueueDepth
+from clusters.rabbitmq_admin import QueueDepth
 from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 
 if TYPE_CHECKING:
     from clusters.base import Node
-    from clusters.rabbitmq import RabbitBroker
+    from clusters.rabbitmq_admin import RabbitAdmin
 
 
 class Quorum(QueueKind):
@@ -35,8 +35,8 @@ class Quorum(QueueKind):
             args["x-delivery-limit"] = spec.delivery_limit
         return args
 
-    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+    def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the queue's Raft leader (through the node) for ready and checked-out counts."""
-        if broker.queue_stats(node, queue, timeout=20.0) is None:
+        if admin.queue_stats(node, queue, timeout=20.0) is None:
             return QueueDepth(False)
-        return broker.quorum_depth(node, queue)
+        return admin.quorum_depth(node, queue)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from clusters.rabbitmq import QueueDepth
+from clusters.rabbitmq_admin import QueueDepth
 from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 
 if TYPE_CHECKING:
     from clusters.base import Node
-    from clusters.rabbitmq import RabbitBroker
+    from clusters.rabbitmq_admin import RabbitAdmin
 
 
 class Stream(QueueKind):
@@ -53,11 +53,11 @@ class Stream(QueueKind):
         """Repeats are the design: duplicates of either flag do not invalidate."""
         return {"unflagged_duplicates_invalid": False, "flagged_duplicates_invalid": False}
 
-    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+    def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the stream's members for their last committed offset."""
-        if broker.queue_stats(node, queue, timeout=20.0) is None:
+        if admin.queue_stats(node, queue, timeout=20.0) is None:
             return QueueDepth(False)
-        return QueueDepth(True, self.name, last_offset=broker.stream_end(node, queue))
+        return QueueDepth(True, self.name, last_offset=admin.stream_end(node, queue))
 
     def drained(self, depths: Mapping[str, QueueDepth],
                 read_to: Mapping[str, int | None]) -> tuple[bool, str | None]:
