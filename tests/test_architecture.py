@@ -108,3 +108,38 @@ def test_no_module_imports_itself_round_a_circle():
                     seen.add(dep)
                     todo.append((dep, (*path, dep)))
     assert not circles, "import circles (TYPE_CHECKING imports count): " + "; ".join(circles)
+
+
+def kind_name_tests(path: Path, names: set[str]) -> list[int]:
+    """Takes a Python file and the queue kinds' names. Returns the lines where it compares
+    something with a kind's name (==, !=, in, not in, a match case)."""
+    def named(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(named(e) for e in node.elts)
+        return False
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Compare) and any(named(c) for c in (node.left, *node.comparators)):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.MatchValue) and named(node.value):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_queue_kinds_test_a_queue_kinds_name():
+    # Everything else asks the kind (workloads.kinds.kind_of): what it declares, validates,
+    # reads, proves or shows. The CLI's choices and the scenario catalogue name kinds but
+    # compare nothing.
+    from workloads.kinds import KINDS
+
+    kinds_dir = ROOT / "workloads" / "kinds"
+    wrong = []
+    for package in PROJECT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if kinds_dir in path.parents:
+                continue
+            wrong += [f"{path.relative_to(ROOT)}:{n}" for n in kind_name_tests(path, set(KINDS))]
+    assert not wrong, "queue kind names tested outside workloads/kinds/: " + ", ".join(wrong)

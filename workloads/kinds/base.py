@@ -86,6 +86,13 @@ class QueueKind:
         policy the queue needs, or None."""
         return None
 
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """Takes a stored spec's queue section (test.json's; keys may be missing). Returns the
+        phrases a report shows for the settings of a queue of this kind (here: the delivery
+        limit, when set)."""
+        limit = queue.get("delivery_limit")
+        return [f"delivery limit {limit}"] if limit is not None else []
+
     def consumer_offset(self) -> str | None:
         """Returns where a consumer starts reading (x-stream-offset), None for a queue."""
         return None

@@ -56,6 +56,20 @@ class Mirrored(QueueKind):
         args["x-queue-type"] = "classic"
         return args
 
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """The delivery limit, then its mirroring policy: ha-mode and params, sync mode,
+        promotion, master locator."""
+        params = queue.get("ha_params")
+        shown = (", ".join(str(v) for v in params) if isinstance(params, list | tuple)
+                 else str(params)) if params else ""
+        parts = super().describe(queue)
+        parts += [f"ha-mode {queue.get('ha_mode')}" + (f" {shown}" if shown else ""),
+                  f"ha-sync-mode {queue.get('ha_sync_mode')}"]
+        for k in ("ha_promote_on_shutdown", "ha_promote_on_failure", "queue_master_locator"):
+            if queue.get(k):
+                parts.append(f"{k.replace('_', '-')} {queue[k]}")
+        return parts
+
     def policy(self, spec: QueueSettings, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
         """Returns the ha policy; ha-params of ha-mode nodes may name nodes by short name."""
         d: dict[str, Any] = {"ha-mode": spec.ha_mode, "ha-sync-mode": spec.ha_sync_mode}

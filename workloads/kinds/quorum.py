@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from clusters.rabbitmq_admin import QueueDepth
@@ -34,6 +35,11 @@ class Quorum(QueueKind):
         if spec.delivery_limit is not None:
             args["x-delivery-limit"] = spec.delivery_limit
         return args
+
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """Its initial group size, when set, then the delivery limit."""
+        size = queue.get("quorum_initial_group_size")
+        return ([f"initial group size {size}"] if size else []) + super().describe(queue)
 
     def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the queue's Raft leader (through the node) for ready and checked-out counts."""

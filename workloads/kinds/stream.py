@@ -45,6 +45,12 @@ class Stream(QueueKind):
             args["x-initial-cluster-size"] = spec.quorum_initial_group_size
         return args
 
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """Its initial cluster size (the spec's initial group size), when set, then the
+        delivery limit."""
+        size = queue.get("quorum_initial_group_size")
+        return ([f"initial group size {size}"] if size else []) + super().describe(queue)
+
     def consumer_offset(self) -> str | None:
         """Every consumer reads the log from its first offset."""
         return "first"
