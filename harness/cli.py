@@ -27,6 +27,7 @@ from clusters.registry import add_backend_options, options_from_args
 from clusters.spark_master import check_spark_master
 from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
 from nemesis import NemesisOptions
+from workloads.kinds import KINDS
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--net-ticktime", type=int, help="seconds (default 10; RabbitMQ's own is 60)")
     q = p.add_argument_group("queue")
     q.add_argument("--queue", dest="queue_name", help="queue name")
-    q.add_argument("--queue-type", choices=("quorum", "mirrored", "classic", "stream"),
-                   help="stream: a replicated log every consumer reads from its first offset")
+    q.add_argument("--queue-type", choices=tuple(KINDS),
+                   help="; ".join(f"{k.name}: {k.summary}" for k in KINDS.values()))
     q.add_argument("--transient-queue", action="store_true", default=None,
                    help="declare the queue non-durable (classic only)")
     q.add_argument("--quorum-initial-group-size", type=int,
