@@ -120,13 +120,13 @@ def kind_name_tests(path: Path, names: set[str]) -> list[int]:
             return any(named(e) for e in node.elts)
         return False
 
-    lines = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Compare) and any(named(c) for c in (node.left, *node.comparators)):
-            lines.append(node.lineno)
-        elif isinstance(node, ast.MatchValue) and named(node.value):
-            lines.append(node.lineno)
-    return lines
+    def tests(node: ast.AST) -> bool:
+        if isinstance(node, ast.Compare):
+            return any(named(c) for c in (node.left, *node.comparators))
+        return isinstance(node, ast.MatchValue) and named(node.value)
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [node.lineno for node in ast.walk(tree) if tests(node)]
 
 
 def test_only_the_queue_kinds_test_a_queue_kinds_name():
