@@ -3,7 +3,8 @@
 A `Cluster` is provisioned by a backend (local network namespaces, SSH hosts,
 Docker). Its `nodes` each carry a `Remote` and the address peers and clients
 use. A `Broker` controls the RabbitMQ process on a node; nemeses use it for
-process faults and to ask where a queue's leader lives.
+process faults. A `QueueAdmin` says where a queue lives; nemeses ask it where
+a queue's leader is.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ class Broker(Protocol):
     def resume(self, node: Node) -> None:
         """Sends SIGCONT to the node's beam."""
         ...
+
+
+class QueueAdmin(Protocol):
+    """Says where a queue lives, as the brokers report it now."""
 
     def queue_leader(self, queue: str) -> str | None:
         """Returns the short name of the node hosting the queue's leader or master, if known."""

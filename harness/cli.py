@@ -27,6 +27,7 @@ from clusters.registry import add_backend_options, options_from_args
 from clusters.spark_master import check_spark_master
 from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
 from nemesis import NemesisOptions
+from workloads.kinds import KINDS
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--net-ticktime", type=int, help="seconds (default 10; RabbitMQ's own is 60)")
     q = p.add_argument_group("queue")
     q.add_argument("--queue", dest="queue_name", help="queue name")
-    q.add_argument("--queue-type", choices=("quorum", "mirrored", "classic", "stream"),
-                   help="stream: a replicated log every consumer reads from its first offset")
+    q.add_argument("--queue-type", choices=tuple(KINDS),
+                   help="; ".join(f"{k.name}: {k.summary}" for k in KINDS.values()))
     q.add_argument("--transient-queue", action="store_true", default=None,
                    help="declare the queue non-durable (classic only)")
     q.add_argument("--quorum-initial-group-size", type=int,
@@ -120,13 +121,22 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     w.add_argument("--placement-interval", type=float,
                    help="seconds between samples of the queue's leader/members (0: off)")
     n = p.add_argument_group("nemesis")
-    n.add_argument("--nemesis", type=_csv,
-                   help="faults, comma-separated, or 'none'; a fault may name its own targets: "
-                        "kill@leader, stop@follower, pause@n1+n3")
+    n.add_argument("--nemesis", type=_csv, metavar="FAULTS",
+                   help="fault entries NAME[@TARGETS][:KEY=VALUE]..., comma-separated, or "
+                        "'none'. Each may name its own targets after "
+                        "@ (kill@leader, stop@follower, pause@n1+n3) and its own options after "
+                        "colons: duration and interval in seconds, or one of the fault's own "
+                        "settings (kill@leader:duration=10:interval=20, "
+                        "packet-loss@n2:packet_loss=0.5); what an entry does not set comes from "
+                        "the options below")
     n.add_argument("--nemesis-order", choices=("random", "cycle"),
                    help="draw each fault at random (default) or play them in the order given")
-    n.add_argument("--nemesis-interval", type=float, help="healthy seconds between faults")
-    n.add_argument("--nemesis-duration", type=float, help="seconds each fault lasts")
+    n.add_argument("--nemesis-interval", type=float,
+                   help="healthy seconds before each fault (default 10, or the scenario's), "
+                        "unless its entry says")
+    n.add_argument("--nemesis-duration", type=float,
+                   help="seconds each fault lasts (default 10, or the scenario's), unless its "
+                        "entry says")
     n.add_argument("--nemesis-targets",
                    help="one, random, minority, majority, all, leader, follower, followers, "
                         "or n1,n2")

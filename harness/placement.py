@@ -34,7 +34,7 @@ PLACEMENT_KEYS = ("type", "leader", "members", "mirrors", "synchronised_mirrors"
 
 
 class StatsSource(Protocol):
-    """Anything that can say, node by node, where a queue lives and its depth (RabbitBroker)."""
+    """Anything that can say, node by node, where a queue lives and its depth (RabbitAdmin)."""
 
     def queue_stats(self, node: Node, queue: str, timeout: float = 10.0) -> dict[str, Any] | None:
         """Returns the queue's placement and counts as that node sees them, None when it lists

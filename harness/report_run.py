@@ -35,6 +35,7 @@ from harness.page import (
     td_html,
 )
 from history.faults import HEAL, kind_for_start, kind_named
+from workloads.kinds import KINDS, QueueKind
 
 log = logging.getLogger(__name__)
 
@@ -274,17 +275,8 @@ def _queue_text(info: dict[str, Any]) -> str:
     qtype = q.get("type", "?")
     parts = [f"{qtype} queue {q.get('name', '')!s}".strip()]
     parts.append("durable" if q.get("durable", True) else "transient")
-    if qtype in ("quorum", "stream") and q.get("quorum_initial_group_size"):
-        parts.append(f"initial group size {q['quorum_initial_group_size']}")
-    if q.get("delivery_limit") is not None:
-        parts.append(f"delivery limit {q['delivery_limit']}")
-    if qtype == "mirrored":
-        params = q.get("ha_params")
-        parts.append(f"ha-mode {q.get('ha_mode')}" + (f" {_list(params)}" if params else ""))
-        parts.append(f"ha-sync-mode {q.get('ha_sync_mode')}")
-        for k in ("ha_promote_on_shutdown", "ha_promote_on_failure", "queue_master_locator"):
-            if q.get(k):
-                parts.append(f"{k.replace('_', '-')} {q[k]}")
+    # The kind says what of its settings to show; a kind no longer known, only the common ones.
+    parts += KINDS.get(str(qtype), QueueKind()).describe(q)
     if q.get("single_active_consumer"):
         parts.append("single active consumer")
     return ", ".join(parts)
@@ -318,8 +310,10 @@ def _nemesis_text(info: dict[str, Any]) -> str:
     interval = n.get("interval_s", n.get("interval"))
     duration = n.get("duration_s", n.get("duration"))
     parts = [_list(faults)]
+    # An entry may set its own (kill@leader:duration=10): the spec's are then the defaults.
+    own = isinstance(faults, list | tuple) and any(":" in str(f) for f in faults)
     if interval is not None:
-        parts.append(f"after {interval} s healthy")
+        parts.append(f"{'by default ' if own else ''}after {interval} s healthy")
     if duration is not None:
         parts.append(f"each for {duration} s")
     if n.get("targets"):

@@ -25,6 +25,7 @@ from typing import Any
 
 from clusters.backend import BackendError
 from clusters.rabbitmq import BrokerError, RabbitBroker
+from clusters.rabbitmq_admin import RabbitAdmin
 from clusters.registry import make_cluster
 from clusters.remote import RemoteError
 from harness import store
@@ -34,10 +35,10 @@ from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, recover, restart_each
 from harness.spec import TestSpec
 from history import HARNESS, HistoryWriter, Op
-from nemesis import NemesisError
+from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
-from workloads.queue import QueueWorkload
+from workloads.queue_workload import QueueWorkload
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,10 @@ class Run:
                         else ObservedHistory(run_dir / store.HISTORY, observer.observe))
         self.cluster = make_cluster(spec.backend, spec.nodes, run_dir.name, STATE_DIR)
         self.broker = RabbitBroker(self.cluster.nodes, spec.broker, self.cluster.data_root)
+        self.admin = RabbitAdmin(self.broker)
         self.workload: Workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes,
                                                 self.history)
-        self.nemesis: Any = None
+        self.nemesis: NemesisInterpreter | None = None
         self.test_info: dict[str, Any] = {
             "name": spec.name,
             "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -174,18 +176,22 @@ class Run:
             if not rep.healthy:
                 raise BrokerError(f"fresh cluster is not healthy: {rep.last_status}")
             self.test_info["versions"] = self.broker.versions()
-            self.workload.setup(self.broker)
-            self.test_info["placement_at_start"] = self.broker.queue_placement(self.spec.queue.name)
+            self.workload.setup(self.admin)
+            self.test_info["placement_at_start"] = self.admin.queue_placement(self.spec.queue.name)
             self.save_test_json()
 
     def main(self) -> None:
         """Runs the workload and the nemesis for the time limit."""
-        from harness.faults import make_nemesis
-
+        assert self.spec.seed is not None
         stop = threading.Event()
-        self.nemesis = make_nemesis(self.spec, self.cluster, self.broker, self.history, stop)
+        # Seeded from the spec, so a run can be repeated; set up now (chains created, netem
+        # probed), so a fault that cannot run here fails before the main phase.
+        self.nemesis = NemesisInterpreter(self.cluster, self.broker, self.history,
+                                          self.spec.nemesis, self.spec.seed,
+                                          self.spec.queue.name, stop, admin=self.admin)
+        self.nemesis.setup()
         self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
-        sampler = QueueSampler(self.broker, self.cluster.nodes, self.spec.queue.name,
+        sampler = QueueSampler(self.admin, self.cluster.nodes, self.spec.queue.name,
                                self.history, self.spec.placement_interval_s, stop)
         nemesis = self.nemesis
         with self.phase("main"):
@@ -218,7 +224,7 @@ class Run:
             self.outcome.recovery = recover(
                 self.broker, self.history, self.spec.recovery_timeout_s, self.grace()
             )
-            self.test_info["placement_after_recovery"] = self.broker.queue_placement(
+            self.test_info["placement_after_recovery"] = self.admin.queue_placement(
                 self.spec.queue.name
             )
 
@@ -228,7 +234,7 @@ class Run:
         self.history.append(Op(type="info", process=HARNESS, f="phase",
                                value={"phase": "drain", "state": "start"}))
         t0 = time.monotonic()
-        rep = self.workload.drain(self.broker)
+        rep = self.workload.drain(self.admin)
         if not rep.complete and rep.errors and self.outcome.recovery is not None \
                 and self.outcome.recovery.healthy:
             # The cluster is whole but no node could serve the queue: mend it, then drain again.
@@ -237,7 +243,7 @@ class Run:
             mended = restart_each(self.broker, self.history, reason,
                                   self.spec.recovery_timeout_s, self.grace())
             self.outcome.recovery.actions.extend(mended.actions)
-            again = self.workload.drain(self.broker)
+            again = self.workload.drain(self.admin)
             for node, n in again.delivered.items():
                 again.delivered[node] = n + rep.delivered.get(node, 0)
             rep = again

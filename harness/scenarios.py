@@ -23,8 +23,8 @@ from harness.matrix import Expectation, loss
 from harness.spec import CheckSpec, SpecError, TestSpec
 from nemesis import NemesisOptions
 from workloads.clients import ClientOptions
-from workloads.queue import WorkloadOptions
-from workloads.queues import QueueSpec
+from workloads.queue_spec import QueueSpec
+from workloads.queue_workload import WorkloadOptions
 
 VALID = Expectation()
 

@@ -18,8 +18,8 @@ from clusters.registry import check_options
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.kinds import kind_of
-from workloads.queue import WorkloadConfigError, WorkloadOptions
-from workloads.queues import QueueConfigError, QueueSpec
+from workloads.queue_spec import QueueConfigError, QueueSpec
+from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
 MAX_NODES = 9
 

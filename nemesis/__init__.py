@@ -1,8 +1,14 @@
 """Faults: partition shapes (pure maths), iptables/tc command builders (pure), process faults, schedules.
 
 The harness needs only what is re-exported here: `NemesisOptions` (what to
-do), `NemesisRunner` (do it in a thread, record it, heal), `FAULTS` (the
-registry of named faults; its module docstring lists them) and the errors.
+do), `NemesisInterpreter` (do it in a thread, record it, heal), `FAULTS` (the
+registry of named faults, nemesis.faults) and the errors.
+
+The modules, from the bottom up: `errors`; the pure `partition`, `commands`
+and `targets`; `net` (iptables and tc through a Remote); `protocol` (what a
+fault is and acts through); `healers`; the faults themselves in `faults/`
+(`process`, `network`) and their registry (`faults/__init__`); `options`;
+`schedule`; `interpreter`. Each imports only modules before it.
 """
 
 from nemesis.errors import (
@@ -12,9 +18,10 @@ from nemesis.errors import (
     NemesisError,
     ShapeError,
 )
-from nemesis.registry import FAULTS, fault_names, make_fault
-from nemesis.runner import NemesisRunner
-from nemesis.schedule import NemesisOptions, Step, plan
+from nemesis.faults import FAULTS, fault_names, make_fault
+from nemesis.interpreter import NemesisInterpreter
+from nemesis.options import NemesisOptions
+from nemesis.schedule import Step, plan
 
 __all__ = [
     "FAULTS",
@@ -22,8 +29,8 @@ __all__ = [
     "FaultUnsupported",
     "NemesisConfigError",
     "NemesisError",
+    "NemesisInterpreter",
     "NemesisOptions",
-    "NemesisRunner",
     "ShapeError",
     "Step",
     "fault_names",

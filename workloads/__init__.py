@@ -18,8 +18,9 @@ from typing import Any, Protocol
 class Workload(Protocol):
     """What the controller needs of a workload."""
 
-    def setup(self, broker: Any) -> None:
-        """Takes the broker. Declares what the workload needs (queues, policies)."""
+    def setup(self, admin: Any) -> None:
+        """Takes the cluster's queue admin (clusters.rabbitmq_admin). Declares what the workload
+        needs (queues, policies)."""
         ...
 
     def start(self, stop: threading.Event, fault_active: Callable[[], bool]) -> None:
@@ -31,7 +32,7 @@ class Workload(Protocol):
         """Waits for the clients to finish after `stop` was set."""
         ...
 
-    def drain(self, broker: Any) -> Any:
-        """Takes the broker. Reads what is left and says whether that is provably all; returns
+    def drain(self, admin: Any) -> Any:
+        """Takes the queue admin. Reads what is left and says whether that is provably all; returns
         a report whose `complete`, `reason` and counts the drain's end event records."""
         ...

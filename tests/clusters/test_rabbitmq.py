@@ -13,7 +13,6 @@ from clusters.rabbitmq import (
     healthy,
     node_env,
     parse_cluster_status,
-    parse_queue_placement,
     render_advanced_config,
     render_config,
 )
@@ -80,27 +79,6 @@ def test_healthy_needs_everyone_running_and_no_partitions():
     assert not healthy([ok[0], NodeStatus("rabbit@b", False)], every)
     assert not healthy([ok[0], NodeStatus("rabbit@b", True, frozenset({"rabbit@b"}))], every)
     assert not healthy([ok[0], NodeStatus("rabbit@b", True, every, {"rabbit@b": ["rabbit@a"]})], every)
-
-
-# Captured from `rabbitmqctl list_queues --silent name type leader members pid slave_pids
-# synchronised_slave_pids` on RabbitMQ 3.10.8.
-LIST_QUEUES = (
-    "q1\tquorum\trabbit@10.213.0.11\t[rabbit@10.213.0.11, rabbit@10.213.0.13, rabbit@10.213.0.12]"
-    "\t<rabbit@10.213.0.11.1795323982.1315.0>\t\t\n"
-    "q2\tclassic\t\t\t<rabbit@10.213.0.11.1795323982.1434.0>\t[<rabbit@10.213.0.13.1795323983.1635.0>,"
-    " <rabbit@10.213.0.12.1795323983.1825.0>]\t[<rabbit@10.213.0.13.1795323983.1635.0>]\n"
-)
-IPS = {"10.213.0.11": "n1", "10.213.0.12": "n2", "10.213.0.13": "n3"}
-
-
-def test_parse_queue_placement_quorum_and_mirrored():
-    q1 = parse_queue_placement(LIST_QUEUES, "q1", IPS)
-    assert q1 == {"type": "quorum", "leader": "n1", "members": ["n1", "n2", "n3"],
-                  "mirrors": [], "synchronised_mirrors": []}
-    q2 = parse_queue_placement(LIST_QUEUES, "q2", IPS)
-    assert q2["leader"] == "n1" and q2["mirrors"] == ["n2", "n3"]
-    assert q2["synchronised_mirrors"] == ["n3"]
-    assert parse_queue_placement(LIST_QUEUES, "nope", IPS) == {}
 
 
 def _broker(respond=None):

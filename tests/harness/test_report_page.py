@@ -150,6 +150,14 @@ def test_spec_rows_of_the_fixture_are_all_filled() -> None:
     assert all(v and "n/a" not in v for v in rows.values()), rows
 
 
+def test_the_spec_timings_read_as_defaults_once_an_entry_sets_its_own() -> None:
+    info = json.loads(json.dumps(FIXTURE_SPEC))
+    info["spec"]["nemesis"]["faults"] = ["kill@leader:duration=3", "pause"]
+    rows = dict(spec_rows(info, None, FIXTURE_RESULTS))
+    assert rows["nemesis faults"] == ("kill@leader:duration=3, pause, by default after 6.0 s "
+                                      "healthy, each for 8.0 s, targets one")
+
+
 def test_spec_rows_of_an_old_flat_spec_and_of_nothing() -> None:
     rows = dict(spec_rows({"name": "t", "nodes": ["n1", "n2"], "time_limit": 20,
                            "nemesis": {"faults": [], "interval": 5}}, None, None))

@@ -131,3 +131,33 @@ def test_a_torn_archive_line_is_named(tmp_path):
     bad.write_text('{"row": {"scenario": "a"}}\n')
     with pytest.raises(ValueError, match="a.jsonl:1"):
         read_archive(bad)
+
+
+# Every scenario's spec as test.json stored it while a fault entry was a bare string
+# ("kill@leader") and interval/duration were the nemesis's only ones (written by that code).
+STORED_CATALOGUE = Path(__file__).parent / "fixtures" / "catalogue_specs_global_fault_options.json"
+
+
+@pytest.mark.parametrize("name", ["mirrored-unsynced-promotion", "mirrored-master-partition"])
+def test_a_run_stored_with_global_fault_options_is_the_same_scenario_as_the_catalogue(name):
+    from harness.scenarios import scenario
+    from harness.series import same_scenario
+
+    stored = json.loads(STORED_CATALOGUE.read_text())[name]
+    assert same_scenario(stored, scenario(name))
+
+
+def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
+    from harness.scenarios import SCENARIOS
+    from harness.series import same_scenario
+    from harness.spec import spec_from_dict
+
+    stored = json.loads(STORED_CATALOGUE.read_text())
+    assert set(stored) == set(SCENARIOS)
+    for name, spec in stored.items():
+        assert spec_from_dict(spec).nemesis.validate()
+        assert same_scenario(spec, SCENARIOS[name].spec), name
+    unsynced = stored["mirrored-unsynced-promotion"]
+    other = json.loads(json.dumps(unsynced))
+    other["nemesis"]["duration_s"] = 10
+    assert not same_scenario(other, SCENARIOS["mirrored-unsynced-promotion"].spec)

@@ -163,3 +163,25 @@ def test_older_test_json_with_a_fixed_cookie_still_reads_and_the_cookie_is_gone(
     assert "cookie" not in json.dumps(d)
     d["broker"]["cookie"] = "RMQHARNESSCOOKIE"
     assert spec_from_dict(d) == TestSpec()
+
+
+def test_each_fault_takes_its_own_options_on_the_command_line():
+    spec = spec_from_args(build_parser().parse_args(
+        ["run", "--nemesis", "partition-leader,kill@leader:duration=10:interval=20",
+         "--nemesis-duration", "5"]))
+    assert spec.nemesis.faults == ("partition-leader", "kill@leader:duration=10:interval=20")
+    assert spec.nemesis.resolve(spec.nemesis.faults[1]).duration_s == 10
+    assert spec.nemesis.resolve(spec.nemesis.faults[0]).duration_s == 5
+
+
+@pytest.mark.parametrize("entry,msg", [
+    ("kill@leader:duration", "'duration' is not KEY=VALUE"),
+    ("kill:duration=soon", "duration must be a number, got 'soon'"),
+    ("kill:loss=0.5", "kill takes no option 'loss'; it takes duration, interval"),
+    ("partition-halves@n2", "partition-halves picks its own nodes"),
+])
+def test_a_malformed_fault_entry_exits_2_saying_what_is_wrong(entry, msg, capsys, monkeypatch):
+    import harness.runner
+    monkeypatch.setattr(harness.runner, "run_test", lambda *a, **k: pytest.fail("run started"))
+    assert main(["run", "--nemesis", f"partition-one,{entry}"]) == 2
+    assert msg in capsys.readouterr().err

@@ -16,16 +16,17 @@ import pytest
 
 from clusters.netns import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker
+from clusters.rabbitmq_admin import RabbitAdmin
 from harness.recovery import recover
 from history import HistoryWriter, read_history
 from nemesis import FaultUnsupported, NemesisOptions
-from nemesis.fault import FaultContext
-from nemesis.registry import make_fault
+from nemesis.faults import make_fault
+from nemesis.protocol import FaultContext
 from tests.integration.conftest import leftovers
 from workloads.clients import ClientOptions, Consumer
 from workloads.publisher import Publisher
-from workloads.queue import QueueWorkload, WorkloadOptions
-from workloads.queues import QueueSpec
+from workloads.queue_spec import QueueSpec
+from workloads.queue_workload import QueueWorkload, WorkloadOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,8 +40,13 @@ class Env:
     history: HistoryWriter
     tmp: Path
 
+    @property
+    def admin(self) -> RabbitAdmin:
+        return RabbitAdmin(self.broker)
+
     def ctx(self, **opts: object) -> FaultContext:
-        return FaultContext(self.cluster, self.broker, NemesisOptions(**opts), QUEUE)  # type: ignore[arg-type]
+        return FaultContext(self.cluster, self.broker, NemesisOptions(**opts), QUEUE,  # type: ignore[arg-type]
+                            admin=self.admin)
 
     def node(self, name: str):
         return self.cluster.node(name)
@@ -56,7 +62,8 @@ def env(tmp_path_factory) -> Iterator[Env]:
         cluster.create()
         broker.start_all()
         broker.form_cluster()
-        QueueWorkload(QueueSpec(name=QUEUE), WorkloadOptions(), cluster.nodes, history).setup(broker)
+        QueueWorkload(QueueSpec(name=QUEUE), WorkloadOptions(), cluster.nodes, history).setup(
+            RabbitAdmin(broker))
         yield Env(cluster, broker, history, tmp)
     finally:
         broker.stop_all()
@@ -136,7 +143,7 @@ def test_partition_bridge_keeps_only_the_bridge_node_on_both_sides(env: Env):
 
 
 def test_partition_leader_isolates_the_queue_leader(env: Env):
-    leader = env.broker.queue_leader(QUEUE)
+    leader = env.admin.queue_leader(QUEUE)
     assert leader in {"n1", "n2", "n3"}
     ctx = env.ctx()
     fault = make_fault("partition-leader")

@@ -195,7 +195,8 @@ class FakeCluster:
 
 @dataclass
 class FakeBroker:
-    """A Broker whose brokers are states in a dict; records calls, can be told to fail."""
+    """A Broker whose brokers are states in a dict, and the QueueAdmin of its queue (its leader
+    and members are set); records calls, can be told to fail."""
 
     names: Sequence[str] = ("n1", "n2", "n3")
     leader: str | None = "n1"

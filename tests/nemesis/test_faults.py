@@ -1,4 +1,4 @@
-"""Tests for the faults (nemesis.network_faults, nemesis.process_faults) against fakes."""
+"""Tests for the faults (nemesis.faults.network, nemesis.faults.process) against fakes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from clusters.remote import CommandTimeout
 from nemesis.errors import FaultError, FaultUnsupported
-from nemesis.fault import FaultContext, on_nodes, raise_for_errors
-from nemesis.registry import make_fault
-from nemesis.schedule import NemesisOptions
+from nemesis.faults import make_fault
+from nemesis.options import NemesisOptions
+from nemesis.protocol import FaultContext, on_nodes, raise_for_errors
 from tests.nemesis.fakes import FakeBroker, FakeCluster
 
 W = ("iptables", "-w", "5")
@@ -25,7 +25,7 @@ def setup(
     cluster = FakeCluster(size, netem=netem)
     broker = FakeBroker(names=[n.name for n in cluster.nodes])
     options = replace(NemesisOptions(), **opts)  # type: ignore[arg-type]
-    return FaultContext(cluster, broker, options, queue="q"), cluster, broker
+    return FaultContext(cluster, broker, options, queue="q", admin=broker), cluster, broker
 
 
 def dropped(cluster: FakeCluster) -> dict[str, set[str]]:

@@ -1,23 +1,11 @@
-"""Tests for nemesis.schedule: options, their validation, and the seeded schedule."""
+"""Tests for nemesis.schedule: the seeded schedule of healthy and fault periods."""
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import replace
-
-import pytest
-
-from nemesis.errors import NemesisConfigError
-from nemesis.registry import fault_names
-from nemesis.schedule import NemesisOptions, Step, plan
+from nemesis.options import NemesisOptions
+from nemesis.schedule import Step, plan
 
 NODES = ["n1", "n2", "n3"]
-
-
-def test_defaults_are_valid() -> None:
-    opts = NemesisOptions()
-    assert opts.validate(NODES) is opts
 
 
 def test_plan_alternates_healthy_and_fault_starting_healthy() -> None:
@@ -48,91 +36,36 @@ def test_no_faults_is_a_control_run() -> None:
     assert {s.kind for s in plan(opts, 0, 5)} == {"healthy"}
 
 
-def bad(**changes: object) -> NemesisOptions:
-    return replace(NemesisOptions(), **changes)  # type: ignore[arg-type]
+def test_a_seed_plays_the_same_faults_as_before_entries_had_options_of_their_own() -> None:
+    # Plans printed by the schedule before fault entries took options (one interval and duration).
+    opts = NemesisOptions(faults=("kill", "pause", "partition-halves", "kill@leader"),
+                          interval_s=3, duration_s=4)
+    assert [(s.kind, s.seconds, s.fault) for s in plan(opts, 2024, 12)] == [
+        ("healthy", 3, None), ("fault", 4, "kill@leader"), ("healthy", 3, None),
+        ("fault", 4, "kill"), ("healthy", 3, None), ("fault", 4, "partition-halves"),
+        ("healthy", 3, None), ("fault", 4, "pause"), ("healthy", 3, None),
+        ("fault", 4, "partition-halves"), ("healthy", 3, None), ("fault", 4, "kill")]
+    partition = NemesisOptions(faults=("partition-random-halves", "partition-one"),
+                               interval_s=10, duration_s=20)
+    assert [s.fault for s in plan(partition, 5, 8)[1::2]] == [
+        "partition-random-halves", "partition-random-halves", "partition-one", "partition-one"]
 
 
-def test_unknown_fault_lists_the_known_ones() -> None:
-    with pytest.raises(NemesisConfigError) as e:
-        bad(faults=("partition-halves", "partition-sideways")).validate()
-    assert "partition-sideways" in str(e.value)
-    for name in fault_names():
-        assert name in str(e.value)
+def test_each_entry_plays_its_own_interval_and_duration_the_rest_the_defaults() -> None:
+    opts = NemesisOptions(faults=("partition-leader", "kill@leader:duration=10:interval=20"),
+                          order="cycle", interval_s=15, duration_s=5).validate(NODES)
+    assert plan(opts, 1, 8) == [
+        Step("healthy", 15), Step("fault", 5, "partition-leader"),
+        Step("healthy", 20.0), Step("fault", 10.0, "kill@leader:duration=10:interval=20"),
+    ] * 2
+    drawn = NemesisOptions(faults=("pause", "kill:duration=1"), interval_s=2, duration_s=3)
+    for healthy, fault in zip(plan(drawn, 9, 40)[::2], plan(drawn, 9, 40)[1::2], strict=True):
+        assert (healthy.seconds, fault.seconds) == ((2, 1.0) if fault.fault == "kill:duration=1"
+                                                    else (2, 3))
 
 
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"faults": "kill"}, "tuple of fault names"),
-        ({"faults": ["kill"]}, "tuple of fault names"),
-        ({"interval_s": -1}, "interval_s must be >= 0"),
-        ({"duration_s": -0.5}, "duration_s must be >= 0"),
-        ({"duration_s": math.nan}, "duration_s must be a finite number"),
-        ({"interval_s": math.inf}, "interval_s must be a finite number"),
-        ({"interval_s": "10"}, "interval_s must be a finite number"),
-        ({"command_timeout_s": 0}, "command_timeout_s must be > 0"),
-        ({"heal_wait_s": -1}, "heal_wait_s must be >= 0"),
-        ({"packet_loss": 0}, r"packet_loss is a probability in \(0, 1\]"),
-        ({"packet_loss": 1.5}, "packet_loss is a probability"),
-        ({"packet_scope": "some"}, "packet_scope must be one of peers, all"),
-        ({"bandwidth_kbit": 0}, "bandwidth_kbit must be > 0"),
-        ({"bandwidth_burst_bytes": 100}, "must hold a full packet"),
-        ({"delay_ms": -5}, "delay_ms must be >= 0"),
-        ({"duplicate_pct": 150}, "duplicate_pct is a percentage"),
-        ({"faults": ("netem-reorder",), "delay_ms": 0}, "netem-reorder needs delay_ms"),
-        ({"targets": ""}, "targets must be one of"),
-        ({"targets": "n1,n9"}, "n9"),
-    ],
-)
-def test_bad_options(changes: dict[str, object], message: str) -> None:
-    with pytest.raises(NemesisConfigError, match=message):
-        bad(**changes).validate(NODES)
-
-
-def test_fault_needing_more_nodes_than_the_cluster_has() -> None:
-    opts = NemesisOptions(faults=("partition-majorities-ring",))
-    opts.validate(NODES)
-    with pytest.raises(NemesisConfigError, match="needs at least 3 nodes; the cluster has 2"):
-        opts.validate(["n1", "n2"])
-
-
-def test_needs_queue() -> None:
-    assert NemesisOptions(faults=("kill",)).needs_queue() == ()
-    assert NemesisOptions(faults=("partition-leader", "kill")).needs_queue() == (
-        "partition-leader",
-    )
-    assert NemesisOptions(faults=("kill",), targets="leader").needs_queue() == ("targets=leader",)
-
-
-def test_to_dict_from_dict_round_trip() -> None:
-    opts = NemesisOptions(faults=("kill", "partition-bridge"), interval_s=1.5, targets="n1,n2")
-    data = json.loads(json.dumps(opts.to_dict()))
-    assert data["faults"] == ["kill", "partition-bridge"]
-    assert NemesisOptions.from_dict(data) == opts
-
-
-def test_from_dict_rejects_unknown_keys_and_bad_values() -> None:
-    with pytest.raises(NemesisConfigError, match="unknown nemesis option.*intervall"):
-        NemesisOptions.from_dict({"intervall": 3})
-    with pytest.raises(NemesisConfigError, match="unknown fault"):
-        NemesisOptions.from_dict({"faults": ["nope"]})
-
-
-def test_cycle_plays_the_faults_in_order_and_entries_carry_their_targets() -> None:
-    opts = NemesisOptions(faults=("stop@follower", "kill@leader"), order="cycle")
-    assert opts.validate(NODES) is opts
-    assert [s.fault for s in plan(opts, 1, 8)[1::2]] == ["stop@follower", "kill@leader"] * 2
-    assert opts.fault_names() == ("stop", "kill")
-    assert opts.targets_of("kill@leader") == "leader"
-    assert opts.targets_of("pause@n1+n3") == "n1,n3"
-    assert opts.targets_of("kill") == "one"
-    assert opts.needs_queue() == ("stop@follower", "kill@leader")
-
-
-def test_bad_entries_and_orders_are_refused() -> None:
-    with pytest.raises(NemesisConfigError, match="unknown fault"):
-        NemesisOptions(faults=("explode@leader",)).validate(NODES)
-    with pytest.raises(NemesisConfigError, match="n9"):
-        NemesisOptions(faults=("kill@n9",)).validate(NODES)
-    with pytest.raises(NemesisConfigError, match="order"):
-        NemesisOptions(order="sorted").validate(NODES)  # type: ignore[arg-type]
+def test_same_seed_same_faults_whatever_the_entries_own_timings() -> None:
+    plain = NemesisOptions(faults=("kill", "pause", "partition-halves"))
+    timed = NemesisOptions(faults=("kill:duration=1", "pause:interval=7", "partition-halves"))
+    names = [s.fault.split(":")[0] for s in plan(timed, 3, 30) if s.fault]
+    assert names == [s.fault for s in plan(plain, 3, 30) if s.fault]

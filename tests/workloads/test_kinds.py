@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from clusters.base import Node
-from clusters.rabbitmq import BrokerError, QueueDepth
+from clusters.rabbitmq import BrokerError
+from clusters.rabbitmq_admin import QueueDepth
 from workloads.kinds import KINDS, QueueConfigError, kind_of
-from workloads.queues import QueueSpec
+from workloads.queue_spec import QueueSpec
 
 NODE = Node("n1", "10.0.0.1", None)  # type: ignore[arg-type]
 
@@ -89,3 +90,20 @@ def test_the_registry_names_every_kind_by_its_own_name():
     assert set(KINDS) == {"quorum", "mirrored", "classic", "stream"}
     assert all(KINDS[n].name == n and KINDS[n].summary for n in KINDS)
     assert [n for n in KINDS if KINDS[n].reads_whole_log] == ["stream"]
+
+
+def test_each_kind_says_what_of_its_settings_a_report_shows():
+    from workloads.kinds import KINDS, QueueKind
+
+    stored = {"type": "mirrored", "quorum_initial_group_size": 3, "delivery_limit": 5,
+              "ha_mode": "exactly", "ha_params": 2, "ha_sync_mode": "manual",
+              "ha_promote_on_failure": "always"}
+    assert KINDS["quorum"].describe(stored) == ["initial group size 3", "delivery limit 5"]
+    assert KINDS["stream"].describe({"quorum_initial_group_size": 2}) == ["initial group size 2"]
+    assert KINDS["mirrored"].describe(stored) == [
+        "delivery limit 5", "ha-mode exactly 2", "ha-sync-mode manual",
+        "ha-promote-on-failure always"]
+    assert KINDS["mirrored"].describe({"ha_mode": "nodes", "ha_params": ["n1", "n2"],
+                                       "ha_sync_mode": "automatic"})[0] == "ha-mode nodes n1, n2"
+    assert KINDS["classic"].describe(stored) == ["delivery limit 5"]
+    assert QueueKind().describe({}) == []

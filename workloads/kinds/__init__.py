@@ -7,21 +7,16 @@ a kind: a module here with a QueueKind subclass, and its line below.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from workloads.kinds.base import QueueConfigError, QueueKind
+from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 from workloads.kinds.classic import Classic
 from workloads.kinds.mirrored import Mirrored
 from workloads.kinds.quorum import Quorum
 from workloads.kinds.stream import Stream
 
-if TYPE_CHECKING:
-    from workloads.queues import QueueSpec
-
 KINDS: dict[str, QueueKind] = {k.name: k for k in (Quorum(), Mirrored(), Classic(), Stream())}
 
 
-def kind_of(spec: QueueSpec) -> QueueKind:
+def kind_of(spec: QueueSettings) -> QueueKind:
     """Takes a queue spec. Returns its kind. Raises QueueConfigError listing the known kinds."""
     kind = KINDS.get(spec.type)
     if kind is None:
@@ -29,4 +24,4 @@ def kind_of(spec: QueueSpec) -> QueueKind:
     return kind
 
 
-__all__ = ["KINDS", "QueueConfigError", "QueueKind", "kind_of"]
+__all__ = ["KINDS", "QueueConfigError", "QueueKind", "QueueSettings", "kind_of"]

@@ -10,18 +10,48 @@ tests a kind's name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from clusters.rabbitmq import QueueDepth
+from clusters.rabbitmq import BrokerError
+from clusters.rabbitmq_admin import QueueDepth
 
 if TYPE_CHECKING:
     from clusters.base import Node
-    from clusters.rabbitmq import RabbitBroker
-    from workloads.queues import QueueSpec
+    from clusters.rabbitmq_admin import RabbitAdmin
 
 
 class QueueConfigError(ValueError):
     """A queue setting the broker would reject or that makes no sense."""
+
+
+class QueueSettings(Protocol):
+    """What a kind reads of the queue spec (workloads.queue_spec.QueueSpec is one; the kinds do
+    not import it, so that the spec may ask its kind)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def durable(self) -> bool: ...
+    @property
+    def quorum_initial_group_size(self) -> int | None: ...
+    @property
+    def delivery_limit(self) -> int | None: ...
+    @property
+    def ha_mode(self) -> str: ...
+    @property
+    def ha_params(self) -> int | list[str] | None: ...
+    @property
+    def ha_sync_mode(self) -> str: ...
+    @property
+    def ha_promote_on_shutdown(self) -> str | None: ...
+    @property
+    def ha_promote_on_failure(self) -> str | None: ...
+    @property
+    def queue_master_locator(self) -> str | None: ...
+    @property
+    def single_active_consumer(self) -> bool: ...
 
 
 class QueueKind:
@@ -34,7 +64,7 @@ class QueueKind:
     # The least prefetch its consumers may ask for (0: unlimited is allowed).
     min_prefetch = 0
 
-    def validate(self, spec: QueueSpec, node_count: int) -> None:
+    def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Takes the queue spec and the cluster size. Raises QueueConfigError for a setting this
         kind does not take."""
         for field, label in (("ha_params", "ha-params"),
@@ -44,17 +74,24 @@ class QueueKind:
             if getattr(spec, field) is not None:
                 raise QueueConfigError(f"{label} applies to mirrored queues, not {self.name}")
 
-    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+    def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """Takes the queue spec. Returns the x-arguments of its queue.declare."""
         args: dict[str, Any] = {"x-queue-type": self.name}
         if spec.single_active_consumer:
             args["x-single-active-consumer"] = True
         return args
 
-    def policy(self, spec: QueueSpec, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
+    def policy(self, spec: QueueSettings, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
         """Takes the queue spec and short -> Erlang node names. Returns the definition of the
         policy the queue needs, or None."""
         return None
+
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """Takes a stored spec's queue section (test.json's; keys may be missing). Returns the
+        phrases a report shows for the settings of a queue of this kind (here: the delivery
+        limit, when set)."""
+        limit = queue.get("delivery_limit")
+        return [f"delivery limit {limit}"] if limit is not None else []
 
     def consumer_offset(self) -> str | None:
         """Returns where a consumer starts reading (x-stream-offset), None for a queue."""
@@ -64,16 +101,14 @@ class QueueKind:
         """Returns the check settings this kind's semantics impose (CheckSpec field -> value)."""
         return {}
 
-    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+    def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks one node, freshly, what the queue holds. Returns the QueueDepth (exists False when
         the node lists no such queue). Raises RemoteError or BrokerError when the node does not
         answer with numbers: never a silent 0."""
-        row = broker.queue_stats(node, queue, timeout=20.0)
+        row = admin.queue_stats(node, queue, timeout=20.0)
         if row is None:
             return QueueDepth(False)
         if row["ready"] is None or row["unacked"] is None:
-            from clusters.rabbitmq import BrokerError
-
             raise BrokerError(f"{node.name}: list_queues gave no counts for {queue}")
         return QueueDepth(True, self.name, row["ready"], row["unacked"])
 

@@ -9,12 +9,9 @@ here and applied by the workload before the queue is declared.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from workloads.kinds.base import QueueConfigError, QueueKind
-
-if TYPE_CHECKING:
-    from workloads.queues import QueueSpec
+from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 
 HA_MODES: tuple[str, ...] = ("all", "exactly", "nodes")
 HA_SYNC_MODES: tuple[str, ...] = ("automatic", "manual")
@@ -34,7 +31,7 @@ class Mirrored(QueueKind):
     name = "mirrored"
     summary = "a classic queue mirrored by an ha-mode policy"
 
-    def validate(self, spec: QueueSpec, node_count: int) -> None:
+    def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Checks the mirroring settings. Raises QueueConfigError."""
         one_of("ha-mode", spec.ha_mode, HA_MODES)
         one_of("ha-sync-mode", spec.ha_sync_mode, HA_SYNC_MODES)
@@ -53,13 +50,27 @@ class Mirrored(QueueKind):
         if spec.ha_mode == "all" and spec.ha_params is not None:
             raise QueueConfigError("ha-mode all takes no ha-params")
 
-    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+    def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """A mirrored queue is declared classic; the policy mirrors it."""
         args = super().arguments(spec)
         args["x-queue-type"] = "classic"
         return args
 
-    def policy(self, spec: QueueSpec, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """The delivery limit, then its mirroring policy: ha-mode and params, sync mode,
+        promotion, master locator."""
+        params = queue.get("ha_params")
+        shown = (", ".join(str(v) for v in params) if isinstance(params, list | tuple)
+                 else str(params)) if params else ""
+        parts = super().describe(queue)
+        parts += [f"ha-mode {queue.get('ha_mode')}" + (f" {shown}" if shown else ""),
+                  f"ha-sync-mode {queue.get('ha_sync_mode')}"]
+        for k in ("ha_promote_on_shutdown", "ha_promote_on_failure", "queue_master_locator"):
+            if queue.get(k):
+                parts.append(f"{k.replace('_', '-')} {queue[k]}")
+        return parts
+
+    def policy(self, spec: QueueSettings, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
         """Returns the ha policy; ha-params of ha-mode nodes may name nodes by short name."""
         d: dict[str, Any] = {"ha-mode": spec.ha_mode, "ha-sync-mode": spec.ha_sync_mode}
         if spec.ha_mode == "exactly":

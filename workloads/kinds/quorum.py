@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from clusters.rabbitmq import QueueDepth
-from workloads.kinds.base import QueueConfigError, QueueKind
+from clusters.rabbitmq_admin import QueueDepth
+from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 
 if TYPE_CHECKING:
     from clusters.base import Node
-    from clusters.rabbitmq import RabbitBroker
-    from workloads.queues import QueueSpec
+    from clusters.rabbitmq_admin import RabbitAdmin
 
 
 class Quorum(QueueKind):
@@ -21,13 +21,13 @@ class Quorum(QueueKind):
     name = "quorum"
     summary = "a quorum queue (Raft), always durable"
 
-    def validate(self, spec: QueueSpec, node_count: int) -> None:
+    def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Quorum queues are durable and take no mirroring settings."""
         super().validate(spec, node_count)
         if not spec.durable:
             raise QueueConfigError("quorum queues are always durable")
 
-    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+    def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """Adds the initial group size and delivery limit, when set."""
         args = super().arguments(spec)
         if spec.quorum_initial_group_size is not None:
@@ -36,8 +36,13 @@ class Quorum(QueueKind):
             args["x-delivery-limit"] = spec.delivery_limit
         return args
 
-    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """Its initial group size, when set, then the delivery limit."""
+        size = queue.get("quorum_initial_group_size")
+        return ([f"initial group size {size}"] if size else []) + super().describe(queue)
+
+    def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the queue's Raft leader (through the node) for ready and checked-out counts."""
-        if broker.queue_stats(node, queue, timeout=20.0) is None:
+        if admin.queue_stats(node, queue, timeout=20.0) is None:
             return QueueDepth(False)
-        return broker.quorum_depth(node, queue)
+        return admin.quorum_depth(node, queue)

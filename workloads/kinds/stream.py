@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from clusters.rabbitmq import QueueDepth
-from workloads.kinds.base import QueueConfigError, QueueKind
+from clusters.rabbitmq_admin import QueueDepth
+from workloads.kinds.base import QueueConfigError, QueueKind, QueueSettings
 
 if TYPE_CHECKING:
     from clusters.base import Node
-    from clusters.rabbitmq import RabbitBroker
-    from workloads.queues import QueueSpec
+    from clusters.rabbitmq_admin import RabbitAdmin
 
 
 class Stream(QueueKind):
@@ -29,7 +28,7 @@ class Stream(QueueKind):
     reads_whole_log = True
     min_prefetch = 1  # RabbitMQ refuses a stream consumer without a prefetch
 
-    def validate(self, spec: QueueSpec, node_count: int) -> None:
+    def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Streams are durable, have no single active consumer (3.10) and no delivery limit."""
         super().validate(spec, node_count)
         if not spec.durable:
@@ -39,12 +38,18 @@ class Stream(QueueKind):
         if spec.delivery_limit is not None:
             raise QueueConfigError("streams have no delivery limit")
 
-    def arguments(self, spec: QueueSpec) -> dict[str, Any]:
+    def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """A stream's replica count is its initial cluster size."""
         args: dict[str, Any] = {"x-queue-type": "stream"}
         if spec.quorum_initial_group_size is not None:
             args["x-initial-cluster-size"] = spec.quorum_initial_group_size
         return args
+
+    def describe(self, queue: Mapping[str, Any]) -> list[str]:
+        """Its initial cluster size (the spec's initial group size), when set, then the
+        delivery limit."""
+        size = queue.get("quorum_initial_group_size")
+        return ([f"initial group size {size}"] if size else []) + super().describe(queue)
 
     def consumer_offset(self) -> str | None:
         """Every consumer reads the log from its first offset."""
@@ -54,11 +59,11 @@ class Stream(QueueKind):
         """Repeats are the design: duplicates of either flag do not invalidate."""
         return {"unflagged_duplicates_invalid": False, "flagged_duplicates_invalid": False}
 
-    def depth(self, broker: RabbitBroker, node: Node, queue: str) -> QueueDepth:
+    def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the stream's members for their last committed offset."""
-        if broker.queue_stats(node, queue, timeout=20.0) is None:
+        if admin.queue_stats(node, queue, timeout=20.0) is None:
             return QueueDepth(False)
-        return QueueDepth(True, self.name, last_offset=broker.stream_end(node, queue))
+        return QueueDepth(True, self.name, last_offset=admin.stream_end(node, queue))
 
     def drained(self, depths: Mapping[str, QueueDepth],
                 read_to: Mapping[str, int | None]) -> tuple[bool, str | None]:

@@ -1,16 +1,17 @@
-"""Unit tests of queue configurations: validation, x-arguments, mirroring policies, message ids."""
+"""Unit tests of workloads.queue_spec and the workload options: validation, x-arguments,
+mirroring policies, message ids."""
 
 import pytest
 
 from workloads.clients import message_id, parse_message_id
-from workloads.queue import WorkloadConfigError, WorkloadOptions
-from workloads.queues import (
+from workloads.queue_spec import (
     QueueConfigError,
     QueueSpec,
     ha_policy,
     queue_arguments,
     reads_whole_log,
 )
+from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
 NAMES = {"n1": "rabbit@10.0.0.1", "n2": "rabbit@10.0.0.2", "n3": "rabbit@10.0.0.3"}
 

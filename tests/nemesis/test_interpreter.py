@@ -1,4 +1,4 @@
-"""Tests for nemesis.runner: the recorded history, stopping, healing, errors, determinism."""
+"""Tests for nemesis.interpreter: the recorded history, stopping, healing, errors, determinism."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import pytest
 from clusters.remote import CommandTimeout, RemoteError
 from history import NEMESIS, HistoryWriter, Op, read_history
 from nemesis.errors import FaultUnsupported, NemesisConfigError
-from nemesis.runner import NemesisRunner, sole_node
-from nemesis.schedule import NemesisOptions
+from nemesis.interpreter import NemesisInterpreter, sole_node
+from nemesis.options import NemesisOptions
 from tests.nemesis.fakes import FakeBroker, FakeCluster
 
 pytestmark = pytest.mark.timeout(30)
 
 
 class Rig:
-    """A runner on a fake cluster, with its history."""
+    """An interpreter on a fake cluster, with its history."""
 
     def __init__(
         self,
@@ -42,8 +42,9 @@ class Rig:
         opts.setdefault("interval_s", 0.0)
         opts.setdefault("duration_s", 0.0)
         self.options = NemesisOptions(faults=faults, **opts)
-        self.runner = NemesisRunner(
-            self.cluster, self.broker, self.history, self.options, seed, queue
+        self.interpreter = NemesisInterpreter(
+            self.cluster, self.broker, self.history, self.options, seed, queue,
+            admin=self.broker,
         )
 
     def ops(self) -> list[Op]:
@@ -67,10 +68,10 @@ def shape(ops: list[Op]) -> list[tuple[str, str]]:
 
 def test_records_invoke_info_pairs_then_stops(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("partition-halves",), interval_s=0.001, duration_s=0.001)
-    rig.runner.start()
+    rig.interpreter.start()
     wait_until(lambda: len(rig.completions("stop-partition")) >= 3)
-    rig.runner.stop()
-    assert rig.runner.join(5)
+    rig.interpreter.stop()
+    assert rig.interpreter.join(5)
     ops = rig.ops()
     cycle = [
         ("invoke", "start-partition"),
@@ -85,27 +86,27 @@ def test_records_invoke_info_pairs_then_stops(tmp_path: Path) -> None:
     assert start.node == "n1" and ops[2].node == "n1" and ops[3].node == "n1"
     assert all(op.process == "nemesis" and op.error is None for op in ops)
     assert rig.cluster.all_clean()
-    assert rig.runner.error is None
+    assert rig.interpreter.error is None
 
 
 def test_stops_promptly_in_a_long_healthy_period(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("kill",), interval_s=600)
-    rig.runner.start()
+    rig.interpreter.start()
     time.sleep(0.05)
     t0 = time.monotonic()
-    rig.runner.stop()
-    assert rig.runner.join(2)
+    rig.interpreter.stop()
+    assert rig.interpreter.join(2)
     assert time.monotonic() - t0 < 1
     assert rig.ops() == []
 
 
 def test_stops_promptly_in_a_long_fault_and_ends_it(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("kill",), targets="n2", duration_s=600)
-    stop = rig.runner.stop_event
-    rig.runner.start()
-    wait_until(lambda: rig.runner.active == "kill" and len(rig.completions("kill")) == 1)
+    stop = rig.interpreter.stop_event
+    rig.interpreter.start()
+    wait_until(lambda: rig.interpreter.active == "kill" and len(rig.completions("kill")) == 1)
     stop.set()
-    assert rig.runner.join(2)
+    assert rig.interpreter.join(2)
     assert shape(rig.ops()) == [
         ("invoke", "kill"),
         ("info", "kill"),
@@ -114,13 +115,13 @@ def test_stops_promptly_in_a_long_fault_and_ends_it(tmp_path: Path) -> None:
     ]
     assert rig.ops()[1].value == {"fault": "kill", "nodes": ["n2"]} and rig.ops()[1].node == "n2"
     assert rig.broker.all_running()
-    assert rig.runner.active is None
+    assert rig.interpreter.active is None
 
 
 def test_external_stop_event_is_used(tmp_path: Path) -> None:
     cluster = FakeCluster(3)
     event = threading.Event()
-    runner = NemesisRunner(
+    interpreter = NemesisInterpreter(
         cluster,
         FakeBroker(),
         HistoryWriter(tmp_path / "h.jsonl"),
@@ -129,9 +130,9 @@ def test_external_stop_event_is_used(tmp_path: Path) -> None:
         queue=None,
         stop_event=event,
     )
-    runner.start()
+    interpreter.start()
     event.set()
-    assert runner.join(2)
+    assert interpreter.join(2)
 
 
 START_FS = ("start-partition", "kill", "pause")
@@ -141,10 +142,10 @@ def first_starts(rig: Rig, count: int) -> list[Any]:
     def starts() -> list[Op]:
         return [o for o in rig.ops() if o.type == "info" and o.f in START_FS]
 
-    rig.runner.start()
+    rig.interpreter.start()
     wait_until(lambda: len(starts()) >= count)
-    rig.runner.stop()
-    assert rig.runner.join(5)
+    rig.interpreter.stop()
+    assert rig.interpreter.join(5)
     return [o.value for o in starts()[:count]]
 
 
@@ -160,15 +161,15 @@ def test_same_seed_same_faults(tmp_path: Path) -> None:
     assert len({v["fault"] for v in runs[0]}) > 1
 
 
-def test_failed_start_is_recorded_with_error_then_stopped_and_the_runner_goes_on(
+def test_failed_start_is_recorded_with_error_then_stopped_and_the_interpreter_goes_on(
     tmp_path: Path,
 ) -> None:
     rig = Rig(tmp_path, ("kill",), targets="n2")
     rig.broker.fail[("kill", "n2")] = RemoteError("kill -9 exited 1: no such process")
-    rig.runner.start()
+    rig.interpreter.start()
     wait_until(lambda: len(rig.completions("start")) >= 2)
-    rig.runner.stop()
-    assert rig.runner.join(5)
+    rig.interpreter.stop()
+    assert rig.interpreter.join(5)
     ops = rig.ops()
     assert shape(ops[:4]) == [
         ("invoke", "kill"),
@@ -185,7 +186,7 @@ def test_failed_start_is_recorded_with_error_then_stopped_and_the_runner_goes_on
     # n2 was never killed, so stopping the fault must not start it a second time.
     assert ops[3].error is None and ops[3].value["outcome"] == {"n2": "running"}
     assert rig.broker.of("start") == []
-    assert rig.runner.error is None
+    assert rig.interpreter.error is None
 
 
 def test_heal_stops_the_active_fault_heals_everything_and_is_idempotent(tmp_path: Path) -> None:
@@ -195,12 +196,12 @@ def test_heal_stops_the_active_fault_heals_everything_and_is_idempotent(tmp_path
         targets="all",
         duration_s=600,
     )
-    rig.runner.start()
-    wait_until(lambda: rig.runner.active is not None and len(rig.ops()) >= 2)
-    active = rig.runner.active
+    rig.interpreter.start()
+    wait_until(lambda: rig.interpreter.active is not None and len(rig.ops()) >= 2)
+    active = rig.interpreter.active
     assert active is not None
-    healed = rig.runner.heal()
-    assert rig.runner.join(2)
+    healed = rig.interpreter.heal()
+    assert rig.interpreter.join(2)
     assert list(healed["healed"]) == ["pause", "iptables", "tc", "process"]
     ops = rig.ops()
     heal_invoke = next(o for o in ops if o.f == "heal")
@@ -219,7 +220,7 @@ def test_heal_stops_the_active_fault_heals_everything_and_is_idempotent(tmp_path
     assert [o.f for o in ops].count(stop_f) == 2
     assert rig.cluster.all_clean() and rig.broker.all_running()
 
-    again = rig.runner.heal()
+    again = rig.interpreter.heal()
     assert again["healed"]["iptables"] == dict.fromkeys(["n1", "n2", "n3"], "flushed")
     assert again["healed"]["process"] == dict.fromkeys(["n1", "n2", "n3"], "running")
     assert [o.f for o in rig.ops()].count("heal") == 4
@@ -230,7 +231,7 @@ def test_heal_tries_every_node_and_reports_failures(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("partition-halves", "kill"), targets="n3")
     rig.broker.state["n3"] = "killed"
     rig.cluster.remote("n2").fail[("iptables",)] = CommandTimeout("iptables timed out after 5s")
-    value = rig.runner.heal()
+    value = rig.interpreter.heal()
     assert value["healed"]["iptables"]["n2"].startswith("error: CommandTimeout")
     assert value["healed"]["iptables"]["n1"] == "flushed"
     assert value["healed"]["process"] == {"n1": "running", "n2": "running", "n3": "started"}
@@ -244,9 +245,9 @@ def test_heal_after_ctrl_c_in_run(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("kill",), targets="all", duration_s=600)
     rig.broker.fail[("kill", "n2")] = KeyboardInterrupt()  # type: ignore[assignment]
     with pytest.raises(KeyboardInterrupt):
-        rig.runner.run()
-    assert rig.runner.active == "kill"
-    rig.runner.heal()
+        rig.interpreter.run()
+    assert rig.interpreter.active == "kill"
+    rig.interpreter.heal()
     ops = rig.ops()
     assert shape(ops) == [
         ("invoke", "kill"),  # interrupted: no completion
@@ -256,18 +257,18 @@ def test_heal_after_ctrl_c_in_run(tmp_path: Path) -> None:
         ("info", "heal"),
     ]
     assert rig.broker.all_running()
-    assert rig.runner.active is None
+    assert rig.interpreter.active is None
     # The lock was released: a second heal does not block.
-    rig.runner.heal()
+    rig.interpreter.heal()
 
 
 def test_heal_waits_for_a_fault_action_in_flight(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("kill",), targets="n2", duration_s=0.01)
     gate = threading.Event()
     rig.broker.start_gate = gate
-    rig.runner.start()
+    rig.interpreter.start()
     wait_until(lambda: rig.broker.of("start") == ["n2"])
-    healer = threading.Thread(target=rig.runner.heal)
+    healer = threading.Thread(target=rig.interpreter.heal)
     healer.start()
     time.sleep(0.1)
     assert healer.is_alive()
@@ -275,7 +276,7 @@ def test_heal_waits_for_a_fault_action_in_flight(tmp_path: Path) -> None:
     gate.set()
     healer.join(5)
     assert not healer.is_alive()
-    assert rig.runner.join(5)
+    assert rig.interpreter.join(5)
     fs = [(o.type, o.f) for o in rig.ops()]
     assert fs.index(("info", "start")) < fs.index(("invoke", "heal"))
     assert rig.broker.all_running() and rig.broker.of("start") == ["n2"]
@@ -284,10 +285,10 @@ def test_heal_waits_for_a_fault_action_in_flight(tmp_path: Path) -> None:
 def test_partition_leader_records_the_leader_node(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("partition-leader",), duration_s=600)
     rig.broker.leader = "n2"
-    rig.runner.start()
+    rig.interpreter.start()
     wait_until(lambda: len(rig.completions("start-partition")) == 1)
-    rig.runner.stop()
-    assert rig.runner.join(2)
+    rig.interpreter.stop()
+    assert rig.interpreter.join(2)
     start = rig.completions("start-partition")[0]
     assert start.node == "n2" and start.value["leader"] == "n2"
     assert rig.cluster.all_clean()
@@ -295,20 +296,20 @@ def test_partition_leader_records_the_leader_node(tmp_path: Path) -> None:
 
 def test_no_faults_only_waits_and_heals_nothing(tmp_path: Path) -> None:
     rig = Rig(tmp_path, (), interval_s=0.01)
-    rig.runner.start()
+    rig.interpreter.start()
     time.sleep(0.05)
-    rig.runner.stop()
-    assert rig.runner.join(2)
-    assert rig.runner.heal() == {"faults": [], "healed": {}}
+    rig.interpreter.stop()
+    assert rig.interpreter.join(2)
+    assert rig.interpreter.heal() == {"faults": [], "healed": {}}
     assert shape(rig.ops()) == [("invoke", "heal"), ("info", "heal")]
 
 
 def test_setup_probes_nodes_before_the_test(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("partition-one", "netem-delay"), netem=False)
     with pytest.raises(FaultUnsupported, match="not available on the kernel of node"):
-        rig.runner.setup()
+        rig.interpreter.setup()
     ok = Rig(tmp_path, ("partition-one", "packet-loss", "kill", "netem-delay"), name="ok.jsonl")
-    ok.runner.setup()
+    ok.interpreter.setup()
     for n in ok.cluster.nodes:
         assert ok.cluster.remote(n.name).jumps == [("OUTPUT", "RMQH-OUT"), ("INPUT", "RMQH-IN")]
     assert ok.ops() == []
@@ -316,10 +317,10 @@ def test_setup_probes_nodes_before_the_test(tmp_path: Path) -> None:
 
 def test_netem_fault_without_netem_is_recorded_as_unsupported(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("netem-delay",), netem=False, targets="n1")
-    rig.runner.start()
+    rig.interpreter.start()
     wait_until(lambda: len(rig.completions("start-packet")) >= 1)
-    rig.runner.stop()
-    assert rig.runner.join(2)
+    rig.interpreter.stop()
+    assert rig.interpreter.join(2)
     error = rig.completions("start-packet")[0].error
     assert error is not None and error.startswith("FaultUnsupported: tc netem is not available")
 
@@ -344,19 +345,19 @@ def test_config_errors_at_construction(
 def test_a_closed_history_ends_the_run_with_an_error(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("kill",))
     rig.history.close()
-    rig.runner.run()
-    assert isinstance(rig.runner.error, ValueError)
+    rig.interpreter.run()
+    assert isinstance(rig.interpreter.error, ValueError)
     assert rig.broker.of("kill") == []
-    rig.runner.heal()  # still heals, logging that it cannot record
+    rig.interpreter.heal()  # still heals, logging that it cannot record
 
 
 def test_start_twice_is_refused(tmp_path: Path) -> None:
     rig = Rig(tmp_path, ("kill",), interval_s=600)
-    rig.runner.start()
+    rig.interpreter.start()
     with pytest.raises(RuntimeError, match="already started"):
-        rig.runner.start()
-    rig.runner.stop()
-    assert rig.runner.join(2)
+        rig.interpreter.start()
+    rig.interpreter.stop()
+    assert rig.interpreter.join(2)
 
 
 def test_sole_node() -> None:
@@ -370,10 +371,31 @@ def test_each_entry_acts_on_its_own_targets_in_cycle_order(tmp_path: Path) -> No
     rig = Rig(tmp_path, ("stop@follower", "kill@leader"), order="cycle",
               interval_s=0.001, duration_s=0.001)
     rig.broker.leader, rig.broker.members = "n2", ["n1", "n2"]
-    rig.runner.start()
+    rig.interpreter.start()
     wait_until(lambda: len(rig.completions("start")) >= 4)
-    rig.runner.stop()
-    assert rig.runner.join(5)
+    rig.interpreter.stop()
+    assert rig.interpreter.join(5)
     hits = [(op.f, op.value["nodes"]) for op in rig.ops()
             if op.type == "info" and op.f in ("stop", "kill")]
     assert hits[:4] == [("stop", ["n1"]), ("kill", ["n2"]), ("stop", ["n1"]), ("kill", ["n2"])]
+
+
+def test_each_entry_acts_with_its_own_options_and_lasts_its_own_duration(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, ("kill:duration=0.001", "packet-loss@n2:packet_loss=0.5:duration=600"),
+              order="cycle", targets="n1", packet_loss=0.1, duration_s=0.001)
+    rig.interpreter.start()
+    wait_until(lambda: rig.interpreter.active == "packet-loss"
+               and len(rig.completions("start-packet")) == 1)
+    time.sleep(0.05)  # the kill lasted 1 ms; the packet loss lasts 600 s
+    assert rig.interpreter.active == "packet-loss"
+    rig.interpreter.stop()
+    assert rig.interpreter.join(2)
+    assert rig.completions("kill")[0].value == {"fault": "kill", "nodes": ["n1"]}
+    loss = rig.completions("start-packet")[0].value
+    assert (loss["nodes"], loss["probability"]) == (["n2"], 0.5)
+
+
+def test_faults_that_ask_where_the_queue_lives_need_its_admin(tmp_path: Path) -> None:
+    with pytest.raises(NemesisConfigError, match=r"kill@leader need\(s\) a queue admin"):
+        NemesisInterpreter(FakeCluster(3), FakeBroker(), HistoryWriter(tmp_path / "h.jsonl"),
+                           NemesisOptions(faults=("kill@leader",)), seed=1, queue="q")

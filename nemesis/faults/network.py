@@ -15,19 +15,12 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from clusters.base import Node
 from nemesis import commands, net
 from nemesis.errors import FaultUnsupported
-from nemesis.fault import (
-    Description,
-    FaultBase,
-    FaultContext,
-    FaultInfo,
-    on_nodes,
-    raise_for_errors,
-)
+from nemesis.healers import FaultBase
 from nemesis.partition import (
     Grudge,
     bisect,
@@ -39,9 +32,14 @@ from nemesis.partition import (
     majorities_ring,
     shuffled,
 )
-
-if TYPE_CHECKING:
-    from nemesis.schedule import NemesisOptions
+from nemesis.protocol import (
+    Description,
+    FaultContext,
+    FaultInfo,
+    FaultOptions,
+    on_nodes,
+    raise_for_errors,
+)
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +101,8 @@ def shape_leader(ctx: FaultContext, rng: random.Random) -> tuple[Grudge, Descrip
 class PartitionFault(FaultBase):
     """Cuts the network into the shape's grudge; stopping opens it again on every node."""
 
-    def __init__(self, name: str, shape: Shape, *, min_nodes: int = 2, needs_queue: bool = False):
-        self.info = FaultInfo(
-            name, "start-partition", "stop-partition", "iptables", min_nodes, needs_queue
-        )
+    def __init__(self, info: FaultInfo, shape: Shape) -> None:
+        self.info = info
         self._shape = shape
         self._nodes: list[str] = []
 
@@ -137,8 +133,8 @@ class PartitionFault(FaultBase):
 class PacketLossFault(FaultBase):
     """Drops a random share of the target nodes' packets, with iptables' statistic match."""
 
-    def __init__(self, name: str = "packet-loss") -> None:
-        self.info = FaultInfo(name, "start-packet", "stop-packet", "iptables")
+    def __init__(self, info: FaultInfo) -> None:
+        self.info = info
         self._hit: list[Node] = []
 
     def preflight(self, ctx: FaultContext) -> None:
@@ -179,17 +175,17 @@ class PacketLossFault(FaultBase):
 
 
 # Builds a root qdisc command for an interface from the options, and describes its settings.
-QdiscBuilder = Callable[[str, "NemesisOptions"], commands.Argv]
-QdiscSettings = Callable[["NemesisOptions"], dict[str, Any]]
+QdiscBuilder = Callable[[str, FaultOptions], commands.Argv]
+QdiscSettings = Callable[[FaultOptions], dict[str, Any]]
 
 
 class QdiscFault(FaultBase):
     """Puts a root qdisc (tbf, netem) on the target nodes' cluster interface."""
 
     def __init__(
-        self, name: str, build: QdiscBuilder, settings: QdiscSettings, *, netem: bool = False
+        self, info: FaultInfo, build: QdiscBuilder, settings: QdiscSettings, *, netem: bool = False
     ) -> None:
-        self.info = FaultInfo(name, "start-packet", "stop-packet", "tc")
+        self.info = info
         self._build = build
         self._settings = settings
         self._netem = netem
@@ -235,7 +231,7 @@ class QdiscFault(FaultBase):
         return {"fault": self.info.name, "nodes": [n.name for n in hit]}
 
 
-def tbf(interface: str, o: NemesisOptions) -> commands.Argv:
+def tbf(interface: str, o: FaultOptions) -> commands.Argv:
     """Takes an interface and the options. Returns the bandwidth limit command."""
     return commands.tbf_command(
         interface,
@@ -245,7 +241,7 @@ def tbf(interface: str, o: NemesisOptions) -> commands.Argv:
     )
 
 
-def tbf_settings(o: NemesisOptions) -> dict[str, Any]:
+def tbf_settings(o: FaultOptions) -> dict[str, Any]:
     """Takes the options. Returns the bandwidth limit's settings."""
     return {
         "rate_kbit": o.bandwidth_kbit,
@@ -254,31 +250,31 @@ def tbf_settings(o: NemesisOptions) -> dict[str, Any]:
     }
 
 
-def delay(interface: str, o: NemesisOptions) -> commands.Argv:
+def delay(interface: str, o: FaultOptions) -> commands.Argv:
     """Takes an interface and the options. Returns the netem delay command."""
     return commands.netem_delay_command(interface, delay_ms=o.delay_ms, jitter_ms=o.jitter_ms)
 
 
-def delay_settings(o: NemesisOptions) -> dict[str, Any]:
+def delay_settings(o: FaultOptions) -> dict[str, Any]:
     """Takes the options. Returns the delay's settings."""
     return {"delay_ms": o.delay_ms, "jitter_ms": o.jitter_ms}
 
 
-def duplicate(interface: str, o: NemesisOptions) -> commands.Argv:
+def duplicate(interface: str, o: FaultOptions) -> commands.Argv:
     """Takes an interface and the options. Returns the netem duplicate command."""
     return commands.netem_duplicate_command(interface, percent=o.duplicate_pct)
 
 
-def duplicate_settings(o: NemesisOptions) -> dict[str, Any]:
+def duplicate_settings(o: FaultOptions) -> dict[str, Any]:
     """Takes the options. Returns the duplication's settings."""
     return {"percent": o.duplicate_pct}
 
 
-def reorder(interface: str, o: NemesisOptions) -> commands.Argv:
+def reorder(interface: str, o: FaultOptions) -> commands.Argv:
     """Takes an interface and the options. Returns the netem reorder command."""
     return commands.netem_reorder_command(interface, percent=o.reorder_pct, delay_ms=o.delay_ms)
 
 
-def reorder_settings(o: NemesisOptions) -> dict[str, Any]:
+def reorder_settings(o: FaultOptions) -> dict[str, Any]:
     """Takes the options. Returns the reordering's settings."""
     return {"percent": o.reorder_pct, "delay_ms": o.delay_ms}

@@ -1,6 +1,8 @@
-"""The nemesis runner: plays the schedule against a cluster, records it, and heals.
+"""The nemesis interpreter: plays the schedule against a cluster, records it, and heals.
 
-`NemesisRunner.run` (in its own thread via `start`) walks the schedule: it
+Like Jepsen's interpreter for the nemesis process, it is the one place that
+turns the schedule's steps into fault actions and the fault actions into
+history ops. `NemesisInterpreter.run` (in its own thread via `start`) walks the schedule: it
 waits out a healthy period on the stop event, starts a fault, waits out the
 fault period, stops the fault, and so on until the event is set; then it stops
 the fault in hand and returns. Every start and stop is an `invoke` op followed
@@ -15,8 +17,8 @@ for a fault action in flight, stops the active fault, then runs every healer
 its faults use on every node (resume, open the network, remove qdiscs, start
 brokers), logging and going on past failures, and records an invoke/info pair
 with f "heal". It is idempotent and safe in a `finally` after Ctrl-C. One lock
-orders fault actions and heals, so nothing the runner does can land after a
-heal.
+orders fault actions and heals, so nothing the interpreter does can land
+after a heal.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ import logging
 import threading
 from typing import Any
 
-from clusters.base import Broker, Cluster
+from clusters.base import Broker, Cluster, QueueAdmin
 from history import NEMESIS, Op, OpType, Recorder
 from nemesis.errors import NemesisConfigError
-from nemesis.fault import HEALERS, Fault, FaultContext, Preflight, describe_error
-from nemesis.registry import make_fault
-from nemesis.schedule import NemesisOptions, fault_rng, parse_entry, schedule, schedule_rng
+from nemesis.faults import make_fault
+from nemesis.healers import HEALERS
+from nemesis.options import NemesisOptions
+from nemesis.protocol import Fault, FaultContext, Preflight, describe_error
+from nemesis.schedule import fault_rng, schedule, schedule_rng
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +50,14 @@ def sole_node(description: dict[str, Any]) -> str | None:
     return None
 
 
-class NemesisRunner:
+class NemesisInterpreter:
     """Plays the nemesis schedule in a thread, recording each fault; heals on demand.
 
     Takes the cluster, its broker, the history, the options, the test seed,
-    the queue (needed by `partition-leader` and targets "leader") and the
-    event that stops it (a new one when None). Raises NemesisConfigError when
-    the options do not fit the cluster.
+    the queue and the admin that says where it lives (needed by
+    `partition-leader` and targets "leader" or "follower(s)") and the event
+    that stops it (a new one when None). Raises NemesisConfigError when the
+    options do not fit the cluster.
     """
 
     def __init__(
@@ -64,23 +69,30 @@ class NemesisRunner:
         seed: int | str,
         queue: str | None = None,
         stop_event: threading.Event | None = None,
+        *,
+        admin: QueueAdmin | None = None,
     ) -> None:
         options.validate([n.name for n in cluster.nodes])
         needing = options.needs_queue()
         if needing and queue is None:
             raise NemesisConfigError(f"{', '.join(needing)} need(s) a queue name")
+        if needing and admin is None:
+            raise NemesisConfigError(
+                f"{', '.join(needing)} need(s) a queue admin to ask where the queue lives")
         self.options = options
         self.history = history
         self.seed = seed
         self.stop_event = stop_event if stop_event is not None else threading.Event()
         self.error: Exception | None = None
-        self._ctx = FaultContext(cluster, broker, options, queue, cancel=self.stop_event)
-        # One fault instance and one context per entry: "kill@leader" and "kill" differ in targets.
-        self._faults: dict[str, Fault] = {
-            e: make_fault(parse_entry(e)[0]) for e in dict.fromkeys(options.faults)}
+        self._ctx = FaultContext(cluster, broker, options, queue, cancel=self.stop_event,
+                                 admin=admin)
+        # One fault instance and one context per entry: "kill@leader" and "kill" differ in
+        # targets, and each entry acts with its own options.
+        entries = {e.text: e for e in options.entries()}
+        self._faults: dict[str, Fault] = {t: make_fault(e.fault) for t, e in entries.items()}
         self._ctxs: dict[str, FaultContext] = {
-            e: dataclasses.replace(self._ctx, options=dataclasses.replace(
-                options, targets=options.targets_of(e))) for e in self._faults}
+            t: dataclasses.replace(self._ctx, options=options.resolve(e))
+            for t, e in entries.items()}
         self._steps = schedule(options, schedule_rng(seed))
         self._rng = fault_rng(seed)
         # Orders fault actions against heal; reentrant so heal may run inside a fault's thread.
@@ -111,13 +123,13 @@ class NemesisRunner:
     def start(self) -> threading.Thread:
         """Starts `run` in a daemon thread named "nemesis". Returns the thread."""
         if self._thread is not None:
-            raise RuntimeError("the nemesis runner was already started")
+            raise RuntimeError("the nemesis interpreter was already started")
         self._thread = threading.Thread(target=self.run, name="nemesis", daemon=True)
         self._thread.start()
         return self._thread
 
     def stop(self) -> None:
-        """Asks the runner to stop: sets its stop event. Returns at once."""
+        """Asks the interpreter to stop: sets its stop event. Returns at once."""
         self.stop_event.set()
 
     def join(self, timeout: float | None = None) -> bool:

@@ -18,16 +18,16 @@ from collections.abc import Callable
 
 from clusters.base import Broker, Node
 from nemesis.errors import FaultError
-from nemesis.fault import (
+from nemesis.healers import FaultBase
+from nemesis.partition import shuffled
+from nemesis.protocol import (
     Description,
-    FaultBase,
     FaultContext,
     FaultInfo,
     describe_error,
     on_nodes,
     raise_for_errors,
 )
-from nemesis.partition import shuffled
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +110,8 @@ class NodeProcessFault(FaultBase):
 class RollingRestart(FaultBase):
     """Stops and starts each broker in turn (random order), waiting for each to boot."""
 
-    def __init__(self) -> None:
-        self.info = FaultInfo(
-            "rolling-restart", "start-rolling-restart", "stop-rolling-restart", "process"
-        )
+    def __init__(self, info: FaultInfo) -> None:
+        self.info = info
 
     def start(self, ctx: FaultContext, rng: random.Random) -> Description:
         """Takes the context and a Random. Restarts every node in turn. Returns the order.
@@ -151,8 +149,8 @@ class FullRestart(FaultBase):
     The cluster is down for the whole fault period.
     """
 
-    def __init__(self) -> None:
-        self.info = FaultInfo("full-restart", "start-full-restart", "stop-full-restart", "process")
+    def __init__(self, info: FaultInfo) -> None:
+        self.info = info
 
     def start(self, ctx: FaultContext, rng: random.Random) -> Description:
         """Takes the context and a Random. Stops every broker in turn. Returns the order.

@@ -1,20 +1,21 @@
-"""The fault protocol, what a fault acts with, and the healers that end every fault of a kind.
+"""The fault protocol: what a fault is, what it acts through, and how it acts on several nodes.
 
-A `Fault` is Jepsen's nemesis cut down to one fault kind: `start` does the
+A `Fault` is Jepsen's nemesis cut down to one fault: `start` does the
 damage and returns a JSON-able description of what it hit, `stop` undoes
 exactly that, and `heal_all` ends every fault of its kind on every node
 whatever happened before (it never raises). Its static facts are one
-`FaultInfo`: the history f names of its start and stop, which healer ends it,
-and how many nodes it needs. A fault that can check its nodes before the test
-also implements the optional `Preflight`. Faults keep what they hit between start and
-stop, so one instance serves one run.
+`FaultInfo`, its declaration. A fault that can check its nodes before the
+test also implements the optional `Preflight`. Faults keep what they hit
+between start and stop, so one instance serves one run.
 
 `FaultContext` is everything a fault may act through: the cluster's nodes
-(and their Remotes), the Broker, the options and the queue. `on_nodes` runs
-an action on several nodes at once, like Jepsen's `on-nodes`. `HEALERS` maps
-heal kinds to functions, in the order the runner applies them: resume paused
-brokers, then open the network, then start stopped brokers (a broker boots
-only once it can reach its peers).
+(and their Remotes), the Broker, its own options (`FaultOptions`: the
+options of the fault entry it plays), the queue and the QueueAdmin that
+says where it lives. `on_nodes` runs an
+action on several nodes at once, like Jepsen's `on-nodes`.
+
+This module depends on no other fault module: the faults, the healers, the
+registry and the interpreter import it, never the other way round.
 """
 
 from __future__ import annotations
@@ -25,15 +26,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from clusters.base import Broker, Cluster, Node
-from nemesis import net
+from clusters.base import Broker, Cluster, Node, QueueAdmin
+from history.faults import FaultKind
 from nemesis.errors import FaultError, FaultUnsupported
 from nemesis.targets import Locator, select_targets
-
-if TYPE_CHECKING:
-    from nemesis.schedule import NemesisOptions
 
 log = logging.getLogger(__name__)
 
@@ -43,33 +41,83 @@ Description = dict[str, Any]
 
 @dataclass(frozen=True)
 class FaultInfo:
-    """What is fixed about a fault: its name, history fs, healer and the nodes it needs.
+    """A fault's declaration, the one place its facts are written.
 
-    `heals` is a key of HEALERS. `needs_queue` says it asks where the queue's
-    leader is.
+    - name: what a fault entry calls it ("kill")
+    - kind: how the history shows it (history.faults: the fs that start and stop it, and the
+      label and colour of the report), shared by similar faults
+    - heals: the healer that ends every fault of its kind (a key of nemesis.healers.HEALERS)
+    - options: the options it reads besides targets (NemesisOptions field names), which a fault
+      entry may set for it alone; every fault also takes its own `duration` and `interval`
+    - takes_targets: it acts on the nodes its `targets` select (an entry may name them after @);
+      without, it picks its nodes itself (a partition's shape, every node)
+    - min_nodes: the least cluster it can act on; needs_queue: it asks where the queue's leader is
     """
 
     name: str
-    start_f: str
-    stop_f: str
+    kind: FaultKind
     heals: str
+    options: tuple[str, ...] = ()
+    takes_targets: bool = False
     min_nodes: int = 1
     needs_queue: bool = False
+
+    @property
+    def start_f(self) -> str:
+        """Returns the history f of its start."""
+        return self.kind.start_f
+
+    @property
+    def stop_f(self) -> str:
+        """Returns the history f of its stop."""
+        if self.kind.stop_f is None:
+            raise ValueError(f"fault kind {self.kind.name!r} has no stop op")
+        return self.kind.stop_f
+
+
+class FaultOptions(Protocol):
+    """What faults read of their options (a nemesis.options.NemesisOptions, resolved for the
+    fault entry being played: its own targets and settings over the global ones)."""
+
+    @property
+    def targets(self) -> str: ...
+    @property
+    def command_timeout_s(self) -> float: ...
+    @property
+    def packet_loss(self) -> float: ...
+    @property
+    def packet_scope(self) -> str: ...
+    @property
+    def bandwidth_kbit(self) -> int: ...
+    @property
+    def bandwidth_burst_bytes(self) -> int: ...
+    @property
+    def bandwidth_latency_ms(self) -> int: ...
+    @property
+    def delay_ms(self) -> float: ...
+    @property
+    def jitter_ms(self) -> float: ...
+    @property
+    def duplicate_pct(self) -> float: ...
+    @property
+    def reorder_pct(self) -> float: ...
 
 
 @dataclass(frozen=True)
 class FaultContext:
-    """What faults act through: the cluster, its broker, the options and the queue.
+    """What faults act through: the cluster, its broker, the options, the queue and its admin.
 
     `cancel` is set when the nemesis is asked to stop; long faults (a rolling
-    restart) check it between nodes.
+    restart) check it between nodes. `admin` answers where the queue lives (its leader,
+    its other replicas), for the faults and targets that ask.
     """
 
     cluster: Cluster
     broker: Broker
-    options: NemesisOptions
+    options: FaultOptions
     queue: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    admin: QueueAdmin | None = None
 
     @property
     def nodes(self) -> list[Node]:
@@ -96,9 +144,9 @@ class FaultContext:
         Raises FaultError when there is no queue, the broker does not know, or
         it names a node outside the cluster.
         """
-        if self.queue is None:
+        if self.queue is None or self.admin is None:
             raise FaultError("no queue given, so there is no queue leader to target")
-        name = self.broker.queue_leader(self.queue)
+        name = self.admin.queue_leader(self.queue)
         if name is None:
             raise FaultError(f"the leader of queue {self.queue!r} is not known")
         if name not in self.names:
@@ -111,9 +159,9 @@ class FaultContext:
 
         Raises FaultError when there is no queue.
         """
-        if self.queue is None:
+        if self.queue is None or self.admin is None:
             raise FaultError("no queue given, so there are no queue replicas to target")
-        placement = self.broker.queue_placement(self.queue)
+        placement = self.admin.queue_placement(self.queue)
         leader = placement.get("leader")
         replicas = set(placement.get("members") or []) | set(placement.get("mirrors") or [])
         return sorted(n for n in replicas - {leader} if n in self.names)
@@ -207,74 +255,3 @@ def raise_for_errors(action: str, errors: Mapping[str, Exception]) -> None:
 def describe_error(e: BaseException) -> str:
     """Takes an exception. Returns "Type: message" for the history's error field."""
     return f"{type(e).__name__}: {e}".strip()
-
-
-def _each(ctx: FaultContext, what: str, fn: Callable[[Node], str]) -> dict[str, str]:
-    results, errors = on_nodes(ctx.nodes, fn)
-    out = dict(results)
-    for name, e in errors.items():
-        log.error("heal %s on %s failed: %s", what, name, describe_error(e))
-        out[name] = f"error: {describe_error(e)}"
-    return {n: out[n] for n in ctx.names if n in out}
-
-
-def heal_paused(ctx: FaultContext) -> dict[str, str]:
-    """Takes the context. Resumes (SIGCONT) every running broker. Returns outcomes by node."""
-
-    def resume(node: Node) -> str:
-        if ctx.broker.beam_pid(node) is None:
-            return "not running"
-        ctx.broker.resume(node)
-        return "resumed"
-
-    return _each(ctx, "pause", resume)
-
-
-def heal_iptables(ctx: FaultContext) -> dict[str, str]:
-    """Takes the context. Flushes our iptables chains on every node. Returns outcomes by node."""
-
-    def flush(node: Node) -> str:
-        net.heal_iptables(node, ctx.timeout)
-        return "flushed"
-
-    return _each(ctx, "iptables", flush)
-
-
-def heal_tc(ctx: FaultContext) -> dict[str, str]:
-    """Takes the context. Removes the root qdisc of every node's interface. Returns outcomes."""
-
-    def clear(node: Node) -> str:
-        removed = net.clear_root_qdisc(node, node.interface, ctx.timeout)
-        return "removed" if removed else "none"
-
-    return _each(ctx, "tc", clear)
-
-
-def heal_processes(ctx: FaultContext) -> dict[str, str]:
-    """Takes the context. Starts every broker that is not running, all at once. Returns outcomes."""
-
-    def start(node: Node) -> str:
-        if ctx.broker.beam_pid(node) is not None:
-            return "running"
-        ctx.broker.start(node)
-        return "started"
-
-    return _each(ctx, "process", start)
-
-
-HEALERS: dict[str, Callable[[FaultContext], dict[str, str]]] = {
-    "pause": heal_paused,
-    "iptables": heal_iptables,
-    "tc": heal_tc,
-    "process": heal_processes,
-}
-
-
-class FaultBase:
-    """The shared part of the faults here: `heal_all` through HEALERS."""
-
-    info: FaultInfo
-
-    def heal_all(self, ctx: FaultContext) -> dict[str, str]:
-        """Takes the context. Runs this fault's healer on every node. Returns outcomes by node."""
-        return HEALERS[self.info.heals](ctx)

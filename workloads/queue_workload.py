@@ -22,7 +22,6 @@ a drain consumer read up to the stream's last committed offset.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -31,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusters.base import Node
-from clusters.rabbitmq import BrokerError, QueueDepth, RabbitBroker
+from clusters.rabbitmq import BrokerError
+from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
 from clusters.remote import RemoteError
 from history import Recorder
 from workloads.clients import (
@@ -46,7 +46,7 @@ from workloads.clients import (
 )
 from workloads.kinds import kind_of
 from workloads.publisher import Publisher
-from workloads.queues import QueueSpec, ha_policy, queue_arguments
+from workloads.queue_spec import QueueSpec, ha_policy, queue_arguments
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +138,12 @@ class QueueWorkload:
 
     # -- setup ------------------------------------------------------------------------
 
-    def setup(self, broker: RabbitBroker) -> None:
-        """Sets the mirroring policy (if any) and declares the queue. Raises ClientError."""
+    def setup(self, admin: RabbitAdmin) -> None:
+        """Takes the cluster's queue admin. Sets the policy the queue's kind needs (mirroring),
+        if any, and declares the queue. Raises ClientError, or RemoteError for the policy."""
         policy = ha_policy(self.spec, {n.name: n.erlang_name for n in self.nodes})
         if policy is not None:
-            pattern = "^" + self.spec.name.replace(".", r"\.") + "$"
-            broker.ctl(self.nodes[0], "set_policy", "--apply-to", "queues", "--priority", "1",
-                       "harness-ha", pattern, json.dumps(policy))
+            admin.set_policy("harness-ha", self.spec.name, policy)
         conn = connect(self.nodes[0].ip, self.opts.client)
         try:
             conn.channel().queue_declare(
@@ -238,11 +237,11 @@ class QueueWorkload:
 
     # -- drain ------------------------------------------------------------------------
 
-    def drain(self, broker: RabbitBroker) -> DrainReport:
+    def drain(self, admin: RabbitAdmin) -> DrainReport:
         """Consumes every remaining message, from every node in turn, until the broker proves
         the queue empty (its kind says how: for a stream, a node read to its last offset).
 
-        Takes the broker, asked for the queue's depth. Returns a DrainReport; a node that
+        Takes the queue admin, asked for the queue's depth. Returns a DrainReport; a node that
         cannot be reached is noted and skipped.
         """
         report = DrainReport()
@@ -257,20 +256,20 @@ class QueueWorkload:
                     report.errors[node.name] = err
                 else:
                     report.errors.pop(node.name, None)
-            report.complete, report.reason = self._proven_empty(broker, report, read_to)
+            report.complete, report.reason = self._proven_empty(admin, report, read_to)
             if report.complete or time.monotonic() > deadline:
                 break
         log.info("drain: %s (complete=%s: %s, errors=%s)", report.delivered, report.complete,
                  report.reason, report.errors or "none")
         return report
 
-    def _proven_empty(self, broker: RabbitBroker, report: DrainReport,
+    def _proven_empty(self, admin: RabbitAdmin, report: DrainReport,
                       read_to: dict[str, int | None]) -> tuple[bool, str | None]:
         """Asks every node for the queue's depth. Returns (proven empty, why not / a note)."""
         depths: dict[str, QueueDepth] = {}
         for node in self.nodes:
             try:
-                depths[node.name] = self.kind.depth(broker, node, self.spec.name)
+                depths[node.name] = self.kind.depth(admin, node, self.spec.name)
                 report.depth[node.name] = dataclasses.asdict(depths[node.name])
             except (RemoteError, BrokerError) as e:
                 report.depth[node.name] = {"error": str(e)[-300:]}

@@ -1,0 +1,211 @@
+"""What RabbitMQ says about a queue, and what it is told about one: placement, depth, policies.
+
+`RabbitAdmin` asks a cluster's nodes (through `RabbitBroker.ctl`, so every
+call has a hard timeout) where a queue lives, how many messages it holds,
+and sets the policy a queue needs; it implements the `QueueAdmin` protocol
+the nemeses use to find a queue's leader. The parsers of the CLI tools'
+output are pure and tested on captured output. Starting and stopping the
+nodes is clusters.rabbitmq's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from clusters.base import Node
+from clusters.rabbitmq import BrokerError, RabbitBroker
+from clusters.remote import RemoteError
+
+log = logging.getLogger(__name__)
+
+PLACEMENT_COLUMNS = (
+    "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids",
+)
+# Depth, after the placement columns: a queue's own count, asked of its leader or master.
+DEPTH_COLUMNS = ("messages_ready", "messages_unacknowledged", "messages")
+STATS_COLUMNS = PLACEMENT_COLUMNS + DEPTH_COLUMNS
+_NODE_IP = re.compile(r"rabbit@(\d+\.\d+\.\d+\.\d+)")
+
+
+def parse_queue_placement(text: str, queue: str, names_by_ip: dict[str, str]) -> dict[str, Any]:
+    """Takes `list_queues --silent` output of PLACEMENT_COLUMNS, a queue name and a map ip -> node.
+
+    Returns {"type", "leader", "members", "mirrors", "synchronised_mirrors"} with
+    short node names (quorum: leader and members; classic: master pid's node and
+    mirrors), or {} when the queue is not listed. Pids print as
+    `<rabbit@IP.creation.id.serial>`, hence the address pattern.
+    """
+    row = parse_queue_row(text, queue, names_by_ip)
+    if row is None:
+        return {}
+    return {k: row[k] for k in ("type", "leader", "members", "mirrors", "synchronised_mirrors")}
+
+
+def _count(cell: str) -> int | None:
+    return int(cell) if cell.strip().isdigit() else None
+
+
+def parse_queue_row(text: str, queue: str, names_by_ip: dict[str, str]) -> dict[str, Any] | None:
+    """Takes `list_queues --silent` output of PLACEMENT_COLUMNS, optionally followed by
+    DEPTH_COLUMNS, a queue name and a map ip -> node.
+
+    Returns the placement (as `parse_queue_placement`) and, when the depth columns are there,
+    "ready", "unacked" and "messages" (None where the broker printed no number); None when the
+    queue is not listed at all.
+    """
+    def nodes(cell: str) -> list[str]:
+        return [names_by_ip.get(ip, f"rabbit@{ip}") for ip in _NODE_IP.findall(cell)]
+
+    for line in text.splitlines():
+        cells = line.split("\t")
+        if len(cells) < len(PLACEMENT_COLUMNS) or cells[0] != queue:
+            continue
+        _, qtype, leader, members, pid, mirrors, synced = cells[: len(PLACEMENT_COLUMNS)]
+        lead = nodes(leader) or nodes(pid)
+        row: dict[str, Any] = {
+            "type": qtype,
+            "leader": lead[0] if lead else None,
+            "members": sorted(nodes(members)),
+            "mirrors": sorted(nodes(mirrors)),
+            "synchronised_mirrors": sorted(nodes(synced)),
+        }
+        depth = cells[len(PLACEMENT_COLUMNS):len(STATS_COLUMNS)]
+        if depth:
+            depth += [""] * (len(DEPTH_COLUMNS) - len(depth))
+            row.update(ready=_count(depth[0]), unacked=_count(depth[1]),
+                       messages=_count(depth[2]))
+        return row
+    return None
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """How many messages a queue holds, from a source that fails loudly instead of answering 0
+    (each queue kind knows its source: workloads.kinds).
+
+    `exists` is False when the node lists no such queue. For a stream, `last_offset` is the
+    offset of its last committed message (-1 when empty) and ready/unacked are None.
+    """
+
+    exists: bool
+    type: str | None = None
+    ready: int | None = None
+    unacked: int | None = None
+    last_offset: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Returns whether the queue holds nothing (or does not exist)."""
+        return not self.exists or (self.ready == 0 and self.unacked == 0)
+
+
+# Asks a quorum queue's Raft leader itself (list_queues' counts of a quorum queue are metrics
+# emitted every few seconds, and a passive declare answers 0 when the leader is slow). Prints
+# "absent", or "<ready> <checked out>"; a leader that does not answer makes the call fail.
+_QUORUM_DEPTH = (
+    'case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{q}">>)) of '
+    '{{error, not_found}} -> io:format("absent~n"); '
+    '{{ok, Q}} -> L = amqqueue:get_pid(Q), '
+    '{{ok, {{_, R}}, _}} = ra:leader_query(L, fun rabbit_fifo:query_messages_ready/1, {ms}), '
+    '{{ok, {{_, U}}, _}} = ra:leader_query(L, fun rabbit_fifo:query_messages_checked_out/1, {ms}), '
+    'io:format("~p ~p~n", [R, U]) end.'
+)
+
+
+def parse_quorum_depth(text: str) -> QueueDepth:
+    """Takes the output of the _QUORUM_DEPTH eval. Returns the depth. Raises ValueError when it
+    is not two counts or "absent"."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if first == "absent":
+        return QueueDepth(False)
+    ready, _, unacked = first.partition(" ")
+    if not (ready.isdigit() and unacked.isdigit()):
+        raise ValueError(f"unexpected quorum depth output {text.strip()[:200]!r}")
+    return QueueDepth(True, "quorum", int(ready), int(unacked))
+
+
+def parse_stream_end(text: str) -> int:
+    """Takes `rabbitmq-streams stream_status --formatter json` output. Returns the highest
+    committed offset any member reports (-1 for an empty stream). Raises ValueError."""
+    rows = json.loads(text)
+    offsets = [r.get("committed_offset") for r in rows if isinstance(r, dict)]
+    known = [o for o in offsets if isinstance(o, int)]
+    if not known:
+        raise ValueError(f"no committed offset in stream_status: {text.strip()[:200]!r}")
+    return max(known)
+
+
+class RabbitAdmin:
+    """Queue queries and policies on a RabbitMQ cluster, through its broker's CLI calls.
+
+    Takes the cluster's RabbitBroker (its nodes and `ctl`).
+    """
+
+    def __init__(self, broker: RabbitBroker) -> None:
+        self.broker = broker
+        self.nodes = broker.nodes
+
+    def _names_by_ip(self) -> dict[str, str]:
+        return {x.ip: x.name for x in self.nodes}
+
+    def set_policy(self, name: str, queue: str, definition: Mapping[str, Any],
+                   priority: int = 1) -> None:
+        """Takes a policy name, the queue it applies to (that name exactly) and its definition.
+        Sets it, through the first node. Raises RemoteError when the broker refuses."""
+        pattern = "^" + queue.replace(".", r"\.") + "$"
+        self.broker.ctl(self.nodes[0], "set_policy", "--apply-to", "queues", "--priority",
+                        str(priority), name, pattern, json.dumps(definition))
+
+    def queue_placement(self, queue: str) -> dict[str, Any]:
+        """Returns where the queue lives: leader/master and members/mirrors, as short node names.
+
+        Asks each node in turn until one answers. Returns {} when none does or
+        the queue does not exist.
+        """
+        for n in self.nodes:
+            try:
+                out = self.broker.ctl(n, "list_queues", "--silent", *PLACEMENT_COLUMNS, timeout=10)
+            except RemoteError:
+                continue
+            return parse_queue_placement(out, queue, self._names_by_ip())
+        return {}
+
+    def queue_leader(self, queue: str) -> str | None:
+        """Returns the short name of the node hosting the queue's leader or master."""
+        return self.queue_placement(queue).get("leader")
+
+    def queue_stats(self, node: Node, queue: str, timeout: float = 10.0) -> dict[str, Any] | None:
+        """Asks one node where the queue lives and how many messages it holds (the count comes
+        from the queue's leader or master, as that node reaches it).
+
+        Returns `parse_queue_row`'s dict, or None when the node lists no such queue. Raises
+        CommandTimeout or RemoteError when the node does not answer: never a silent 0.
+        """
+        out = self.broker.ctl(node, "list_queues", "--silent", *STATS_COLUMNS, timeout=timeout)
+        return parse_queue_row(out, queue, self._names_by_ip())
+
+    def quorum_depth(self, node: Node, queue: str, timeout: float = 20.0) -> QueueDepth:
+        """Asks a quorum queue's Raft leader, through the node, for its ready and checked-out
+        counts. Returns the QueueDepth (exists False when there is no such queue). Raises
+        CommandTimeout, RemoteError or BrokerError when the leader does not answer."""
+        expr = _QUORUM_DEPTH.format(q=queue, ms=int(timeout * 1000 / 3))
+        try:
+            return parse_quorum_depth(self.broker.ctl(node, "eval", expr, timeout=timeout))
+        except ValueError as e:
+            raise BrokerError(f"{node.name}: {e}") from e
+
+    def stream_end(self, node: Node, queue: str, timeout: float = 20.0) -> int:
+        """Returns a stream's last committed offset (-1 when empty), as its members report it
+        through the node. Raises CommandTimeout, RemoteError or BrokerError."""
+        out = self.broker.ctl(node, "stream_status", queue, "--formatter", "json",
+                       tool="rabbitmq-streams", timeout=timeout)
+        try:
+            return parse_stream_end(out)
+        except ValueError as e:
+            raise BrokerError(f"{node.name}: {e}") from e
+
