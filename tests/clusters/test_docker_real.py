@@ -3,7 +3,7 @@ broker: containers on their network reach each other and the host, a killed proc
 iptables and tc work inside, and nothing of the project is left afterwards.
 
 A daemon is started for the module when none runs (and stopped by its pid); the module is
-skipped when dockerd or the image is missing (scripts/build-docker-image.sh builds it).
+skipped when dockerd is missing; the image is built when absent (tests/docker_image.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from clusters.backend import DEFAULT_DOCKER_IMAGE, BackendOptions
 from clusters.docker_backend import LABEL, clean, connect
 from clusters.dockerd import dockerd_running
 from clusters.registry import make_cluster
+from tests.docker_image import ensure_image
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +31,10 @@ def daemon(tmp_path_factory) -> Iterator[None]:
     if os.geteuid() != 0 or shutil.which("dockerd") is None:
         pytest.skip("needs root and dockerd (apt-get install docker.io)")
     with dockerd_running(tmp_path_factory.mktemp("dockerd") / "dockerd.log"):
+        ensure_image()
         api = connect()
         try:
-            if not api.images(name=DEFAULT_DOCKER_IMAGE):
-                pytest.skip(f"{DEFAULT_DOCKER_IMAGE} is not built (scripts/build-docker-image.sh)")
+            assert api.images(name=DEFAULT_DOCKER_IMAGE), f"{DEFAULT_DOCKER_IMAGE} was not built"
         finally:
             api.close()
         yield

@@ -29,6 +29,7 @@ from clusters.dockerd import dockerd_running
 from clusters.remote import run_local
 from history import read_history
 from tests.clusters.sshd import SSHD, SshdHost, exclusive, sshd_hosts, write_inventory
+from tests.docker_image import ensure_image
 from tests.integration.conftest import ROOT, harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -188,9 +189,7 @@ def docker(tmp_path_factory) -> Iterator[None]:
     if shutil.which("dockerd") is None:
         pytest.skip("dockerd is not installed (make setup installs docker.io)")
     with dockerd_running(tmp_path_factory.mktemp("dockerd") / "dockerd.log"):
-        build = subprocess.run(["bash", str(ROOT / "scripts" / "build-docker-image.sh")],
-                               capture_output=True, text=True, timeout=1800)
-        assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-3000:]
+        ensure_image()
         yield
 
 
