@@ -32,7 +32,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="duplicates without the redelivered flag do not make the queue invalid")
     p.add_argument("--no-require-drain", action="store_true",
                    help="judge lost messages even without a completed drain")
-    p.add_argument("--engine", choices=["spark", "reference"], default="spark")
     p.add_argument("--parquet", type=Path, metavar="DIR",
                    help="convert the JSONL history to Parquet in DIR, then check that")
     p.add_argument("--work-dir", type=Path, help="scratch directory for Spark's tables")
@@ -81,7 +80,6 @@ def main(argv: list[str] | None = None) -> int:
             flagged_duplicates_invalid=args.flagged_duplicates_invalid,
             unflagged_duplicates_invalid=not args.unflagged_duplicates_valid,
             require_drain=not args.no_require_drain,
-            engine=args.engine,
             work_dir=args.work_dir,
             driver_memory=args.driver_memory,
         )

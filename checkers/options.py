@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-Engine = Literal["spark", "reference"]
 
 
 @dataclass(frozen=True)
@@ -18,7 +15,7 @@ class CheckOptions:
     """How to judge and report a history.
 
     - strict_order: the ordering check follows the queue's whole delivery
-      sequence (every consumer), redeliveries included (checkers.ordering has
+      sequence (every consumer), redeliveries included (checkers.spark_order has
       the exact definition); for quorum queues with a single active consumer
       and prefetch 1.
     - unflagged_duplicates_invalid / flagged_duplicates_invalid: whether a
@@ -28,12 +25,11 @@ class CheckOptions:
       cannot be told from queued ones, so a queue section with any is "unknown".
     - sample_size: length of id lists (counts are always exact);
       example_size: number of ordering violations shown.
-    - engine: "spark" (scales) or "reference" (pure Python, small histories).
     - quantile_accuracy: percentile_approx accuracy; quantiles are exact
       (nearest rank) while a group holds fewer latencies than this.
-    - shuffle_partitions, driver_memory, extra spark_conf: Spark tuning
-      (ignored by the reference engine). work_dir: where the Spark engine puts
-      its intermediate Parquet (a temporary directory when None).
+    - shuffle_partitions, driver_memory, extra spark_conf: Spark tuning.
+      work_dir: where the check puts its intermediate Parquet (a temporary
+      directory when None).
     - jvm_class_archive: a class-data-sharing archive for the driver JVM
       (written by the first check that names it, used by the later ones; it
       saves a few seconds of JVM start-up). Only read when this check starts
@@ -46,7 +42,6 @@ class CheckOptions:
     require_drain: bool = True
     sample_size: int = 100
     example_size: int = 20
-    engine: Engine = "spark"
     quantile_accuracy: int = 10000
     shuffle_partitions: int | None = None
     driver_memory: str = "2g"
@@ -57,5 +52,3 @@ class CheckOptions:
     def __post_init__(self) -> None:
         if self.sample_size < 0 or self.example_size < 0:
             raise ValueError("sample_size and example_size must be >= 0")
-        if self.engine not in ("spark", "reference"):
-            raise ValueError(f"unknown engine {self.engine!r}")

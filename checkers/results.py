@@ -1,9 +1,8 @@
-"""Results: the sections of results.json, built the same way whichever engine counted.
+"""Results: the sections of results.json, from the facts the Spark jobs count.
 
-An engine (Spark or the reference) reduces a history to plain facts: counts,
-bounded samples, per-window latency quantiles. The functions here turn those
-facts into the sections of shared/DESIGN.md and decide their validity, so the
-two engines cannot drift apart in what they call valid. `compose` merges
+The Spark jobs reduce a history to plain facts: counts, bounded samples,
+per-window latency quantiles. The functions here turn those facts into the
+sections of shared/DESIGN.md and decide their validity. `compose` merges
 sections like Jepsen's checker/compose: false beats "unknown" beats true, and
 a section whose checker raised becomes {"valid": "unknown", "error": ...}.
 """
@@ -169,7 +168,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Violation:
-    """Two deliveries of one publisher's messages in one stream (checkers.ordering), out of order.
+    """Two deliveries of one publisher's messages in one stream (checkers.spark_order), out of order.
     `consumer` is the later delivery's consumer."""
 
     consumer: str
@@ -196,7 +195,7 @@ def ordering_section(
     unconfirmed_reorder_count: int = 0,
     unconfirmed_examples: Sequence[Violation] = (),
 ) -> dict[str, Any]:
-    """Takes the ordering facts (checkers.ordering defines them). Returns the "ordering" section,
+    """Takes the ordering facts (checkers.spark_order defines them). Returns the "ordering" section,
     valid iff violation_count is zero."""
     return {
         "valid": violation_count == 0,

@@ -1,8 +1,13 @@
 """Availability and latency in Spark: publishes per fault window, and stretches without confirms.
 
-Same definitions as `checkers.reference.perf_facts`. The fault windows are
-few and known on the driver, so their edges cut time into segments; a
-balanced tree of comparisons (a binary search, compiled) puts each publish's
+Publishes are assigned to a fault window by their invoke time (window
+[start, end)); "healthy" are those in no window. Latency is invoke to confirm
+of `ok` publishes. A window's recovery is the time from its end to the first
+confirm (ok completion) at or after it. The longest stretch without a confirm
+is taken over the main phase, its edges included (`results.longest_gap`).
+
+The fault windows are few and known on the driver, so their edges cut time
+into segments; a balanced tree of comparisons (a binary search, compiled) puts each publish's
 invoke time into a segment and a broadcast join maps segments to the
 windows covering them (and to "healthy" when none does, and to "overall").
 One aggregate then gives per window the outcome counts and latency
@@ -10,8 +15,8 @@ quantiles. (Conditional aggregates per window would avoid the join, but the
 percentile aggregate is not compiled, so its per-row cost would grow with
 every window.)
 
-Quantiles come from percentile_approx: exact (nearest rank, like the
-reference) while a window holds fewer confirmed publishes than
+Quantiles come from percentile_approx: exact (nearest rank,
+`model.nearest_rank`) while a window holds fewer confirmed publishes than
 `quantile_accuracy`, otherwise within a rank error of n/accuracy. The max is
 exact. The first confirm after each window's end and the longest stretch
 without a confirm share one aggregate: confirms per segment between window

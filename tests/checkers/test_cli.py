@@ -1,4 +1,4 @@
-"""The CLI with the reference engine: exit codes, the verdict line, results.json."""
+"""The CLI: exit codes, the verdict line, results.json."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import pytest
 from checkers import __main__ as cli
 from tests.checkers.histories import Builder, write_lines
 
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark")]
+
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = cli.main([*args, "--engine", "reference"])
+    code = cli.main(args)
     out = capsys.readouterr()
     return code, out.out, out.err
 
