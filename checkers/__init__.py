@@ -3,8 +3,8 @@
 The public surface is small: `check_history(path, spark_master=..., options=...)` returns
 results.json as a dict, `CheckOptions` says how to judge, `HistoryError` is raised for a
 history breaking the contract, `convert_to_parquet` prepares a large history for repeated
-checks. `python -m checkers HISTORY` is the CLI. Importing this package does not start
-(or import) Spark.
+checks. `python -m harness check RUN_DIR|HISTORY` is the command. Importing this package
+does not start (or import) Spark.
 """
 
 from checkers.api import check_history, convert_to_parquet

@@ -18,7 +18,7 @@ from checkers import (
     spark_engine,
     spark_perf,
 )
-from checkers import __main__ as cli
+from harness.cli import main
 from tests.checkers import oracle
 from tests.checkers.histories import Builder, write_lines
 
@@ -123,14 +123,15 @@ def test_not_a_checkers_parquet(spark: Any, tmp_path: Path) -> None:
         check_history(tmp_path / "x.parquet")
 
 
-def test_cli_with_spark(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_command(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = faults_history(tmp_path / "h.jsonl")
     out = tmp_path / "results.json"
-    code = cli.main([str(path), "--out", str(out)])
-    line = capsys.readouterr().out
-    assert code == 1 and line.startswith("valid=false queue=false (attempted 40, acked 20")
+    code = main(["check", str(path), "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1 and text.startswith("valid: False\nqueue: attempt 40, acknowledged 20")
+    assert "4 fault windows" in text
     assert json.loads(out.read_text()) == both(path)
-    code = cli.main([str(path), "--parquet", str(tmp_path / "p.parquet")])
+    code = main(["check", str(path), "--parquet", str(tmp_path / "p.parquet")])
     assert code == 1 and (tmp_path / "p.parquet" / "_checkers.json").exists()
 
 
