@@ -1,6 +1,6 @@
-"""Benchmark of the checkers: synthetic histories of 1M, 10M (and with --huge 100M) ops.
+"""Benchmark of the Spark checker: synthetic histories of 1M, 10M (and with --huge 100M) ops.
 
-    python -m checkers.bench [--ops 1000000 10000000] [--huge] [--no-acks]
+    python -m bench.checker [--ops 1000000 10000000] [--huge] [--no-acks]
 
 Histories are generated once into bench-data/ (git-ignored), on every core,
 in the exact line format of history.Op (null fields included), and
@@ -240,7 +240,7 @@ def run_one(kind: str, path: Path, work: Path, driver_memory: str,
 def measure(kind: str, path: Path, work: Path, driver_memory: str,
             archive: Path | None) -> dict[str, Any]:
     """Runs one measurement in a fresh subprocess. Returns its figures."""
-    cmd = [sys.executable, "-m", "checkers.bench", "--run-one", kind, str(path),
+    cmd = [sys.executable, "-m", "bench.checker", "--run-one", kind, str(path),
            "--work", str(work), "--driver-memory", driver_memory]
     if archive is not None:
         cmd += ["--class-archive", str(archive)]
@@ -266,7 +266,7 @@ def _mb(n: int | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark CLI. Returns the exit code."""
-    p = argparse.ArgumentParser(prog="python -m checkers.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.checker", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", type=int, nargs="+", default=[1_000_000, 10_000_000])
     p.add_argument("--huge", action="store_true", help="also 100M ops")

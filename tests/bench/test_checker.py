@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from checkers import bench
+from bench import checker as bench
 from tests.checkers import oracle
 
 
