@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from checkers.explain import explanations
-from checkers.faults import FaultWindow, window_dict
+from checkers.faults import window_dict
 from checkers.model import NO_REASON, ns_to_ms, share
 from checkers.options import CheckOptions
 from checkers.phases import DrainState
+from history.faults import FaultWindow
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +273,7 @@ def perf_section(
     for w, st, first in zip(windows, window_stats, first_confirm_after, strict=True):
         d = window_dict(w)
         d.update(st.as_dict())
-        d["recovery_ms"] = None if first is None else ns_to_ms(first - w.end)
+        d["recovery_ms"] = None if first is None else ns_to_ms(first - w.end_ns)
         ws.append(d)
     return {
         "valid": True,

@@ -36,10 +36,10 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checkers.faults import FaultWindow
 from checkers.results import BucketStats, Gap, perf_section
 from checkers.spark_io import literal_rows
 from checkers.spark_queue import FAIL, INFO, OK
+from history.faults import FaultWindow
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +89,13 @@ def bucket_stats(spark: SparkSession, pubs: DataFrame, windows: Sequence[FaultWi
                  accuracy: int) -> dict[int, BucketStats]:
     """Takes publishes and windows. Returns stats keyed by window position, HEALTHY and OVERALL,
     from one aggregate over the segments between window edges."""
-    edges = sorted({w.start for w in windows} | {w.end for w in windows})
+    edges = sorted({w.start_ns for w in windows} | {w.end_ns for w in windows})
     pos = {e: i for i, e in enumerate(edges)}
     mapping = []
     for s in range(len(edges) + 1):
         mapping.append((s, OVERALL))
         covering = [i for i, w in enumerate(windows)
-                    if 0 < s < len(edges) and pos[w.start] < s <= pos[w.end]]
+                    if 0 < s < len(edges) and pos[w.start_ns] < s <= pos[w.end_ns]]
         mapping.extend((s, i) for i in covering)
         if not covering:
             mapping.append((s, HEALTHY))
@@ -134,7 +134,7 @@ def first_confirms_after(first_in: dict[int, int], ends: Sequence[int],
         here, later = first_in.get(s), suffix[s + 1]
         suffix[s] = here if later is None else later if here is None else min(here, later)
     index = {e: i for i, e in enumerate(ends)}
-    return [suffix[index[w.end] + 1] for w in windows]
+    return [suffix[index[w.end_ns] + 1] for w in windows]
 
 
 def _cell(start: int, width: int) -> Column:
@@ -189,7 +189,7 @@ def perf_facts(spark: SparkSession, msgs: DataFrame, windows: Sequence[FaultWind
     confirms = pubs.where(F.col("comp_code") == OK).select(F.col("comp_time").alias("ct"))
     start, end = main_phase
     width = max(1, math.ceil((end - start + 1) / GRID_CELLS))
-    ends = sorted({w.end for w in windows})
+    ends = sorted({w.end_ns for w in windows})
     first_in, grid = confirm_summaries(confirms, ends, start, end, width)
     gap = longest_gap(confirms, grid, start, end, width)
     empty = BucketStats()
