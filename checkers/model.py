@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 NEMESIS: Final = "nemesis"
 HARNESS: Final = "harness"
@@ -46,17 +46,22 @@ PROCESS_INT_PATTERN: Final = r"^-?[0-9]+$"
 MESSAGE_ID_PATTERN: Final = r"^([0-9]+)-([0-9]+)$"
 
 
+N = TypeVar("N", int, float)
+
+
 def consumer_identity(process: int, consumer: str | None) -> str:
     """Takes a delivery's process and consumer tag. Returns the consumer's identity "process/tag"."""
     return f"{process}/{consumer or ''}"
 
 
-def nearest_rank(sorted_values: Sequence[int], q: float) -> int:
+def nearest_rank(sorted_values: Sequence[N], q: float) -> N:
     """Takes ascending values (at least one) and a quantile in (0, 1]. Returns the nearest-rank quantile.
 
     That is the smallest value with at least a fraction q of the values at or
-    below it: `sorted_values[ceil(q * n) - 1]`. Spark's percentile_approx gives
-    the same value while a group holds fewer values than its accuracy.
+    below it: `sorted_values[ceil(q * n) - 1]`. It is the one latency-quantile
+    definition: Spark's percentile_approx gives the same value while a group
+    holds fewer values than its accuracy, and the report uses it for what
+    results.json does not hold.
     """
     n = len(sorted_values)
     return sorted_values[max(0, math.ceil(q * n) - 1)]
