@@ -25,7 +25,7 @@ def check_history(
     options: CheckOptions | None = None,
 ) -> dict[str, Any]:
     """Takes a history (history.jsonl, or a Parquet directory made by `convert_to_parquet`), an
-    optional Spark master URL (default local[*]) and options.
+    optional Spark master URL (default: the options', else local[*]) and options.
 
     Returns results.json as a dict: {"valid": true|false|"unknown", "queue": {...},
     "ordering": {...}, "perf": {...}}. Raises HistoryError (checkers.errors) when the
@@ -37,7 +37,8 @@ def check_history(
     if not Path(history_path).exists():
         raise HistoryError("no such history", None, history_path)
     log.info("checking %s", history_path)
-    return spark_engine.check(Path(history_path), options, spark_master=spark_master)
+    return spark_engine.check(Path(history_path), options,
+                              spark_master=spark_master or options.spark_master)
 
 
 def convert_to_parquet(
@@ -48,7 +49,8 @@ def convert_to_parquet(
     checked again later without parsing JSON). Returns out_dir."""
     from checkers import spark_io, spark_session
 
-    spark, created = spark_session.session(spark_master, options or CheckOptions())
+    options = options or CheckOptions()
+    spark, created = spark_session.session(spark_master or options.spark_master, options)
     try:
         return spark_io.convert_to_parquet(spark, Path(history_path), Path(out_dir))
     finally:

@@ -97,15 +97,12 @@ def run_section(test_info: dict[str, Any] | None) -> dict[str, Any]:
 def check_options(test_info: dict[str, Any] | None,
                   overrides: Mapping[str, Any] | None = None) -> CheckOptions:
     """Takes test.json's content (or None) and options given on the command line (CheckOptions
-    fields; None means not given). Returns the check's options: the stored spec's, overridden."""
+    fields; None means not given). Returns the check's options: the stored spec's (its check
+    section, read with defaults for settings it predates), overridden."""
     from checkers import CheckOptions
 
-    check_spec = ((test_info or {}).get("spec") or {}).get("check") or {}
-    opts = CheckOptions(
-        strict_order=bool(check_spec.get("strict_order", False)),
-        flagged_duplicates_invalid=bool(check_spec.get("flagged_duplicates_invalid", False)),
-        unflagged_duplicates_invalid=bool(check_spec.get("unflagged_duplicates_invalid", True)),
-    )
+    stored = ((test_info or {}).get("spec") or {}).get("check")
+    opts = CheckOptions.from_recorded(stored if isinstance(stored, dict) else None)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     return dataclasses.replace(opts, **given) if given else opts
 
@@ -121,11 +118,8 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
 
     test_path = run_dir / store.TEST
     test_info = store.read_json(test_path) if test_path.exists() else None
-    opts = check_options(test_info, overrides)
-    check_spec = ((test_info or {}).get("spec") or {}).get("check") or {}
-    master = spark_master or check_spec.get("spark_master")
-    results = check_history(history or run_dir / store.HISTORY, spark_master=master,
-                            options=opts)
+    opts = check_options(test_info, {**(overrides or {}), "spark_master": spark_master})
+    results = check_history(history or run_dir / store.HISTORY, options=opts)
     results["run"] = run_section(test_info)
     _explain_anomalies(run_dir, results, test_info)
     _weigh_mends(run_dir, results)
@@ -143,8 +137,8 @@ def check_history_file(history: Path, spark_master: str | None = None, *,
     Returns the checker's results."""
     from checkers import check_history
 
-    results = check_history(history, spark_master=spark_master,
-                            options=check_options(None, overrides))
+    opts = check_options(None, {**(overrides or {}), "spark_master": spark_master})
+    results = check_history(history, options=opts)
     if out is not None:
         store.write_json(out, results)
     return results

@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers.options import CheckOptions
 from clusters.registry import add_backend_options, options_from_args
 from clusters.spark_master import check_spark_master
-from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
+from harness.spec import SpecError, TestSpec, spec_from_dict
 from nemesis import NemesisOptions
 
 log = logging.getLogger(__name__)
@@ -255,7 +256,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         duration_s=a.nemesis_duration, targets=a.nemesis_targets, packet_loss=a.packet_loss,
         packet_scope=a.packet_scope, bandwidth_kbit=a.bandwidth_kbit, delay_ms=a.delay_ms,
     )
-    check: CheckSpec = _replace(base.check, spark_master=a.spark_master,
+    check: CheckOptions = _replace(base.check, spark_master=a.spark_master,
                                 strict_order=a.strict_order)
     spec = _replace(
         base, name=a.name, nodes=a.nodes, time_limit_s=a.time_limit, seed=a.seed,
