@@ -66,7 +66,7 @@ serve: setup
 
 # The checker on synthetic histories, then the workload against raw pika on a real cluster.
 bench: setup
-	$(PY) -m checkers.bench $(BENCH_ARGS)
+	$(PY) -m bench.checker $(BENCH_ARGS)
 	$(PY) -m bench.workload $(WORKLOAD_BENCH_ARGS)
 
 bench-workload: setup

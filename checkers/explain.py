@@ -3,7 +3,7 @@
 `explanations` returns one paragraph per class present in a check (its count
 above zero), quoting RabbitMQ's documentation where a class contradicts it.
 The texts are fixed; only the count, an example id and, for lost messages,
-whether the drain completed are filled in, so both engines produce the same.
+whether the drain completed are filled in.
 """
 
 from __future__ import annotations

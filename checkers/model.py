@@ -1,36 +1,34 @@
-"""The vocabulary both checker engines share: what an op of the history means to a checker.
+"""The checker's vocabulary: what an op of the history means to a checker.
 
-A history line is Jepsen's op (shared/DESIGN.md). The checkers sort ops into
+A history line is Jepsen's op (shared/DESIGN.md). The checker sorts ops into
 a few kinds, and this module is the one place that says how:
 
 - a *client op* has an integer process (a decimal string such as "3" counts as
-  the integer, because the Spark engine reads `process` as text);
+  the integer, because Spark reads `process` as text);
 - a *publish op* is a client op with f "publish": an `invoke` and then one
   completion (`ok` confirmed, `fail` certainly not enqueued, `info` unknown);
   the completion carries the same message id as its invocation;
 - a *delivery* is a client op of type "ok" with f "consume" or "drain";
 - an *ack* is a client op of type "ok" with f "ack": the consumer acknowledged
-  (basic.ack on a channel that was open) the latest delivery before it with the
-  same process, consumer tag and message id. A history with no ack at all
-  (older runs, auto-ack consumers) is read as if every delivery was acked;
+  (basic.ack on a channel that was open) a delivery before it with the same
+  process, consumer tag and message id, first in, first out. A history with
+  no ack at all (older runs, auto-ack consumers) is read as if every delivery
+  was acked;
 - *nemesis ops* (process "nemesis") and *harness events* (process "harness")
   are few and are read on the driver;
 - every other client op (another f, a consume that is not "ok") is ignored.
 
-It also fixes the order of sample lists (message ids by publisher and seq),
-the quantile definition and the millisecond rounding, so that the Spark job
-and the pure-Python reference produce the very same numbers.
+It also fixes the quantile definition and the millisecond rounding of
+results.json.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-OP_TYPES: Final = frozenset({"invoke", "ok", "fail", "info"})
 NEMESIS: Final = "nemesis"
 HARNESS: Final = "harness"
 PUBLISH: Final = "publish"
@@ -43,59 +41,12 @@ NO_REASON: Final = "(none)"
 # Outcome codes of a publish, as the Spark job stores them (small ints aggregate fast).
 OUTCOME_CODES: Final = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
 
-PROCESS_INT_RE: Final = re.compile(r"^-?[0-9]+$")
-MESSAGE_ID_RE: Final = re.compile(r"^([0-9]+)-([0-9]+)$")
-# The same patterns for Spark's regexp functions (Java syntax).
+# Patterns for Spark's regexp functions (Java syntax): a client process, a message id.
 PROCESS_INT_PATTERN: Final = r"^-?[0-9]+$"
 MESSAGE_ID_PATTERN: Final = r"^([0-9]+)-([0-9]+)$"
 
-LONG_MIN: Final = -(2**63)
-LONG_MAX: Final = 2**63 - 1
 
-
-def as_text(v: Any) -> str | None:
-    """Takes a decoded JSON value. Returns it as text the way Spark reads a string column.
-
-    Strings stay as they are, other scalars and objects become their compact
-    JSON text, and null stays None.
-    """
-    if v is None or isinstance(v, str):
-        return v
-    return json.dumps(v, separators=(",", ":"))
-
-
-def client_process(process: Any) -> int | None:
-    """Takes a process field. Returns its integer when it names a client, else None."""
-    if isinstance(process, bool):
-        return None
-    if isinstance(process, str) and PROCESS_INT_RE.match(process):
-        process = int(process)
-    if isinstance(process, int) and LONG_MIN <= process <= LONG_MAX:
-        return process
-    return None
-
-
-def parse_message_id(mid: str | None) -> tuple[int, int] | None:
-    """Takes a message id "<publisher>-<seq>". Returns (publisher, seq), or None if it is not one."""
-    if mid is None:
-        return None
-    m = MESSAGE_ID_RE.match(mid)
-    if m is None:
-        return None
-    return int(m.group(1)), int(m.group(2))
-
-
-def id_sort_key(mid: str) -> tuple[int, int, int, str]:
-    """Takes a message id. Returns its sort key: by publisher then seq, odd ids last by text."""
-    parsed = parse_message_id(mid)
-    if parsed is None:
-        return (1, 0, 0, mid)
-    return (0, parsed[0], parsed[1], mid)
-
-
-def sorted_sample(ids: Sequence[str] | set[str], limit: int) -> list[str]:
-    """Takes message ids and a limit. Returns the first `limit` of them in id order."""
-    return sorted(ids, key=id_sort_key)[:limit]
+N = TypeVar("N", int, float)
 
 
 def consumer_identity(process: int, consumer: str | None) -> str:
@@ -103,12 +54,14 @@ def consumer_identity(process: int, consumer: str | None) -> str:
     return f"{process}/{consumer or ''}"
 
 
-def nearest_rank(sorted_values: Sequence[int], q: float) -> int:
+def nearest_rank(sorted_values: Sequence[N], q: float) -> N:
     """Takes ascending values (at least one) and a quantile in (0, 1]. Returns the nearest-rank quantile.
 
     That is the smallest value with at least a fraction q of the values at or
-    below it: `sorted_values[ceil(q * n) - 1]`. Spark's percentile_approx gives
-    the same value while a group holds fewer values than its accuracy.
+    below it: `sorted_values[ceil(q * n) - 1]`. It is the one latency-quantile
+    definition: Spark's percentile_approx gives the same value while a group
+    holds fewer values than its accuracy, and the report uses it for what
+    results.json does not hold.
     """
     n = len(sorted_values)
     return sorted_values[max(0, math.ceil(q * n) - 1)]

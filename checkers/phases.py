@@ -4,8 +4,8 @@ The harness records each phase's start and end as an `info` op of process
 "harness", f "phase", value {"phase": name, "state": "start"|"end"}. The
 drain's end also carries `"complete": true|false` and, when false, a
 `"reason"`; a drain that could not finish may also end with another state
-(e.g. "incomplete"). Both checker engines collect these few events and ask
-this module.
+(e.g. "incomplete"). The checker collects these few events on the driver and
+asks this module.
 
 The drain is complete iff its end event (the last drain event whose state is
 not "start") has state "end" and a `complete` that is absent (older runs) or

@@ -1,9 +1,8 @@
-"""Results: the sections of results.json, built the same way whichever engine counted.
+"""Results: the sections of results.json, from the facts the Spark jobs count.
 
-An engine (Spark or the reference) reduces a history to plain facts: counts,
-bounded samples, per-window latency quantiles. The functions here turn those
-facts into the sections of shared/DESIGN.md and decide their validity, so the
-two engines cannot drift apart in what they call valid. `compose` merges
+The Spark jobs reduce a history to plain facts: counts, bounded samples,
+per-window latency quantiles. The functions here turn those facts into the
+sections of shared/DESIGN.md and decide their validity. `compose` merges
 sections like Jepsen's checker/compose: false beats "unknown" beats true, and
 a section whose checker raised becomes {"valid": "unknown", "error": ...}.
 """
@@ -17,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from checkers.explain import explanations
-from checkers.faults import FaultWindow, window_dict
+from checkers.faults import window_dict
 from checkers.model import NO_REASON, ns_to_ms, share
 from checkers.options import CheckOptions
 from checkers.phases import DrainState
+from history.faults import FaultWindow
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Violation:
-    """Two deliveries of one publisher's messages in one stream (checkers.ordering), out of order.
+    """Two deliveries of one publisher's messages in one stream (checkers.spark_order), out of order.
     `consumer` is the later delivery's consumer."""
 
     consumer: str
@@ -196,7 +196,7 @@ def ordering_section(
     unconfirmed_reorder_count: int = 0,
     unconfirmed_examples: Sequence[Violation] = (),
 ) -> dict[str, Any]:
-    """Takes the ordering facts (checkers.ordering defines them). Returns the "ordering" section,
+    """Takes the ordering facts (checkers.spark_order defines them). Returns the "ordering" section,
     valid iff violation_count is zero."""
     return {
         "valid": violation_count == 0,
@@ -273,7 +273,7 @@ def perf_section(
     for w, st, first in zip(windows, window_stats, first_confirm_after, strict=True):
         d = window_dict(w)
         d.update(st.as_dict())
-        d["recovery_ms"] = None if first is None else ns_to_ms(first - w.end)
+        d["recovery_ms"] = None if first is None else ns_to_ms(first - w.end_ns)
         ws.append(d)
     return {
         "valid": True,

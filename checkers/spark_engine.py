@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from checkers.faults import NemesisOp, fault_windows, pairing_problem
+from checkers.faults import fault_windows
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
 from checkers.phases import HarnessEvent, drain_state, main_phase
@@ -50,6 +50,7 @@ from checkers.spark_queue import (
     queue_facts,
 )
 from checkers.spark_session import session
+from history import Op, OpType
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +63,17 @@ PARALLEL: Final = 3
 PARALLEL_LIMIT: Final = 32 * 1024 * 1024
 
 
-def side_ops(h: History) -> tuple[list[NemesisOp], list[HarnessEvent]]:
-    """Takes a History. Returns its nemesis ops and harness events, in file order (few)."""
+def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
+    """Takes a History. Returns its nemesis ops (each with its loc) and harness events, in file
+    order (few)."""
     ok = F.col("proc").isNotNull() & F.col("problem").isNull()
     rows = collect_small(
         h.df.where(ok).select(loc().alias("loc"), "index", "time", "code", "proc", "f", "value",
                               "node", "error").orderBy("loc"),
         MAX_SIDE_OPS, "nemesis and harness ops")
-    nemesis = [NemesisOp(r["loc"], r["index"], r["time"], CODE_NAMES[r["code"]], r["f"],
-                         decode_value(r["value"]), r["node"], r["error"])
+    nemesis = [(r["loc"], Op(type=cast(OpType, CODE_NAMES[r["code"]]), process=NEMESIS, f=r["f"],
+                             value=decode_value(r["value"]), node=r["node"], index=r["index"],
+                             time=r["time"], error=r["error"]))
                for r in rows if r["proc"] == NEMESIS]
     harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]))
                for r in rows if r["proc"] == HARNESS]
@@ -124,14 +127,13 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
                       lambda: ack_problem(msgs) if acks else None], workers):
         if p is not None:
             problems.append(p)
-    nem = pairing_problem(nemesis)
-    if nem is not None:
-        problems.append((nemesis[nem[0]].key, nem[1]))
+    first, last = summary.min_time or 0, summary.max_time or 0
+    windows, unpaired = fault_windows([op for _, op in nemesis], last)
+    if unpaired is not None:
+        problems.append((nemesis[unpaired[0]][0], unpaired[1]))
     if problems:
         at, message = min(problems)
         raise_at(spark, h, at, message, path)
-
-    first, last = summary.min_time or 0, summary.max_time or 0
 
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(msgs, options.sample_size)
@@ -145,7 +147,6 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         return ordering_section(options.strict_order, **facts)
 
     def perf() -> dict[str, Any]:
-        windows = fault_windows(nemesis, last)
         return perf_facts(spark, msgs, windows, main_phase(harness, first, last),
                           options.quantile_accuracy)
 

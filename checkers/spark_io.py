@@ -16,7 +16,7 @@ split (the first row with a problem of its own, whether indexes are simply
 consecutive), `first_index_problem` runs a window (lag of index) only over
 splits whose indexes are not, and `line_of` counts lines only on that error
 path. One known gap: a line holding a JSON array of objects is read by Spark
-as those objects, where the reference rejects it.
+as those objects (the contract says a line is one object).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ PREPARED = ("_block", "_pos", "index", "time", "code", "pid", "value", "cls", "p
 
 
 def _problem(pid: Column, code: Column) -> Column:
-    """Returns, per raw row, what is wrong with it on its own (the reference's order), or null."""
+    """Returns, per raw row, what is wrong with it on its own (the first of these checks it fails), or null."""
     client = pid.isNotNull()
     c = F.when(F.col(CORRUPT).isNotNull(),
                F.lit("not a JSON object with fields of the right types"))

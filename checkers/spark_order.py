@@ -1,12 +1,67 @@
-"""The ordering check in Spark: a window per stream comparing each delivery's seq with the one it
-must follow.
+"""The ordering check: what order RabbitMQ promises, how the checker tests it, and the Spark job
+(a window per stream comparing each delivery's seq with the one it must follow).
 
-The definition is checkers.ordering's (the module docstring says what
-RabbitMQ promises and how each mode reads it): a stream is one consumer's
-deliveries of one publisher's messages (strict mode: every consumer's), in
-history order; a delivery is compared with the previous unflagged delivery of
-its stream (default mode, unflagged delivery) or with the previous delivery
-(a flagged one, or any in strict mode). One aggregate counts the deliveries
+What RabbitMQ promises (rabbitmq.com/docs/queues, "Message ordering"): "When
+publishing on a single channel, messages are enqueued in publishing order in
+every queue they are routed to. When publishing happens on multiple
+connections or channels, their sequences of messages will be routed
+concurrently and interleaved. Delivery from a queue to consumers proceeds in
+enqueue order", unless priorities or "multiple active consumers on the same
+queue" with redeliveries change it; "Redelivered messages are flagged (...
+AMQP 0-9-1: redelivered=true)". To preserve order it advises a single active
+consumer (SAC: "only one consumer at a time consuming from a queue"; when it
+is cancelled or dies "another consumer is selected as the active one") and,
+for quorum queues, a delivery limit, which "ensures messages are requeued at
+the front of the queue" (RabbitMQ 3.x quorum queues always deliver returned
+messages before the others).
+
+Terms. A delivery's *publisher* and *seq* are its `publisher` and `seq`
+fields, else parsed from its message id "<publisher>-<seq>"; a delivery with
+neither is not checked. A publisher is a stable slot whose seq keeps
+increasing across the processes (connections) that publish for it in turn (a
+process whose publish ended `info` retires and the next one continues the
+seq); older histories used the process itself as the publisher. A *consumer*
+is a process and a consumer tag. Order is history (index) order. Acks play no
+part: order is about what the broker dispatched, acked or not.
+
+Streams. By default, the deliveries of one publisher's messages to one
+consumer. In strict mode (quorum queue + single active consumer + prefetch 1),
+the deliveries of one publisher's messages to every consumer of the queue, in
+history order: the next active consumer continues where the last one stopped.
+
+Violations. Each delivery d of a stream is compared with an earlier one p:
+
+- default mode, d unflagged: p is the previous unflagged delivery of the
+  stream, and d.seq <= p.seq is a violation: RabbitMQ dispatches in enqueue
+  order, and a first delivery is unflagged. These decide validity.
+- default mode, d flagged: p is the previous delivery of the stream (flagged
+  or not), and d.seq < p.seq is a *flagged violation*: a requeued message came
+  back after later ones, which RabbitMQ allows. Counted (flagged_violation_count),
+  never invalid. A flagged d with p's seq is the same message redelivered, fine.
+- strict mode: p is the previous delivery of the stream (any flag, any
+  consumer), and d.seq < p.seq, or d.seq == p.seq with d unflagged, is a
+  violation. With prefetch 1 a consumer holds at most one unacknowledged
+  message; when the consumer goes, that message returns to the front and is
+  delivered again, flagged, to the same or the next active consumer, which then
+  continues after it. So a message may repeat only flagged and right after
+  itself. Every violation decides validity; those with d flagged are also
+  counted in flagged_violation_count.
+
+Unconfirmed reorders. Between channels, only time orders messages: one
+confirmed before another was published is ahead of it in the queue, but one
+whose publish was not confirmed (it ended `fail` or `info`, or never completed)
+may have been enqueued any time later. So a violation (p, d) where d's message
+was published by another process than p's and its publish was not confirmed
+is not a violation: it is counted in unconfirmed_reorder_count instead (and in
+no other count). d stays in the stream as the next comparison's p.
+
+Reported: deliveries_checked (the deliveries whose order decides validity:
+unflagged ones by default, all in strict mode), violation_count,
+consumers_affected (the consumers of the violations' d), flagged_violation_count,
+unconfirmed_reorder_count, and the first `example_size` of each kind by d's
+index (examples, flagged_examples, unconfirmed_examples).
+
+In Spark: one aggregate over a window per stream counts the deliveries
 checked and the candidate violations. Only when there are candidates, a
 second pass joins them with the message table (who published each message,
 and whether it was confirmed) to set unconfirmed reorders apart, counts each
@@ -105,7 +160,7 @@ def _violation(r: Row) -> Violation:
 def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
                    sample_size: int) -> dict[str, Any]:
     """Takes a History, its message table and the options. Returns the ordering section's facts
-    (checkers.ordering). One job counts the deliveries checked and the candidates; only when
+    (see the module docstring). One job counts the deliveries checked and the candidates; only when
     there are candidates, a second classifies and counts them (consumers affected are few: one
     per consumer process) and a third fetches up to example_size examples of each kind."""
     d = checked_deliveries(h)

@@ -1,8 +1,13 @@
 """Availability and latency in Spark: publishes per fault window, and stretches without confirms.
 
-Same definitions as `checkers.reference.perf_facts`. The fault windows are
-few and known on the driver, so their edges cut time into segments; a
-balanced tree of comparisons (a binary search, compiled) puts each publish's
+Publishes are assigned to a fault window by their invoke time (window
+[start, end)); "healthy" are those in no window. Latency is invoke to confirm
+of `ok` publishes. A window's recovery is the time from its end to the first
+confirm (ok completion) at or after it. The longest stretch without a confirm
+is taken over the main phase, its edges included (`results.longest_gap`).
+
+The fault windows are few and known on the driver, so their edges cut time
+into segments; a balanced tree of comparisons (a binary search, compiled) puts each publish's
 invoke time into a segment and a broadcast join maps segments to the
 windows covering them (and to "healthy" when none does, and to "overall").
 One aggregate then gives per window the outcome counts and latency
@@ -10,8 +15,8 @@ quantiles. (Conditional aggregates per window would avoid the join, but the
 percentile aggregate is not compiled, so its per-row cost would grow with
 every window.)
 
-Quantiles come from percentile_approx: exact (nearest rank, like the
-reference) while a window holds fewer confirmed publishes than
+Quantiles come from percentile_approx: exact (nearest rank,
+`model.nearest_rank`) while a window holds fewer confirmed publishes than
 `quantile_accuracy`, otherwise within a rank error of n/accuracy. The max is
 exact. The first confirm after each window's end and the longest stretch
 without a confirm share one aggregate: confirms per segment between window
@@ -31,10 +36,10 @@ from typing import Final
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checkers.faults import FaultWindow
 from checkers.results import BucketStats, Gap, perf_section
 from checkers.spark_io import literal_rows
 from checkers.spark_queue import FAIL, INFO, OK
+from history.faults import FaultWindow
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +89,13 @@ def bucket_stats(spark: SparkSession, pubs: DataFrame, windows: Sequence[FaultWi
                  accuracy: int) -> dict[int, BucketStats]:
     """Takes publishes and windows. Returns stats keyed by window position, HEALTHY and OVERALL,
     from one aggregate over the segments between window edges."""
-    edges = sorted({w.start for w in windows} | {w.end for w in windows})
+    edges = sorted({w.start_ns for w in windows} | {w.end_ns for w in windows})
     pos = {e: i for i, e in enumerate(edges)}
     mapping = []
     for s in range(len(edges) + 1):
         mapping.append((s, OVERALL))
         covering = [i for i, w in enumerate(windows)
-                    if 0 < s < len(edges) and pos[w.start] < s <= pos[w.end]]
+                    if 0 < s < len(edges) and pos[w.start_ns] < s <= pos[w.end_ns]]
         mapping.extend((s, i) for i in covering)
         if not covering:
             mapping.append((s, HEALTHY))
@@ -129,7 +134,7 @@ def first_confirms_after(first_in: dict[int, int], ends: Sequence[int],
         here, later = first_in.get(s), suffix[s + 1]
         suffix[s] = here if later is None else later if here is None else min(here, later)
     index = {e: i for i, e in enumerate(ends)}
-    return [suffix[index[w.end] + 1] for w in windows]
+    return [suffix[index[w.end_ns] + 1] for w in windows]
 
 
 def _cell(start: int, width: int) -> Column:
@@ -184,7 +189,7 @@ def perf_facts(spark: SparkSession, msgs: DataFrame, windows: Sequence[FaultWind
     confirms = pubs.where(F.col("comp_code") == OK).select(F.col("comp_time").alias("ct"))
     start, end = main_phase
     width = max(1, math.ceil((end - start + 1) / GRID_CELLS))
-    ends = sorted({w.end for w in windows})
+    ends = sorted({w.end_ns for w in windows})
     first_in, grid = confirm_summaries(confirms, ends, start, end, width)
     gap = longest_gap(confirms, grid, start, end, width)
     empty = BucketStats()

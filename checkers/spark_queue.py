@@ -1,5 +1,33 @@
 """The queue checks in Spark: one row per message id, then Jepsen's total-queue counts over it.
 
+The definitions (Jepsen's total-queue, adapted to ids that are never reused,
+and to consumer acknowledgements):
+
+- an ack acknowledges a delivery before it with the same process, consumer
+  tag and message id, first in, first out; an ack with no unacknowledged
+  delivery there breaks the contract. A delivery is *acked* if an ack
+  acknowledges it; in a history with no ack at all every delivery counts as
+  acked, at its own index;
+- attempted = ids of publish invocations; acknowledged = publishes `ok`;
+  received = ids of deliveries (ok consume/drain ops); delivered = ids with an
+  acked delivery;
+- ok = delivered ∩ attempted; lost = acknowledged - delivered, and
+  lost_unacked = lost ∩ received (delivered, never acked, never back);
+  unexpected = received - attempted (a message nobody sent is wrong whether or
+  not it was acked);
+- duplicated = attempted ids with more than one acked delivery (Jepsen:
+  dequeues - attempts - unexpected; a delivery to a consumer that never acked
+  it, redelivered elsewhere, is not a second consumption). The first acked
+  delivery (lowest index) is the original, the other acked ones are extras:
+  *redelivered* duplicates have every extra flagged redelivered, *unflagged*
+  duplicates have at least one extra without it;
+- unflagged_after_ack = ids with an unflagged delivery (acked or not) after
+  the ack of a flagged delivery of the same id;
+- recovered = delivered ∩ attempted whose publish completed `info` or never
+  completed; delivered_failed = delivered ids whose publish was `fail`
+  (reported, not an anomaly: a nack refuses responsibility, it does not say
+  the message is absent); fail_reasons = failed publishes by error text.
+
 `messages` brings every publish op and delivery of a message id together in
 one shuffle and reduces them with plain min/max/count aggregates (fixed-width
 buffers, so Spark keeps a hash aggregate): how often the id was invoked and
@@ -11,7 +39,7 @@ along, and the id's rows are sorted by consumer stream so that a window pairs
 each ack with the delivery right before it (the one sort the queue check
 pays, and only then). `publish_problem` and `ack_problem` find a publish or
 an ack breaking the contract, `queue_facts` computes the counts and bounded,
-sorted samples of the reference's definitions (checkers.reference).
+sorted samples of those definitions.
 """
 
 from __future__ import annotations
@@ -161,7 +189,7 @@ def publish_problem(h: History, msgs: DataFrame, candidates: int = 20) -> tuple[
 
 def sequence_problem(mid: str, ops: list[tuple[int, str, int]]) -> tuple[int, str] | None:
     """Takes a message id and its publish ops (loc, type, process) in file order. Returns the
-    (loc, message) of the first op breaking the publish rules, or None (as the reference)."""
+    (loc, message) of the first op breaking the publish rules, or None."""
     inv: tuple[int, str, int] | None = None
     completed = False
     for op in ops:
@@ -182,7 +210,7 @@ def sequence_problem(mid: str, ops: list[tuple[int, str, int]]) -> tuple[int, st
 
 
 def _flags() -> dict[str, Column]:
-    """Returns, per kind, whether a message row is one (the reference's definitions)."""
+    """Returns, per kind, whether a message row is one (the module docstring's definitions)."""
     attempted = F.col("n_inv") > 0
     received = F.col("n_del") > 0
     n = F.col("n_acked")

@@ -1,8 +1,11 @@
-"""Checking a stored run: the Spark checkers over its history, plus what the run itself knows.
+"""Checking a stored run: the Spark checker over its history, plus what the run itself knows.
 
 `check_run` is what both a fresh run and `python -m harness check RUN_DIR`
-call, so a re-check reproduces the same results. Besides the checkers'
-sections it adds a `run` section: a run that was interrupted, failed, or
+call, so a re-check reproduces the same results: the check's options come
+from the run's test.json, and only options given on the command line
+override them. `check_history_file` checks a history with no run around it
+(a history.jsonl, or a Parquet history). Besides the checker's sections
+`check_run` adds a `run` section: a run that was interrupted, failed, or
 whose cluster never recovered cannot vouch for its history, so that section
 is "unknown" (naming the nodes that stayed unhealthy) and the whole verdict
 can be no better. The drain is not the run section's business: the queue
@@ -12,12 +15,17 @@ matters there, when something would otherwise be called lost.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import store
+
+if TYPE_CHECKING:
+    from checkers import CheckOptions
 
 log = logging.getLogger(__name__)
 
@@ -86,29 +94,53 @@ def run_section(test_info: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def check_run(run_dir: Path, spark_master: str | None = None) -> dict[str, Any]:
-    """Takes a run directory. Checks its history, writes results.json. Returns the results.
+def check_options(test_info: dict[str, Any] | None,
+                  overrides: Mapping[str, Any] | None = None) -> CheckOptions:
+    """Takes test.json's content (or None) and options given on the command line (CheckOptions
+    fields; None means not given). Returns the check's options: the stored spec's (its check
+    section, read with defaults for settings it predates), overridden."""
+    from checkers import CheckOptions
 
-    Check options come from the run's test.json; `spark_master` overrides its master.
-    """
-    from checkers import CheckOptions, check_history
+    stored = ((test_info or {}).get("spec") or {}).get("check")
+    opts = CheckOptions.from_recorded(stored if isinstance(stored, dict) else None)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    return dataclasses.replace(opts, **given) if given else opts
+
+
+def check_run(run_dir: Path, spark_master: str | None = None, *,
+              overrides: Mapping[str, Any] | None = None, history: Path | None = None,
+              out: Path | None = None) -> dict[str, Any]:
+    """Takes a run directory, and optionally a Spark master (else the spec's), options that
+    override the spec's (`check_options`), the history to read (default its history.jsonl;
+    e.g. a Parquet copy of it) and where to write the results (default its results.json).
+    Checks the history, writes the results. Returns them."""
+    from checkers import check_history
 
     test_path = run_dir / store.TEST
     test_info = store.read_json(test_path) if test_path.exists() else None
-    check_spec = ((test_info or {}).get("spec") or {}).get("check") or {}
-    opts = CheckOptions(
-        strict_order=bool(check_spec.get("strict_order", False)),
-        flagged_duplicates_invalid=bool(check_spec.get("flagged_duplicates_invalid", False)),
-        unflagged_duplicates_invalid=bool(check_spec.get("unflagged_duplicates_invalid", True)),
-    )
-    master = spark_master or check_spec.get("spark_master")
-    results = check_history(run_dir / store.HISTORY, spark_master=master, options=opts)
+    opts = check_options(test_info, {**(overrides or {}), "spark_master": spark_master})
+    results = check_history(history or run_dir / store.HISTORY, options=opts)
     results["run"] = run_section(test_info)
     _explain_anomalies(run_dir, results, test_info)
     _weigh_mends(run_dir, results)
     sections = {k: v for k, v in results.items() if k != "valid"}
     results = {"valid": compose_valid(sections), **sections}
-    store.write_json(run_dir / store.RESULTS, results)
+    store.write_json(out or run_dir / store.RESULTS, results)
+    return results
+
+
+def check_history_file(history: Path, spark_master: str | None = None, *,
+                       overrides: Mapping[str, Any] | None = None,
+                       out: Path | None = None) -> dict[str, Any]:
+    """Takes a history with no run around it (a JSONL file or a Parquet history), a Spark master,
+    options (`check_options` without a spec) and where to write the results (None: nowhere).
+    Returns the checker's results."""
+    from checkers import check_history
+
+    opts = check_options(None, {**(overrides or {}), "spark_master": spark_master})
+    results = check_history(history, options=opts)
+    if out is not None:
+        store.write_json(out, results)
     return results
 
 

@@ -5,7 +5,8 @@ anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
 prints its seed when it starts and when it ends, shows its progress live on
 stderr (harness.progress) and rewrites the store's index afterwards;
 `run --replay RUN_DIR` repeats a stored run (its spec and seed; options
-given override them). `nightly` is the scenario matrix within a time budget,
+given override them). `check` judges a stored run (or a bare history) again;
+it is the one command that checks. `nightly` is the scenario matrix within a time budget,
 with JUnit XML and an HTML page for CI (harness.nightly).
 """
 
@@ -23,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers.options import CheckOptions
 from clusters.registry import add_backend_options, options_from_args
 from clusters.spark_master import check_spark_master
-from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
+from harness.spec import SpecError, TestSpec, spec_from_dict
 from nemesis import NemesisOptions
 from workloads.kinds import KINDS
 
@@ -152,6 +154,44 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="FIFO including redeliveries (single active consumer, prefetch 1)")
 
 
+def add_check_options(p: argparse.ArgumentParser) -> None:
+    """Adds the options of `check` to a parser: what to check, where, and how to judge it."""
+    p.add_argument("path", type=Path, metavar="RUN_DIR|HISTORY",
+                   help="a run directory (its test.json gives the check's options; its "
+                        "results.json is rewritten), or a history.jsonl, or a Parquet history "
+                        "made by --parquet")
+    p.add_argument("--spark-master", help="Spark master URL (default: the run's, else local[*])")
+    p.add_argument("--out", type=Path,
+                   help="write results.json here instead (a bare history: only if given)")
+    j = p.add_argument_group("judgement (default: the run's spec, else the defaults)")
+    j.add_argument("--strict-order", action="store_true", default=None,
+                   help="FIFO including redeliveries (single active consumer, prefetch 1)")
+    j.add_argument("--flagged-duplicates-invalid", action="store_true", default=None,
+                   help="duplicates flagged redelivered also make the queue invalid")
+    j.add_argument("--unflagged-duplicates-valid", action="store_true", default=None,
+                   help="duplicates without the redelivered flag do not make the queue invalid")
+    j.add_argument("--no-require-drain", action="store_true", default=None,
+                   help="call messages lost even without a completed drain")
+    s = p.add_argument_group("Spark")
+    s.add_argument("--parquet", type=Path, metavar="DIR",
+                   help="convert the JSONL history to Parquet in DIR, then check that (check "
+                        "DIR itself later, without parsing JSON again)")
+    s.add_argument("--work-dir", type=Path, help="scratch directory for Spark's tables")
+    s.add_argument("--driver-memory", help="the Spark driver's memory (default 2g)")
+
+
+def check_overrides(a: argparse.Namespace) -> dict[str, Any]:
+    """Takes parsed `check` options. Returns the CheckOptions fields they set (None: not set)."""
+    return {
+        "strict_order": a.strict_order,
+        "flagged_duplicates_invalid": a.flagged_duplicates_invalid,
+        "unflagged_duplicates_invalid": False if a.unflagged_duplicates_valid else None,
+        "require_drain": False if a.no_require_drain else None,
+        "work_dir": a.work_dir,
+        "driver_memory": a.driver_memory,
+    }
+
+
 def _replace(obj: Any, **changes: Any) -> Any:
     changes = {k: v for k, v in changes.items() if v is not None}
     return dataclasses.replace(obj, **changes) if changes else obj
@@ -226,7 +266,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         duration_s=a.nemesis_duration, targets=a.nemesis_targets, packet_loss=a.packet_loss,
         packet_scope=a.packet_scope, bandwidth_kbit=a.bandwidth_kbit, delay_ms=a.delay_ms,
     )
-    check: CheckSpec = _replace(base.check, spark_master=a.spark_master,
+    check: CheckOptions = _replace(base.check, spark_master=a.spark_master,
                                 strict_order=a.strict_order)
     spec = _replace(
         base, name=a.name, nodes=a.nodes, time_limit_s=a.time_limit, seed=a.seed,
@@ -253,9 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--replay", type=Path, metavar="RUN_DIR",
                    help="repeat a stored run: its spec and seed (so the same seeded fault "
                         "schedule); other options override them")
-    c = sub.add_parser("check", help="check a stored run again and rewrite its results.json")
-    c.add_argument("run_dir", type=Path)
-    c.add_argument("--spark-master")
+    c = sub.add_parser("check", help="check a stored run again and rewrite its results.json "
+                                     "(or check a bare history)")
+    add_check_options(c)
     rp = sub.add_parser("report", help="draw the plots and report.html of a stored run")
     rp.add_argument("run_dir", type=Path)
     m = sub.add_parser("matrix", help="run several scenarios in turn and tabulate their verdicts")
@@ -317,17 +357,33 @@ def summary(results: dict[str, Any]) -> str:
     """Takes results. Returns the verdict and counts as a few lines for the terminal."""
     q = results.get("queue", {})
     o = results.get("ordering", {})
+    counts = [
+        f"{k.removesuffix('_count')} {q[k]}{extra}" for k, extra in (
+            ("attempt_count", ""), ("acknowledged_count", ""), ("ok_count", ""),
+            ("lost_count", f" ({q.get('lost_unacked_count', 0)} unacked)"),
+            ("unexpected_count", ""),
+            ("duplicated_count", f" ({q.get('unflagged_duplicated_count', 0)} unflagged)"),
+            ("unflagged_after_ack_count", ""), ("recovered_count", ""),
+            ("delivered_failed_count", " (delivered after a nack)"),
+        ) if k in q
+    ]
+    error = f"error: {q['error']}" if q.get("error") else ""
     lines = [
         f"valid: {results.get('valid')}",
-        "queue: " + ", ".join(
-            f"{k.removesuffix('_count')} {q[k]}" for k in (
-                "attempt_count", "acknowledged_count", "ok_count", "lost_count",
-                "unexpected_count", "duplicated_count", "recovered_count",
-            ) if k in q
-        ) + f"  [{q.get('valid')}]",
+        "queue: " + (", ".join(counts) or error) + f"  [{q.get('valid')}]",
     ]
-    if o:
-        lines.append(f"ordering: violations {o.get('violation_count')}  [{o.get('valid')}]")
+    if "violation_count" in o:
+        lines.append(f"ordering: violations {o['violation_count']}, flagged reorders "
+                     f"{o.get('flagged_violation_count', 0)}, unconfirmed reorders "
+                     f"{o.get('unconfirmed_reorder_count', 0)}  [{o.get('valid')}]")
+    elif o:
+        lines.append(f"ordering: error: {o.get('error')}  [{o.get('valid')}]")
+    overall = (results.get("perf") or {}).get("overall")
+    if overall:
+        lat = overall.get("latency_ms") or {}
+        lines.append(f"perf: ok share {overall.get('ok_share')}, confirm latency p50 "
+                     f"{lat.get('p50')} ms, p99 {lat.get('p99')} ms, "
+                     f"{len(results['perf'].get('windows', []))} fault windows")
     run = results.get("run", {})
     if run.get("problems"):
         lines.append("run: " + "; ".join(run["problems"]))
@@ -534,12 +590,30 @@ def _cmd_table(a: argparse.Namespace) -> int:
 
 
 def _cmd_check(a: argparse.Namespace) -> int:
-    from harness.check import check_run, exit_code
+    from checkers import CheckOptions, convert_to_parquet
+    from harness.check import check_history_file, check_run, exit_code
 
-    if not (a.run_dir / "history.jsonl").exists():
-        raise UsageError(f"{a.run_dir} has no history.jsonl")
+    path: Path = a.path
+    run = path.is_dir() and (path / "history.jsonl").is_file()
+    parquet = path.is_dir() and (path / "_checkers.json").is_file()
+    if not (run or parquet or path.is_file()):
+        raise UsageError(f"{path} is not a run directory (it has no history.jsonl), a history "
+                         f"file or a Parquet history")
     check_spark_master(a.spark_master)
-    results = check_run(a.run_dir, spark_master=a.spark_master)
+    overrides = check_overrides(a)
+    history = path / "history.jsonl" if run else path
+    if a.parquet is not None:
+        if parquet:
+            raise UsageError(f"{path} is a Parquet history already")
+        spark_opts = {k: v for k, v in overrides.items()
+                      if k in ("work_dir", "driver_memory") and v is not None}
+        history = convert_to_parquet(history, a.parquet, spark_master=a.spark_master,
+                                     options=CheckOptions(**spark_opts))
+    if run:
+        results = check_run(path, spark_master=a.spark_master, overrides=overrides,
+                            history=history, out=a.out)
+    else:
+        results = check_history_file(history, a.spark_master, overrides=overrides, out=a.out)
     print(summary(results))
     return exit_code(results)
 

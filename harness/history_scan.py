@@ -10,8 +10,9 @@ ops), so a 10M-op history scans like a small one.
 
 Fault windows follow the one declaration of fault kinds (history.faults): a
 window opens at the completion (info/ok) of a start f and closes at the
-completion of its kind's stop f (a "start" ends both kills and stops), or of
-"heal", which ends every open window. `fault_windows` is the pure form.
+completion of its kind's stop f (a "start" ends both kills and stops, of the
+node it names), or of "heal", which ends every open window. `fault_windows` is
+the pure form.
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from checkers.options import CheckOptions
 from clusters.rabbitmq import BrokerConfig
 from harness.matrix import Expectation, loss
-from harness.spec import CheckSpec, SpecError, TestSpec
+from harness.spec import SpecError, TestSpec
 from nemesis import NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.queue_spec import QueueSpec
@@ -100,7 +101,7 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      {"queue": QueueSpec(single_active_consumer=True),
       "workload": WorkloadOptions(publishers=1, consumers=2, rate=50, consume_rate=25,
                                   client=ClientOptions(prefetch=1)),
-      "check": CheckSpec(strict_order=True),
+      "check": CheckOptions(strict_order=True),
       "nemesis": _faults("kill", duration=15)}),
     ("quorum-crashing-consumers", "quorum queue, consumers crash unacked every 50 deliveries",
      "no loss; duplicates are redelivered (flagged), which at-least-once allows", VALID, None,

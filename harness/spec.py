@@ -2,7 +2,11 @@
 
 A spec is built from defaults, a named scenario and command-line options, and
 validated before anything starts: an impossible option raises `SpecError`
-(the CLI exits 2 with its message). `to_dict` is what test.json records.
+(the CLI exits 2 with its message). `to_dict` is what test.json records, and
+`spec_from_dict` reads it back. How the history is judged is the checkers'
+own settings object (`checkers.CheckOptions`, `TestSpec.check`): test.json
+records its recorded settings only, and a stored check section missing some
+(a run stored before they existed) reads with their defaults.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.options import CheckOptions
 from clusters.backend import BackendConfigError, BackendOptions
 from clusters.rabbitmq import BrokerConfig
 from clusters.registry import check_options
@@ -29,16 +34,6 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class CheckSpec:
-    """How the history is judged."""
-
-    strict_order: bool = False
-    flagged_duplicates_invalid: bool = False
-    unflagged_duplicates_invalid: bool = True
-    spark_master: str | None = None
-
-
-@dataclass(frozen=True)
 class TestSpec:
     """A whole test: cluster, broker, queue, workload, nemesis, timing and checking."""
 
@@ -52,7 +47,7 @@ class TestSpec:
     queue: QueueSpec = field(default_factory=QueueSpec)
     workload: WorkloadOptions = field(default_factory=WorkloadOptions)
     nemesis: NemesisOptions = field(default_factory=NemesisOptions)
-    check: CheckSpec = field(default_factory=CheckSpec)
+    check: CheckOptions = field(default_factory=CheckOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
     recovery_timeout_s: float = 240.0
     placement_interval_s: float = 5.0
@@ -111,8 +106,10 @@ class TestSpec:
         return dataclasses.replace(self, check=dataclasses.replace(self.check, **changes))
 
     def to_dict(self) -> dict[str, Any]:
-        """Returns the spec as plain JSON-able data."""
-        return dataclasses.asdict(self)
+        """Returns the spec as plain JSON-able data (the check's recorded settings only)."""
+        d = dataclasses.asdict(self)
+        d["check"] = self.check.recorded()
+        return d
 
 
 def spec_from_dict(d: dict[str, Any]) -> TestSpec:
@@ -148,7 +145,7 @@ _NESTED: dict[tuple[Any, str], Any] = {
     (TestSpec, "queue"): QueueSpec,
     (TestSpec, "workload"): WorkloadOptions,
     (TestSpec, "nemesis"): NemesisOptions,
-    (TestSpec, "check"): CheckSpec,
+    (TestSpec, "check"): CheckOptions,
     (TestSpec, "backend"): BackendOptions,
     (WorkloadOptions, "client"): ClientOptions,
 }

@@ -12,12 +12,22 @@ of the form `start-X` not declared here is read as kind X, stopped by `stop-X`,
 with a stable colour of its own (`kind_for_start`).
 
 `fault_windows` (and `WindowTracker`, fed op by op) is the one algorithm that
-turns the nemesis's ops into the spans during which each fault was in effect.
+turns the nemesis's ops into the spans during which each fault was in effect;
+the checkers, the plots, the report and the explanations all read it. The
+rules: the nemesis records each action as an invocation and a completion of
+the same f (a completion pairs with the earliest open invocation of its f). A
+window opens at the completion (not `fail`) of a start f and closes at the
+completion (not `fail`) of its kind's stop f whose target is compatible (see
+`FaultWindow.target`: either unknown, or the two share a node), or of "heal",
+which ends every open window, or at the end of the history. A `fail`
+completion changes nothing: the fault certainly did not happen (or stop).
+Windows are ordered by start, then end, then f.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -122,10 +132,36 @@ class FaultWindow:
         return self.f if k is None else k.name
 
     @property
+    def stop_f(self) -> str | None:
+        """Returns the f that stops this fault (None for a heal)."""
+        return _stop_of(self.f)
+
+    @property
+    def target(self) -> tuple[str, ...] | None:
+        """Returns the nodes the fault hit (`target_of` its value and node), or None."""
+        return target_of(self.value, self.node)
+
+    @property
     def fault(self) -> str:
         """Returns the named fault (value["fault"], e.g. "partition-halves"), else the kind."""
         v = self.value.get("fault") if isinstance(self.value, dict) else None
         return str(v) if v else self.kind
+
+
+def target_of(value: Any, node: str | None) -> tuple[str, ...] | None:
+    """Takes a nemesis op's value and node. Returns the nodes it names: value["nodes"] (a list,
+    sorted; or one name), else its node; None when it names none (it then matches any)."""
+    if isinstance(value, dict):
+        nodes = value.get("nodes")
+        if isinstance(nodes, list) and nodes:
+            return tuple(sorted(str(n) for n in nodes))
+        if isinstance(nodes, str):
+            return (nodes,)
+    return (node,) if node else None
+
+
+def _compatible(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
+    return a is None or b is None or bool(set(a) & set(b))
 
 
 @dataclass
@@ -138,40 +174,47 @@ class _OpenFault:
 
 
 class WindowTracker:
-    """Builds fault windows from nemesis ops fed one at a time, in history order.
-
-    A failed completion changes nothing: the fault certainly did not happen.
-    """
+    """Builds fault windows from nemesis ops fed one at a time, in history order (the module
+    docstring says how). `heals` are the heals' own spans, invocation to completion;
+    `failures` the failed completions; `unpaired` the completions without an open invocation
+    of their f (a history breaking the contract: the checkers refuse it)."""
 
     def __init__(self) -> None:
         self._open: list[_OpenFault] = []
-        self._invokes: dict[str, Op] = {}
+        self._invokes: dict[str, deque[Op]] = {}
         self._closed: list[FaultWindow] = []
         self.heals: list[FaultWindow] = []
         self.failures: list[Op] = []
+        self.unpaired: list[Op] = []
 
     def feed(self, op: Op) -> None:
         """Takes one op; ignores all but the nemesis's."""
         if op.process != NEMESIS:
             return
         if op.type == "invoke":
-            self._invokes[op.f] = op
+            self._invokes.setdefault(op.f, deque()).append(op)
             return
-        invoke = self._invokes.pop(op.f, None)
+        waiting = self._invokes.get(op.f)
+        invoke = waiting.popleft() if waiting else None
+        if invoke is None:
+            self.unpaired.append(op)
         if op.type == "fail":
             self.failures.append(op)
             return
+        # The completion's value and node, else its invocation's.
+        value = op.value if op.value is not None or invoke is None else invoke.value
+        node = op.node if op.node is not None or invoke is None else invoke.node
         kind = kind_for_start(op.f)
         if kind is not None and kind.ends_all:
             self._close(lambda _w: True, op)
             start = op.time if invoke is None else min(invoke.time, op.time)
-            self.heals.append(FaultWindow(op.f, start, op.time, op.value, op.node, op.f, op.error))
+            self.heals.append(FaultWindow(op.f, start, op.time, value, node, op.f, op.error))
         elif kind is not None:
-            value = op.value if op.value is not None or invoke is None else invoke.value
-            node = op.node if op.node is not None or invoke is None else invoke.node
             self._open.append(_OpenFault(op.f, op.time, value, node, op.error))
         else:
-            self._close(lambda w: _stop_of(w.f) == op.f, op)
+            target = target_of(value, node)
+            self._close(lambda w: _stop_of(w.f) == op.f
+                        and _compatible(target_of(w.value, w.node), target), op)
 
     def _close(self, which: Callable[[_OpenFault], bool], op: Op) -> None:
         keep: list[_OpenFault] = []

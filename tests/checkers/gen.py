@@ -456,3 +456,115 @@ def with_acks_after_every_delivery(g: Generated) -> Generated:
         if _is_delivery(kw):
             out.ops.append((t, _ack(kw)))
     return out
+
+
+NODES = ("n1", "n2", "n3")
+_STOPS = {"start-partition": "stop-partition", "kill": "start", "stop": "start",
+          "pause": "resume", "start-packet": "stop-packet",
+          "start-rolling-restart": "stop-rolling-restart"}
+FAULT_FS = ("start-partition", "stop-partition", "kill", "stop", "start", "pause", "resume",
+            "start-packet", "stop-packet", "start-rolling-restart", "stop-rolling-restart",
+            "heal")
+
+
+@st.composite
+def random_histories(draw: Any, max_steps: int = 80) -> Generated:
+    """Returns a history that keeps the contract but follows no queue model: ids published by
+    any process, completed any way or never, delivered any number of times to any consumer
+    and channel, flagged or not, published or not; acks (when recorded) of any waiting
+    delivery; nemesis faults and stops of any kind and target, in any order, some failing;
+    phase events with every drain ending. Times often tie. Its `expected` is empty: it is for
+    comparing engines, not for planting."""
+    acks = draw(st.booleans())
+    t = 0
+    ops: list[tuple[int, dict[str, Any]]] = []
+    outcomes: dict[str, str] = {}
+    publish_process: dict[str, int] = {}
+    open_publishes: dict[str, int] = {}
+    waiting: list[tuple[int, str, str, int | None, int | None]] = []  # unacked deliveries
+    ids = [f"{p}-{s}" for p in (1, 2, 3) for s in range(6)] + ["x", "7-x"]
+
+    def emit(**kw: Any) -> None:
+        nonlocal t
+        t += draw(st.integers(0, 3)) * MS
+        ops.append((t, kw))
+
+    def pub_seq(mid: str) -> tuple[int | None, int | None]:
+        head, _, tail = mid.partition("-")
+        return (int(head) if head.isdigit() else None, int(tail) if tail.isdigit() else None)
+
+    emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "start"})
+    for step in draw(st.lists(st.sampled_from(
+            ["invoke", "invoke", "complete", "complete", "deliver", "deliver", "deliver", "ack",
+             "ack", "nemesis"]), min_size=5, max_size=max_steps)):
+        if step == "invoke":
+            fresh = [m for m in ids if m not in publish_process]
+            if not fresh:
+                continue
+            mid = draw(st.sampled_from(fresh))
+            p = draw(st.integers(1, 4))
+            pub, seq = pub_seq(mid)
+            publish_process[mid] = p
+            open_publishes[mid] = p
+            emit(type="invoke", process=p, f="publish", value=mid, node="n1", queue="q",
+                 publisher=pub, seq=seq, phase="main")
+        elif step == "complete" and open_publishes:
+            mid = draw(st.sampled_from(sorted(open_publishes)))
+            p = open_publishes.pop(mid)
+            outcome = draw(st.sampled_from(["ok", "ok", "fail", "info"]))
+            outcomes[mid] = outcome
+            pub, seq = pub_seq(mid)
+            error = None if outcome == "ok" else draw(
+                st.sampled_from([None, "nack", "returned: unroutable", "timeout"]))
+            emit(type=outcome, process=p, f="publish", value=mid, node="n1", queue="q",
+                 publisher=pub, seq=seq, phase="main", error=error)
+        elif step == "deliver":
+            published = sorted(publish_process)
+            mid = draw(st.sampled_from(published if published and draw(st.integers(0, 5))
+                                       else ids))
+            p = draw(st.integers(5, 7))
+            tag = draw(st.sampled_from(["a", "b"]))
+            pub, seq = pub_seq(mid) if draw(st.integers(0, 4)) else (None, None)
+            f = draw(st.sampled_from(["consume", "consume", "drain"]))
+            emit(type="ok", process=p, f=f, value=mid, node=draw(st.sampled_from(NODES)),
+                 queue="q", publisher=pub, seq=seq, consumer=tag,
+                 redelivered=draw(st.sampled_from([False, False, True, None])), phase="main")
+            if acks:
+                waiting.append((p, tag, mid, pub, seq))
+        elif step == "ack" and waiting:
+            p, tag, mid, pub, seq = waiting.pop(draw(st.integers(0, len(waiting) - 1)))
+            emit(type="ok", process=p, f="ack", value=mid, node="n2", queue="q",
+                 publisher=pub, seq=seq, consumer=tag, phase="main")
+        elif step == "nemesis":
+            # Often the stop of a fault started before, so that windows close by their stops.
+            started = [kw for _, kw in ops if kw["process"] == NEMESIS and kw["type"] == "info"
+                       and kw["f"] in _STOPS]
+            if started and draw(st.booleans()):
+                kw = draw(st.sampled_from(started))
+                f = _STOPS[kw["f"]]
+                targets = list(kw["value"].get("nodes") or ([kw["node"]] if kw["node"] else []))
+            else:
+                f = draw(st.sampled_from(FAULT_FS))
+                targets = draw(st.lists(st.sampled_from(NODES), max_size=2, unique=True))
+            value: dict[str, Any] = {"fault": f}
+            if targets and draw(st.booleans()):
+                value["nodes"] = targets
+            node = targets[0] if targets and "nodes" not in value else None
+            emit(type="invoke", process=NEMESIS, f=f, value={"fault": f})
+            outcome = draw(st.sampled_from(["info", "info", "info", "fail"]))
+            emit(type=outcome, process=NEMESIS, f=f, value=value, node=node)
+    emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "end"})
+    ending = draw(st.sampled_from(["complete", "plain", "incomplete", "refused", "none"]))
+    if ending != "none":
+        emit(type="info", process=HARNESS, f="phase", value={"phase": "drain", "state": "start"})
+    if ending in ("complete", "plain", "refused"):
+        end: dict[str, Any] = {"phase": "drain", "state": "end"}
+        if ending != "plain":
+            end["complete"] = ending == "complete"
+        if ending == "refused":
+            end["reason"] = "n3 refused"
+        emit(type="info", process=HARNESS, f="phase", value=end)
+    elif ending == "incomplete":
+        emit(type="info", process=HARNESS, f="phase",
+             value={"phase": "drain", "state": "incomplete"})
+    return Generated(ops, outcomes, publish_process, Expected(), False, acks, 100)

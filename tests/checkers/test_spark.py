@@ -1,17 +1,15 @@
-"""The Spark engine against the reference: literal histories, the Parquet path, the CLI."""
+"""The Spark checker's own paths: fault windows, large histories through Parquet, the grid of the
+longest gap, Parquet input, the CLI; each result also worked out by the oracle."""
 
 from __future__ import annotations
 
 import bisect
-import inspect
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import tests.checkers.test_reference as literal
-import tests.checkers.test_reference_acks as literal_acks
 from checkers import (
     CheckOptions,
     HistoryError,
@@ -20,50 +18,19 @@ from checkers import (
     spark_engine,
     spark_perf,
 )
-from checkers import __main__ as cli
-from checkers.reference import check_file
+from harness.cli import main
+from tests.checkers import oracle
 from tests.checkers.histories import Builder, write_lines
 
 pytestmark = pytest.mark.spark
 
-LITERALS = [
-    "test_jepsen_sane", "test_jepsen_pathological", "test_flagged_duplicate_is_valid_by_default",
-    "test_delivered_after_nack_is_reported_not_invalid",
-    "test_cut_off_history_counts_open_publishes_as_info",
-    "test_lost_without_drain_is_unknown_not_false",
-    "test_samples_are_bounded_and_sorted_by_publisher_then_seq",
-    "test_unknown_keys_and_other_ops_are_ignored", "test_strict_ordering_includes_redelivered",
-    "test_ordering_consumer_is_process_and_tag",
-    "test_same_message_twice_to_one_consumer_is_out_of_order",
-    "test_perf_windows_latencies_and_gaps",
-    "test_strict_same_message_redelivered_to_the_same_consumer",
-    "test_strict_order_runs_across_single_active_consumer_hand_overs",
-    "test_strict_flagged_redelivery_after_later_messages_is_a_violation",
-    "test_flagged_reorders_are_counted_not_invalid", "test_publisher_slot_continues_across_processes",
-    "test_ordering_reads_publisher_and_seq_fields_before_the_id",
-]
-# Every test of test_reference_acks runs with both engines.
-ACK_LITERALS = sorted(n for n in dir(literal_acks) if n.startswith("test_"))
-
 
 def both(path: Path, **opts: Any) -> dict[str, Any]:
-    """Checks with both engines; they must agree. Returns the Spark results."""
-    ref = check_file(path, CheckOptions(engine="reference", **opts))
-    got = check_history(path, options=CheckOptions(engine="spark", **opts))
-    assert got == ref
+    """Checks with Spark; the oracle must agree. Returns the Spark results."""
+    got = check_history(path, options=CheckOptions(**opts))
+    assert oracle.mismatches(got, oracle.judge(path, **{
+        k: v for k, v in opts.items() if k != "work_dir"})) == []
     return got
-
-
-@pytest.mark.parametrize(("module", "name"), [(literal, n) for n in LITERALS]
-                         + [(literal_acks, n) for n in ACK_LITERALS],
-                         ids=[*LITERALS, *ACK_LITERALS])
-def test_literal_histories_agree(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 module: Any, name: str) -> None:
-    # Each reference test runs again, its checks now made by Spark and compared with the reference.
-    monkeypatch.setattr(module, "check", both)
-    test = getattr(module, name)
-    assert list(inspect.signature(test).parameters) == ["tmp_path"]
-    test(tmp_path)
 
 
 def faults_history(path: Path) -> Path:
@@ -141,7 +108,7 @@ def test_segment_is_bisect_right(spark: Any) -> None:
 def test_parquet_history_agrees_and_names_lines(spark: Any, tmp_path: Path) -> None:
     path = faults_history(tmp_path / "h.jsonl")
     pq = convert_to_parquet(path, tmp_path / "h.parquet")
-    assert check_history(pq) == check_file(path)
+    assert check_history(pq) == both(path)
     bad = write_lines(tmp_path / "bad.jsonl", ["", *path.read_text().splitlines()[:7],
                                                '{"index": 3, "oops": 1}'])
     bad_pq = convert_to_parquet(bad, tmp_path / "bad.parquet")
@@ -156,23 +123,21 @@ def test_not_a_checkers_parquet(spark: Any, tmp_path: Path) -> None:
         check_history(tmp_path / "x.parquet")
 
 
-def test_cli_with_spark(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_command(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = faults_history(tmp_path / "h.jsonl")
     out = tmp_path / "results.json"
-    code = cli.main([str(path), "--out", str(out)])
-    line = capsys.readouterr().out
-    assert code == 1 and line.startswith("valid=false queue=false (attempted 40, acked 20")
-    assert json.loads(out.read_text()) == check_file(path)
-    code = cli.main([str(path), "--parquet", str(tmp_path / "p.parquet")])
+    code = main(["check", str(path), "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1 and text.startswith("valid: False\nqueue: attempt 40, acknowledged 20")
+    assert "4 fault windows" in text
+    assert json.loads(out.read_text()) == both(path)
+    code = main(["check", str(path), "--parquet", str(tmp_path / "p.parquet")])
     assert code == 1 and (tmp_path / "p.parquet" / "_checkers.json").exists()
 
 
 def test_one_channel_given_a_message_twice_then_acking_both_pairs_both(spark, tmp_path):
     """A mirrored queue redelivers after a promotion, on the same channel: delivery, delivery,
-    ack, ack (seen in a nightly run). Both are acked; no orphan ack; the engines agree."""
-    from checkers import CheckOptions, check_history
-    from tests.checkers.histories import Builder
-
+    ack, ack (seen in a nightly run). Both are acked; no orphan ack; the oracle agrees."""
     p = tmp_path / "h.jsonl"
     with Builder(p) as b:
         b.publish(1, 0)
@@ -183,13 +148,7 @@ def test_one_channel_given_a_message_twice_then_acking_both_pairs_both(spark, tm
         b.ack(4, "1-0")
         b.deliver(4, "1-1")  # the third delivery: never acked
         b.drained()
-    results = {engine: check_history(p, spark_master=None, options=CheckOptions(engine=engine))
-               for engine in ("spark", "reference")}
-    for engine, r in results.items():
-        q = r["queue"]
-        assert q["duplicated_count"] == 1 and q["redelivered_duplicated_count"] == 1, engine
-        assert q["lost_unacked_count"] == 1 and q["lost_unacked"] == ["1-1"], engine
-        assert q["acked_delivery_count"] == 2, engine
-    counts = {e: {k: v for k, v in r["queue"].items() if k.endswith("_count")}
-              for e, r in results.items()}
-    assert counts["spark"] == counts["reference"]
+    q = both(p)["queue"]
+    assert q["duplicated_count"] == 1 and q["redelivered_duplicated_count"] == 1
+    assert q["lost_unacked_count"] == 1 and q["lost_unacked"] == ["1-1"]
+    assert q["acked_delivery_count"] == 2

@@ -1,4 +1,4 @@
-"""harness.check: the run section, and checking a stored run (with the reference engine)."""
+"""harness.check: the run section, and checking a stored run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-import checkers
 from harness import check, store
 from tests.checkers.histories import Builder
 
@@ -55,21 +54,6 @@ def test_unknown_for_an_interrupted_failed_or_unrecorded_run() -> None:
     assert check.run_section(None)["valid"] == "unknown"
 
 
-@pytest.fixture
-def reference_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Makes check_run check with the reference engine (no Spark in these tests)."""
-    real = checkers.check_history
-
-    def ref(path: Path, **kw: Any) -> dict[str, Any]:
-        kw["options"] = checkers.CheckOptions(**{
-            **{f: getattr(kw["options"], f) for f in ("strict_order", "flagged_duplicates_invalid",
-                                                      "unflagged_duplicates_invalid")},
-            "engine": "reference"})
-        return real(path, **kw)
-
-    monkeypatch.setattr(checkers, "check_history", ref)
-
-
 def stored_run(tmp_path: Path, test_info: dict[str, Any], lost: bool) -> Path:
     tmp_path.mkdir(parents=True)
     with Builder(tmp_path / store.HISTORY) as b:
@@ -83,7 +67,8 @@ def stored_run(tmp_path: Path, test_info: dict[str, Any], lost: bool) -> Path:
     return tmp_path
 
 
-@pytest.mark.usefixtures("reference_engine")
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
 def test_check_run_with_an_incomplete_drain(tmp_path: Path) -> None:
     info = {"interrupted": False, "error": None, "drain": {"complete": False},
             "recovery": {"healthy": True, "actions": []}, "spec": {"check": {}}}

@@ -536,3 +536,31 @@ def test_message_fates_follow_acks_and_the_drain_and_sample_past_the_limit() -> 
         big.feed("publish", "invoke", f"0-{i}", i, "main")
     assert big.sampled >= 16 and 0 < len(big.msgs) <= 100
     assert len(big.msgs) * big.sampled > 500
+
+
+# --- one latency-quantile definition ----------------------------------------------------------
+
+
+FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run"
+
+
+def test_the_reports_latency_quantiles_are_results_json_s() -> None:
+    results = json.loads((FIXTURE_RUN / "results.json").read_text())
+    checked = results["perf"]["overall"]["latency_ms"]
+    scan = scan_history(FIXTURE_RUN / "history.jsonl")
+    rows = {(r.f, r.outcome): r for r in report.latency_rows(scan, results)}
+    confirmed = rows[("publish", "ok")]
+    assert confirmed.from_results and confirmed.ops == results["perf"]["overall"]["ok"]
+    assert confirmed.ms == checked and confirmed.ms["p50"] == checked["p50"] == 8.669
+    # Without results.json the report works the same quantiles out of the history itself, by
+    # the same definition (nearest rank): equal but for results.json's rounding to 1 us.
+    alone = {(r.f, r.outcome): r for r in report.latency_rows(scan)}[("publish", "ok")]
+    assert not alone.from_results and alone.ops == confirmed.ops
+    assert alone.ms == pytest.approx(checked, abs=0.0005)
+    html = report._latency_table(scan, results)
+    assert "<td>publish</td><td>ok</td>" in html.replace('<td class="num">', "<td>")
+    assert f"{checked['p50']:,.1f}" in html and "as results.json counts them" in html
+    # The other rows follow the same definition over the scan's sample.
+    info = rows[("publish", "info")]
+    ys = sorted(scan.latency[("publish", "info")].ys)
+    assert info.ms["p50"] == ys[max(1, -(-len(ys) // 2)) - 1] and info.ms["max"] == ys[-1]

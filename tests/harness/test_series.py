@@ -161,3 +161,70 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
     other = json.loads(json.dumps(unsynced))
     other["nemesis"]["duration_s"] = 10
     assert not same_scenario(other, SCENARIOS["mirrored-unsynced-promotion"].spec)
+
+
+# -- one settings object for checks (CheckOptions in the spec, where CheckSpec was) -------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+OLD_CHECK_KEYS = {"strict_order", "flagged_duplicates_invalid", "unflagged_duplicates_invalid",
+                  "spark_master"}
+
+
+def test_runs_stored_with_the_old_check_section_are_the_same_scenario():
+    from harness.check import check_options
+    from harness.scenarios import SCENARIOS
+    from harness.series import same_scenario
+    from harness.spec import spec_from_dict
+
+    # Every scenario's check section as test.json recorded it before CheckSpec became
+    # CheckOptions (frozen from that code): read with defaults, it is the scenario's check now.
+    before = json.loads((FIXTURES / "check-sections-before.json").read_text())
+    assert len(before) >= 20
+    for name, check in before.items():
+        if name not in SCENARIOS:
+            continue
+        current = SCENARIOS[name].spec
+        assert set(check) == OLD_CHECK_KEYS
+        stored = {**current.to_dict(), "check": check}
+        assert spec_from_dict(stored).check == current.check, name
+        assert check_options({"spec": stored}) == current.check, name
+        assert same_scenario(stored, current), name
+        recorded = current.to_dict()["check"]
+        assert {k: recorded[k] for k in OLD_CHECK_KEYS} == check, name  # the old keys stay
+
+
+def test_a_run_of_the_series_recorded_during_the_change_is_kept_by_table(tmp_path):
+    from harness.scenarios import SCENARIOS
+
+    # A spec as the series recording while this changed stored it (test.json's "spec").
+    stored = json.loads((FIXTURES / "series-spec-quorum-ignore.json").read_text())
+    assert set(stored["check"]) == OLD_CHECK_KEYS
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "test.json").write_text(json.dumps({"spec": stored}))
+    (run / "results.json").write_text(json.dumps(LOST))
+    expect = SCENARIOS["quorum-ignore"].expect
+    matrix.write([matrix.make_row("quorum-ignore", expect, 1, 90, run, LOST, seed=1003)], [],
+                 tmp_path / "m")
+    dropped: dict[str, int] = {}
+    rows = rebuild([tmp_path / "m" / "matrix.json"], {"quorum-ignore": expect},
+                   specs={n: sc.spec for n, sc in SCENARIOS.items()}, dropped=dropped)
+    assert [r.seed for r in rows] == [1003] and dropped == {}
+
+
+def test_a_spec_records_the_checks_judgement_not_this_machines_spark_tuning():
+    from dataclasses import replace as dc_replace
+
+    from checkers.options import CheckOptions
+    from harness.spec import spec_from_dict
+
+    check = CheckOptions(strict_order=True, require_drain=False, sample_size=7,
+                         driver_memory="8g", work_dir=Path("/scratch"))
+    spec = dc_replace(TestSpec(name="a"), check=check)
+    recorded = spec.to_dict()["check"]
+    assert recorded == {
+        "strict_order": True, "flagged_duplicates_invalid": False,
+        "unflagged_duplicates_invalid": True, "require_drain": False, "sample_size": 7,
+        "example_size": 20, "quantile_accuracy": 10000, "spark_master": None}
+    again = spec_from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert again.check == dc_replace(check, driver_memory="2g", work_dir=None)

@@ -5,10 +5,11 @@ import json
 
 import pytest
 
+from checkers.options import CheckOptions
 from harness.check import compose_valid, exit_code, run_section
 from harness.cli import build_parser, main, spec_from_args
 from harness.scenarios import SCENARIOS, scenario
-from harness.spec import CheckSpec, SpecError, TestSpec, spec_from_dict
+from harness.spec import SpecError, TestSpec, spec_from_dict
 from harness.store import new_run_dir
 
 
@@ -133,7 +134,7 @@ def test_a_stream_test_lets_readers_repeat_messages_but_keeps_loss_and_order():
     quorum = spec_from_args(build_parser().parse_args(["run"]))
     assert quorum.check.unflagged_duplicates_invalid and quorum.for_queue() is quorum
     with pytest.raises(SpecError, match="duplicates"):
-        dataclasses.replace(spec, check=CheckSpec()).validate()
+        dataclasses.replace(spec, check=CheckOptions()).validate()
 
 
 def test_scenarios_that_say_a_random_node_hit_exactly_one():

@@ -98,7 +98,7 @@ class QueueKind:
         return None
 
     def check_rules(self) -> dict[str, bool]:
-        """Returns the check settings this kind's semantics impose (CheckSpec field -> value)."""
+        """Returns the check settings this kind's semantics impose (CheckOptions field -> value)."""
         return {}
 
     def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:

@@ -1,14 +1,13 @@
-"""Benchmark of the checkers: synthetic histories of 1M, 10M (and with --huge 100M) ops.
+"""Benchmark of the Spark checker: synthetic histories of 1M, 10M (and with --huge 100M) ops.
 
-    python -m checkers.bench [--ops 1000000 10000000] [--huge] [--no-reference] [--no-acks]
+    python -m bench.checker [--ops 1000000 10000000] [--huge] [--no-acks]
 
 Histories are generated once into bench-data/ (git-ignored), on every core,
 in the exact line format of history.Op (null fields included), and
 reused by later runs; generation time is not part of the figures. Each
 measurement runs in a fresh subprocess so that its peaks are its own: the
 Spark check of the JSONL (JVM start-up included), the conversion to Parquet,
-the Spark check of that Parquet, and the reference checker where it can
-finish (up to --reference-max ops). Printed per run: wall time, ops checked
+and the Spark check of that Parquet. Printed per run: wall time, ops checked
 per second, the peak RSS of the Python driver and of the JVM (VmHWM), and
 the verdict, which must be true for these correct histories. Spark runs use
 a class-data-sharing archive of the driver JVM (bench-data/spark-classes.jsa,
@@ -212,35 +211,27 @@ def _jvm_peak_rss() -> int | None:
 
 def run_one(kind: str, path: Path, work: Path, driver_memory: str,
             archive: Path | None) -> dict[str, Any]:
-    """Takes a measurement kind (spark, convert, reference), a history, a scratch dir, the
+    """Takes a measurement kind (spark, convert), a history, a scratch dir, the
     driver memory and the JVM class archive. Runs it in this process. Returns its figures."""
+    from checkers import spark_engine, spark_io, spark_session
     from checkers.options import CheckOptions
 
-    opts = CheckOptions(engine="reference" if kind == "reference" else "spark",
-                        driver_memory=driver_memory, work_dir=work, jvm_class_archive=archive)
+    opts = CheckOptions(driver_memory=driver_memory, work_dir=work, jvm_class_archive=archive)
     t0 = time.monotonic()
     out: dict[str, Any] = {"kind": kind, "path": str(path)}
-    if kind == "reference":
-        from checkers.reference import check_file
-
-        r = check_file(path, opts)
-        out.update(valid=r["valid"], jvm_peak_rss=None)
-    else:
-        from checkers import spark_engine, spark_io, spark_session
-
-        spark, _ = spark_session.session(None, opts)
-        try:
-            if kind == "convert":
-                spark_io.convert_to_parquet(spark, path, work / "converted.parquet")
-                out["valid"] = None
-            else:
-                r = spark_engine.check(path, opts, spark=spark)
-                out["valid"] = r["valid"]
-                out["queue"] = {k: r["queue"][k] for k in ("attempt_count", "lost_count",
-                                                           "duplicated_count")}
-            out["jvm_peak_rss"] = _jvm_peak_rss()
-        finally:
-            spark.stop()
+    spark, _ = spark_session.session(None, opts)
+    try:
+        if kind == "convert":
+            spark_io.convert_to_parquet(spark, path, work / "converted.parquet")
+            out["valid"] = None
+        else:
+            r = spark_engine.check(path, opts, spark=spark)
+            out["valid"] = r["valid"]
+            out["queue"] = {k: r["queue"][k] for k in ("attempt_count", "lost_count",
+                                                       "duplicated_count")}
+        out["jvm_peak_rss"] = _jvm_peak_rss()
+    finally:
+        spark.stop()
     out["wall_s"] = round(time.monotonic() - t0, 2)
     out["python_peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return out
@@ -249,7 +240,7 @@ def run_one(kind: str, path: Path, work: Path, driver_memory: str,
 def measure(kind: str, path: Path, work: Path, driver_memory: str,
             archive: Path | None) -> dict[str, Any]:
     """Runs one measurement in a fresh subprocess. Returns its figures."""
-    cmd = [sys.executable, "-m", "checkers.bench", "--run-one", kind, str(path),
+    cmd = [sys.executable, "-m", "bench.checker", "--run-one", kind, str(path),
            "--work", str(work), "--driver-memory", driver_memory]
     if archive is not None:
         cmd += ["--class-archive", str(archive)]
@@ -275,12 +266,10 @@ def _mb(n: int | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark CLI. Returns the exit code."""
-    p = argparse.ArgumentParser(prog="python -m checkers.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.checker", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", type=int, nargs="+", default=[1_000_000, 10_000_000])
     p.add_argument("--huge", action="store_true", help="also 100M ops")
-    p.add_argument("--reference-max", type=int, default=1_000_000)
-    p.add_argument("--no-reference", action="store_true")
     p.add_argument("--no-parquet", action="store_true")
     p.add_argument("--driver-memory", default="2g")
     p.add_argument("--dir", type=Path, default=BENCH_DIR)
@@ -320,8 +309,6 @@ def main(argv: list[str] | None = None) -> int:
         kinds = ["spark"]
         if not args.no_parquet:
             kinds += ["convert", "spark-parquet"]
-        if not args.no_reference and n <= args.reference_max:
-            kinds.append("reference")
         for kind in kinds:
             target = work / "converted.parquet" if kind == "spark-parquet" else path
             r = measure("spark" if kind == "spark-parquet" else kind, target, work,

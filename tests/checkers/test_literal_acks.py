@@ -1,12 +1,17 @@
-"""Literal histories through the reference checker: the drain's outcome, consumer acks, and a
-message delivered unflagged after a flagged redelivery of it was acked (issue 10)."""
+"""Literal histories through the Spark checker (the oracle agreeing): the drain's outcome,
+consumer acks, and a message delivered unflagged after a flagged redelivery of it was acked
+(issue 10)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.checkers.histories import Builder
-from tests.checkers.test_reference import check, expected_queue, queue_of
+from tests.checkers.test_literal import check, expected_queue, queue_of
+
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark")]
 
 # -- the drain's outcome (issue 10, item 2) ---------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The benchmark's synthetic histories: consecutive indexes, and valid by the reference checker."""
+"""The benchmark's synthetic histories: consecutive indexes, and valid by the oracle."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from checkers import bench
-from checkers.reference import check_file
+from bench import checker as bench
+from tests.checkers import oracle
 
 
 @pytest.mark.parametrize("acks", [True, False])
@@ -18,12 +18,13 @@ def test_generated_history_is_consecutive_and_valid(tmp_path: Path, acks: bool) 
     assert [json.loads(x)["index"] for x in lines] == list(range(len(lines)))
     assert bench.count_ops(path) == len(lines)
     assert abs(len(lines) - 30_300) < 400
-    r = check_file(path)
+    r = oracle.judge(path)
     assert r["valid"] is True
     q = r["queue"]
     assert q["attempt_count"] == bench.messages_for(30_300, acks)
     assert q["acks_recorded"] is acks and q["acked_delivery_count"] == q["delivery_count"]
     assert q["redelivered_duplicated_count"] == (q["attempt_count"] + 9999) // 10000
     assert q["fail_reasons"] == {"x": q["fail_count"]}
+    assert q["explanations"] == ["redelivered_duplicated", "recovered"]
     m = q["attempt_count"]
     assert len(r["perf"]["windows"]) == -(-m // max(m // 10, 2))  # one per period started

@@ -1,4 +1,8 @@
-"""Literal histories through the reference checker: Jepsen's total-queue cases and each definition."""
+"""Literal histories through the Spark checker: Jepsen's total-queue cases and each definition.
+
+Every check is also worked out by the oracle (tests.checkers.oracle), which must agree with
+the checker field by field.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,18 @@ from typing import Any
 
 import pytest
 
-from checkers.options import CheckOptions
-from checkers.reference import check_file
+from checkers import CheckOptions, check_history
+from tests.checkers import oracle
 from tests.checkers.histories import Builder
+
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark")]
 
 
 def check(path: Path, **opts: Any) -> dict[str, Any]:
-    return check_file(path, CheckOptions(engine="reference", **opts))
+    """Checks a history with the Spark checker; the oracle must agree. Returns the results."""
+    got = check_history(path, options=CheckOptions(**opts))
+    assert oracle.mismatches(got, oracle.judge(path, **opts)) == []
+    return got
 
 
 def queue_of(results: dict[str, Any]) -> dict[str, Any]:

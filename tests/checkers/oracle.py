@@ -1,0 +1,510 @@
+"""An independent oracle of the checker, for tests only: results.json's counts and id sets, worked
+out again from the definitions, in the plainest Python.
+
+It is written from shared/DESIGN.md (the history format, results.json's
+definitions), the checker's documented rules (ordering, drain, acks, fault
+windows, perf) and issue 10's texts, and imports nothing of the project: not
+checkers/ (whose judgement it checks), not history/ (which the checkers use
+to read fault windows). It parses the JSONL itself. It assumes a history that
+keeps the contract (the checker's own tests cover bad input) and holds it in
+memory, so it is for the small generated and literal histories of the tests.
+
+The definitions, as this file applies them:
+
+- Ops. A *client* op has an integer process (a decimal string counts, as the
+  checker reads `process` as text). A *publish* is a client op with f
+  "publish": an invoke, then at most one completion (ok, fail or info). A
+  *delivery* is a client op of type ok with f "consume" or "drain". An *ack*
+  is a client op of type ok with f "ack". Nemesis ops have process
+  "nemesis", harness events process "harness".
+- Acks. Within a stream (process, consumer tag, message id) acks pair with
+  deliveries first in, first out: the k-th delivery is acked by the k-th ack.
+  A history with no ack op at all is read as if every delivery was acked, at
+  its own index.
+- Queue. attempted = ids with a publish invoke; acknowledged = ok publishes;
+  received = ids delivered; delivered = ids with an acked delivery; ok =
+  attempted and delivered; lost = acknowledged and not delivered;
+  lost_unacked = lost and received; unexpected = received and not attempted;
+  duplicated = attempted ids with more than one acked delivery, *unflagged*
+  when an acked delivery after the first acked one (by delivery index) lacks
+  the redelivered flag, else *redelivered*; unflagged_after_ack = ids with an
+  unflagged delivery (acked or not) after the ack of a flagged delivery;
+  recovered = attempted and delivered ids whose publish ended info or never
+  completed; delivered_failed = delivered ids whose publish failed; info_count
+  counts publishes that ended info or never completed; fail_reasons counts
+  failed publishes by error text ("(none)" without one), most frequent first,
+  then by text.
+- Drain. The drain's end is the last harness phase event of the drain whose
+  state is not "start"; the drain completed iff that event has state "end"
+  and its `complete` is absent or true.
+- Queue verdict. Invalid for unexpected ids, for unflagged duplicates and
+  unflagged_after_ack (unless unflagged duplicates are allowed), for flagged
+  duplicates when they are made invalid, and for lost ids once the drain
+  completed (or when the drain is not required). Lost ids with an unproven
+  drain and nothing else wrong: "unknown". Nothing else: valid. `anomalies`
+  lists lost and lost_unacked (when any), then the invalidating classes in
+  the order unexpected, unflagged_duplicated, unflagged_after_ack,
+  redelivered_duplicated.
+- Ordering (RabbitMQ: enqueue order per channel, delivery in enqueue order,
+  redeliveries flagged). A delivery's publisher and seq are its fields, else
+  parsed from its id "<publisher>-<seq>"; a delivery with neither is not
+  checked. Streams: per (process, consumer tag, publisher), or per publisher
+  alone in strict mode. In history order each delivery d of a stream is
+  compared with an earlier one p: default mode, d unflagged: p is the last
+  unflagged delivery of the stream and d.seq <= p.seq is out of order; d
+  flagged: p is the last delivery, d.seq < p.seq is a *flagged* reorder
+  (counted, never invalid); strict mode: p is the last delivery, and d.seq <
+  p.seq, or d.seq == p.seq with d unflagged, is out of order (flagged or not).
+  An out-of-order pair whose d message was published by another process than
+  p's and not confirmed is an *unconfirmed reorder* and counts nowhere else.
+  deliveries_checked: unflagged deliveries (strict: every one).
+- Fault windows. A window opens at the info or ok completion of a start f
+  (start-partition, kill, stop, pause, start-packet, any start-X) and closes
+  at the info/ok completion of its stop f (stop-partition, start, start,
+  resume, stop-packet, stop-X) when the two targets share a node or either is
+  unknown, or of "heal" (every window), or at the history's last time. A
+  target is value["nodes"] (a list, or one name), else the op's node.
+  Windows are listed by start, then end, then f.
+- Perf. Each attempted publish at its invoke time; a window holds the
+  publishes invoked in [start, end); healthy ones are in no window.
+  Latencies are those of confirmed publishes (completion - invoke); quantiles
+  are nearest-rank (the smallest value with at least that share at or below
+  it). The first confirm at or after a window's end gives its recovery. The
+  main phase runs from the first main-start event (else the history's first
+  time) to the first main-end event (else its last time); the longest stretch
+  of it without a confirm counts its edges as boundaries and prefers the
+  earliest of equals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ID_RE = re.compile(r"^([0-9]+)-([0-9]+)$")
+STOPS = {"start-partition": "stop-partition", "kill": "start", "stop": "start",
+         "pause": "resume", "start-packet": "stop-packet"}
+
+
+def read_ops(path: Path) -> list[dict[str, Any]]:
+    """Takes a JSONL history. Returns its ops (decoded lines, blank lines skipped), in order."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def client_of(process: Any) -> int | None:
+    """Takes a process field. Returns the client's number, or None when it is not a client."""
+    if isinstance(process, bool):
+        return None
+    if isinstance(process, int):
+        return process
+    if isinstance(process, str) and re.fullmatch(r"-?[0-9]+", process):
+        return int(process)
+    return None
+
+
+def id_key(mid: str) -> tuple[int, int, int, str]:
+    """Takes a message id. Returns its place in results.json's lists: by publisher, then seq,
+    then ids of another form by text."""
+    m = ID_RE.match(mid)
+    return (0, int(m.group(1)), int(m.group(2)), mid) if m else (1, 0, 0, mid)
+
+
+def ms(ns: float | None) -> float | None:
+    """Takes nanoseconds. Returns milliseconds to three places, or None."""
+    return None if ns is None else round(ns / 1e6, 3)
+
+
+@dataclass
+class Delivery:
+    """One delivery and, when acked, the index of its ack."""
+
+    index: int
+    time: int
+    process: int
+    tag: str
+    mid: str
+    flagged: bool
+    publisher: int | None
+    seq: int | None
+    ack_index: int | None = None
+
+
+@dataclass
+class Publish:
+    """One message's publish: who invoked it when, and how it ended."""
+
+    process: int
+    invoked: int
+    outcome: str | None = None
+    completed: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class Read:
+    """A history, sorted into what the definitions speak of."""
+
+    publishes: dict[str, Publish] = field(default_factory=dict)
+    deliveries: list[Delivery] = field(default_factory=list)
+    acks_recorded: bool = False
+    nemesis: list[dict[str, Any]] = field(default_factory=list)
+    harness: list[dict[str, Any]] = field(default_factory=list)
+    first_time: int = 0
+    last_time: int = 0
+
+
+def read(path: Path) -> Read:
+    """Takes a history. Returns it sorted into publishes, deliveries (acks paired), nemesis ops
+    and harness events."""
+    ops = read_ops(path)
+    r = Read()
+    times = [op["time"] for op in ops]
+    r.first_time, r.last_time = (min(times), max(times)) if times else (0, 0)
+    waiting: dict[tuple[int, str, str], deque[Delivery]] = {}
+    for op in ops:
+        process = client_of(op["process"])
+        if process is None:
+            if op["process"] == "nemesis":
+                r.nemesis.append(op)
+            elif op["process"] == "harness":
+                r.harness.append(op)
+            continue
+        f, type_, mid = op["f"], op["type"], op.get("value")
+        if mid is None:
+            continue
+        if f == "publish" and type_ == "invoke":
+            r.publishes[mid] = Publish(process, op["time"])
+        elif f == "publish":
+            p = r.publishes[mid]
+            p.outcome, p.completed, p.error = type_, op["time"], op.get("error")
+        elif f in ("consume", "drain") and type_ == "ok":
+            parsed = ID_RE.match(mid)
+            pub = op.get("publisher")
+            seq = op.get("seq")
+            if pub is None and parsed:
+                pub = int(parsed.group(1))
+            if seq is None and parsed:
+                seq = int(parsed.group(2))
+            d = Delivery(op["index"], op["time"], process, op.get("consumer") or "", mid,
+                         op.get("redelivered") is True, pub, seq)
+            r.deliveries.append(d)
+            waiting.setdefault((process, d.tag, mid), deque()).append(d)
+        elif f == "ack" and type_ == "ok":
+            r.acks_recorded = True
+            waiting[(process, op.get("consumer") or "", mid)].popleft().ack_index = op["index"]
+    if not r.acks_recorded:
+        for d in r.deliveries:
+            d.ack_index = d.index
+    return r
+
+
+# -- queue ----------------------------------------------------------------------------------
+
+
+def drain_complete(events: list[dict[str, Any]]) -> bool:
+    """Takes harness events. Returns whether the drain's end says it completed."""
+    end = None
+    for e in events:
+        v = e.get("value")
+        if e["f"] == "phase" and isinstance(v, dict) and v.get("phase") == "drain" \
+                and v.get("state") != "start":
+            end = v
+    return end is not None and end.get("state") == "end" and end.get("complete") in (None, True)
+
+
+def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
+          flagged_duplicates_invalid: bool = False, require_drain: bool = True,
+          sample_size: int = 100) -> dict[str, Any]:
+    """Takes a read history and the options. Returns the queue section's verdict, anomalies,
+    counts, id lists (first `sample_size` in results.json's order) and fail reasons."""
+    by_id: dict[str, list[Delivery]] = {}
+    for d in r.deliveries:
+        by_id.setdefault(d.mid, []).append(d)
+    pubs = r.publishes
+    attempted = set(pubs)
+    received = set(by_id)
+    acked = {m: [d for d in ds if d.ack_index is not None] for m, ds in by_id.items()}
+    delivered = {m for m, ds in acked.items() if ds}
+    acknowledged = {m for m in attempted if pubs[m].outcome == "ok"}
+    failed = {m for m in attempted if pubs[m].outcome == "fail"}
+    unknown = {m for m in attempted if pubs[m].outcome in ("info", None)}
+    lost = acknowledged - delivered
+    duplicated = {m for m in attempted if len(acked.get(m, [])) > 1}
+    unflagged_dup = {m for m in duplicated
+                     if any(not d.flagged for d in sorted(acked[m], key=lambda d: d.index)[1:])}
+    after_ack = set()
+    for m, ds in by_id.items():
+        flag_acks = [d.ack_index for d in ds if d.flagged and d.ack_index is not None]
+        if flag_acks and any(not d.flagged and d.index > min(flag_acks) for d in ds):
+            after_ack.add(m)
+    sets = {
+        "lost": lost, "unexpected": received - attempted, "duplicated": duplicated,
+        "redelivered_duplicated": duplicated - unflagged_dup,
+        "unflagged_duplicated": unflagged_dup, "recovered": delivered & unknown,
+        "delivered_failed": delivered & failed, "lost_unacked": lost & received,
+        "unflagged_after_ack": after_ack,
+    }
+    counts = {
+        "attempt_count": len(attempted), "acknowledged_count": len(acknowledged),
+        "ok_count": len(attempted & delivered), "fail_count": len(failed),
+        "info_count": len(unknown), "delivery_count": len(r.deliveries),
+        "acked_delivery_count": sum(len(ds) for ds in acked.values()),
+        **{f"{k}_count": len(v) for k, v in sets.items()},
+    }
+    invalid = [k for k, on in (
+        ("unexpected", True), ("unflagged_duplicated", unflagged_duplicates_invalid),
+        ("unflagged_after_ack", unflagged_duplicates_invalid),
+        ("redelivered_duplicated", flagged_duplicates_invalid)) if on and sets[k]]
+    drained = drain_complete(r.harness)
+    if invalid or (lost and (drained or not require_drain)):
+        valid: bool | str = False
+    elif lost:
+        valid = "unknown"
+    else:
+        valid = True
+    reasons = Counter(pubs[m].error if pubs[m].error is not None else "(none)" for m in failed)
+    explained = ("lost", "lost_unacked", "unexpected", "unflagged_duplicated",
+                 "unflagged_after_ack", "redelivered_duplicated", "delivered_failed", "recovered")
+    return {
+        "valid": valid,
+        "anomalies": [k for k in ("lost", "lost_unacked") if sets[k]] + invalid,
+        "explanations": [k for k in explained if sets[k]],
+        "drain_complete": drained,
+        "acks_recorded": r.acks_recorded,
+        **counts,
+        **{k: sorted(v, key=id_key)[:sample_size] for k, v in sets.items()},
+        "fail_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[
+            :sample_size]),
+    }
+
+
+# -- ordering -------------------------------------------------------------------------------
+
+
+def _side(d: Delivery) -> dict[str, Any]:
+    return {"id": d.mid, "seq": d.seq, "index": d.index, "time_ms": ms(d.time),
+            "redelivered": d.flagged}
+
+
+def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
+             sample_size: int = 100) -> dict[str, Any]:
+    """Takes a read history and the mode. Returns the ordering section's verdict, counts,
+    consumers affected and examples."""
+    last: dict[tuple[Any, ...], Delivery] = {}
+    last_unflagged: dict[tuple[Any, ...], Delivery] = {}
+    kinds: dict[str, list[tuple[Delivery, Delivery]]] = {
+        "violation": [], "flagged": [], "unconfirmed": []}
+    checked = 0
+    for d in r.deliveries:
+        if d.publisher is None or d.seq is None:
+            continue
+        key: tuple[Any, ...] = (d.publisher,) if strict else (d.process, d.tag, d.publisher)
+        if strict or not d.flagged:
+            checked += 1
+        if strict:
+            p = last.get(key)
+            bad = p is not None and (d.seq < p.seq or (d.seq == p.seq and not d.flagged))
+        elif d.flagged:
+            p = last.get(key)
+            bad = p is not None and d.seq < p.seq
+        else:
+            p = last_unflagged.get(key)
+            bad = p is not None and d.seq <= p.seq
+        if bad and p is not None:
+            mine, theirs = r.publishes.get(d.mid), r.publishes.get(p.mid)
+            if (mine is not None and theirs is not None and mine.process != theirs.process
+                    and mine.outcome != "ok"):
+                kinds["unconfirmed"].append((p, d))
+            else:
+                if strict or not d.flagged:
+                    kinds["violation"].append((p, d))
+                if d.flagged:
+                    kinds["flagged"].append((p, d))
+        last[key] = d
+        if not d.flagged:
+            last_unflagged[key] = d
+
+    def examples(kind: str) -> list[dict[str, Any]]:
+        return [{"consumer": f"{d.process}/{d.tag}", "publisher": d.publisher,
+                 "earlier": _side(p), "later": _side(d)}
+                for p, d in kinds[kind][:example_size]]
+
+    affected = sorted({(d.process, d.tag) for _, d in kinds["violation"]})
+    return {
+        "valid": not kinds["violation"],
+        "strict": strict,
+        "deliveries_checked": checked,
+        "violation_count": len(kinds["violation"]),
+        "consumers_affected_count": len(affected),
+        "consumers_affected": [f"{p}/{t}" for p, t in affected][:sample_size],
+        "examples": examples("violation"),
+        "flagged_violation_count": len(kinds["flagged"]),
+        "flagged_examples": examples("flagged"),
+        "unconfirmed_reorder_count": len(kinds["unconfirmed"]),
+        "unconfirmed_examples": examples("unconfirmed"),
+    }
+
+
+# -- fault windows and perf -----------------------------------------------------------------
+
+
+def stop_of(f: str) -> str | None:
+    """Takes a nemesis f. Returns the f that ends the fault it starts, or None."""
+    if f in STOPS:
+        return STOPS[f]
+    return "stop-" + f[len("start-"):] if f.startswith("start-") else None
+
+
+def target(op: dict[str, Any]) -> set[str] | None:
+    """Takes a nemesis op. Returns the nodes it names, or None when it names none."""
+    v = op.get("value")
+    nodes = v.get("nodes") if isinstance(v, dict) else None
+    if isinstance(nodes, list) and nodes:
+        return {str(n) for n in nodes}
+    if isinstance(nodes, str):
+        return {nodes}
+    return {op["node"]} if op.get("node") else None
+
+
+def windows(r: Read) -> list[dict[str, Any]]:
+    """Takes a read history. Returns its fault windows: f, stop_f, target (sorted list or None),
+    start and end (ns), closed_by."""
+    open_: list[dict[str, Any]] = []
+    done: list[dict[str, Any]] = []
+    for op in r.nemesis:
+        if op["type"] not in ("info", "ok"):
+            continue
+        f, t = op["f"], op["time"]
+        if f == "heal":
+            done += [{**w, "end": max(t, w["start"]), "closed_by": "heal"} for w in open_]
+            open_ = []
+        elif stop_of(f) is not None:
+            open_.append({"f": f, "stop_f": stop_of(f), "target": target(op), "start": t})
+        else:
+            mine = target(op)
+            for w in list(open_):
+                if w["stop_f"] == f and (w["target"] is None or mine is None
+                                         or w["target"] & mine):
+                    open_.remove(w)
+                    done.append({**w, "end": max(t, w["start"]), "closed_by": f})
+    done += [{**w, "end": max(r.last_time, w["start"]), "closed_by": "end-of-history"}
+             for w in open_]
+    for w in done:
+        w["target"] = sorted(w["target"]) if w["target"] is not None else None
+    return sorted(done, key=lambda w: (w["start"], w["end"], w["f"]))
+
+
+def nearest_rank(values: list[int], q: float) -> int:
+    """Takes ascending values and a quantile. Returns the smallest value with at least a share q
+    of the values at or below it."""
+    return values[max(1, math.ceil(q * len(values))) - 1]
+
+
+def stats(pubs: list[Publish]) -> dict[str, Any]:
+    """Takes publishes. Returns their counts, shares and confirm latency quantiles (ms)."""
+    n = len(pubs)
+    ok = sorted(p.completed - p.invoked for p in pubs
+                if p.outcome == "ok" and p.completed is not None)
+    fail = sum(p.outcome == "fail" for p in pubs)
+    info = n - len(ok) - fail
+
+    def share(k: int) -> float | None:
+        return round(k / n, 6) if n else None
+
+    lat = {q: ms(nearest_rank(ok, f)) if ok else None
+           for q, f in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))}
+    lat["max"] = ms(ok[-1]) if ok else None
+    return {"invoked": n, "ok": len(ok), "fail": fail, "info": info, "ok_share": share(len(ok)),
+            "fail_share": share(fail), "info_share": share(info), "latency_ms": lat}
+
+
+def main_phase(r: Read) -> tuple[int, int]:
+    """Takes a read history. Returns the main phase's start and end (ns)."""
+    def first(state: str, default: int) -> int:
+        for e in r.harness:
+            v = e.get("value")
+            if e["f"] == "phase" and isinstance(v, dict) and v.get("phase") == "main" \
+                    and v.get("state") == state:
+                return int(e["time"])
+        return default
+    return first("start", r.first_time), first("end", r.last_time)
+
+
+def perf(r: Read) -> dict[str, Any]:
+    """Takes a read history. Returns the perf section."""
+    pubs = list(r.publishes.values())
+    ws = windows(r)
+    confirms = sorted(p.completed for p in pubs if p.outcome == "ok" and p.completed is not None)
+    out = []
+    for w in ws:
+        inside = [p for p in pubs if w["start"] <= p.invoked < w["end"]]
+        after = [c for c in confirms if c >= w["end"]]
+        out.append({"f": w["f"], "stop_f": w["stop_f"], "target": w["target"],
+                    "start_ms": ms(w["start"]), "end_ms": ms(w["end"]),
+                    "duration_ms": ms(w["end"] - w["start"]), "closed_by": w["closed_by"],
+                    **stats(inside), "recovery_ms": ms(after[0] - w["end"]) if after else None})
+    healthy = [p for p in pubs if not any(w["start"] <= p.invoked < w["end"] for w in ws)]
+    start, end = main_phase(r)
+    bounds = [start, *(c for c in confirms if start <= c <= end), end]
+    gap = (start, start)
+    for a, b in itertools.pairwise(bounds):
+        if b - a > gap[1] - gap[0]:
+            gap = (a, b)
+    return {
+        "valid": True,
+        "main_phase": {"start_ms": ms(start), "end_ms": ms(end)},
+        "overall": stats(pubs),
+        "healthy": stats(healthy),
+        "longest_without_confirm": {"ms": ms(gap[1] - gap[0]), "from_ms": ms(gap[0]),
+                                    "to_ms": ms(gap[1])},
+        "windows": out,
+    }
+
+
+def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invalid: bool = True,
+          flagged_duplicates_invalid: bool = False, require_drain: bool = True,
+          sample_size: int = 100, example_size: int = 20) -> dict[str, Any]:
+    """Takes a history and the check's options. Returns what results.json must say of it: the
+    whole verdict and the queue, ordering and perf sections' fields this oracle knows."""
+    r = read(Path(path))
+    sections = {
+        "queue": queue(r, unflagged_duplicates_invalid=unflagged_duplicates_invalid,
+                       flagged_duplicates_invalid=flagged_duplicates_invalid,
+                       require_drain=require_drain, sample_size=sample_size),
+        "ordering": ordering(r, strict=strict_order, example_size=example_size,
+                             sample_size=sample_size),
+        "perf": perf(r),
+    }
+    valids = [s["valid"] for s in sections.values()]
+    valid = False if False in valids else "unknown" if "unknown" in valids else True
+    return {"valid": valid, **sections}
+
+
+def mismatches(got: Any, want: Any, path: str = "") -> list[str]:
+    """Takes results.json as an engine wrote it and what the oracle says. Returns where they
+    differ (paths like "queue.lost"), for every field the oracle gives; an oracle list of
+    classes stands for a dict's keys in order (the queue's explanations)."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            return [f"{path}: {got!r} is not an object"]
+        out = []
+        for k, v in want.items():
+            if k not in got:
+                out.append(f"{path}.{k}: missing")
+            else:
+                out += mismatches(got[k], v, f"{path}.{k}")
+        return out
+    if isinstance(want, list) and isinstance(got, dict):
+        got = list(got)
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        return [m for i, (g, w) in enumerate(zip(got, want, strict=True))
+                for m in mismatches(g, w, f"{path}[{i}]")]
+    return [] if got == want and type(got) is type(want) else [
+        f"{path}: engine {got!r}, oracle {want!r}"]
