@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 from typing import Final
 
 from pyspark import SparkContext
@@ -58,6 +60,10 @@ def spark_conf(master: str, options: CheckOptions) -> dict[str, str]:
     return conf
 
 
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def session(master: str | None, options: CheckOptions) -> tuple[SparkSession, bool]:
     """Takes a master URL (None: local[*]) and options. Returns (session, created): an active
     session is reused as it is; a new one is built with `spark_conf`."""
@@ -75,7 +81,16 @@ def session(master: str | None, options: CheckOptions) -> tuple[SparkSession, bo
     builder = SparkSession.builder.master(master)
     for k, v in spark_conf(master, options).items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    # pyspark replaces the SIGINT handler with one that cancels the context's jobs, and leaves it
+    # there after the context stops: a Ctrl-C in a later run of a series then dies in it with a
+    # traceback instead of healing. The caller's handler stays (Ctrl-C during a check raises
+    # KeyboardInterrupt there, as anywhere else).
+    before = signal.getsignal(signal.SIGINT) if _main_thread() else None
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
     spark.sparkContext.setLogLevel("WARN")
     log.info("spark session %s started", master)
     return spark, True
