@@ -108,7 +108,7 @@ def test_brokers_listen_on_their_node_address_only(env: Env):
         ports = {line.split()[3].rsplit(":", 1)[1] for line in out.splitlines()
                  if line.split()[3].startswith(f"{node.ip}:")}
         # AMQP, distribution and epmd on the node's address; epmd adds loopback by itself.
-        assert addresses <= {node.ip, "127.0.0.1"}, (node.name, out)
+        assert addresses <= {node.ip, "127.0.0.1", "[::1]"}, (node.name, out)
         assert {"5672", "4369"} <= ports and len(ports) >= 3, (node.name, out)
 
 
