@@ -473,15 +473,18 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
     any process, completed any way or never, delivered any number of times to any consumer
     and channel, flagged or not, published or not; acks (when recorded) of any waiting
     delivery; nemesis faults and stops of any kind and target, in any order, some failing;
-    phase events with every drain ending. Times often tie. Its `expected` is empty: it is for
-    comparing engines, not for planting."""
+    phase events (main's optional) with every drain ending. Some client processes are
+    written as decimal strings, some consumer tags are missing, some nemesis completions are
+    ok rather than info, some name their nodes as one string. Times often tie. Its `expected`
+    is empty: it is for comparing a checker with the oracle, not for planting."""
     acks = draw(st.booleans())
+    main_events = draw(st.booleans()) or draw(st.booleans())
     t = 0
     ops: list[tuple[int, dict[str, Any]]] = []
     outcomes: dict[str, str] = {}
     publish_process: dict[str, int] = {}
     open_publishes: dict[str, int] = {}
-    waiting: list[tuple[int, str, str, int | None, int | None]] = []  # unacked deliveries
+    waiting: list[tuple[int, str | None, str, int | None, int | None]] = []  # unacked
     ids = [f"{p}-{s}" for p in (1, 2, 3) for s in range(6)] + ["x", "7-x"]
 
     def emit(**kw: Any) -> None:
@@ -493,7 +496,12 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
         head, _, tail = mid.partition("-")
         return (int(head) if head.isdigit() else None, int(tail) if tail.isdigit() else None)
 
-    emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "start"})
+    def proc(p: int) -> int | str:
+        """A client process, now and then written as text (the checker reads it as text)."""
+        return str(p) if draw(st.integers(0, 5)) == 0 else p
+
+    if main_events:
+        emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "start"})
     for step in draw(st.lists(st.sampled_from(
             ["invoke", "invoke", "complete", "complete", "deliver", "deliver", "deliver", "ack",
              "ack", "nemesis"]), min_size=5, max_size=max_steps)):
@@ -506,7 +514,7 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
             pub, seq = pub_seq(mid)
             publish_process[mid] = p
             open_publishes[mid] = p
-            emit(type="invoke", process=p, f="publish", value=mid, node="n1", queue="q",
+            emit(type="invoke", process=proc(p), f="publish", value=mid, node="n1", queue="q",
                  publisher=pub, seq=seq, phase="main")
         elif step == "complete" and open_publishes:
             mid = draw(st.sampled_from(sorted(open_publishes)))
@@ -516,44 +524,47 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
             pub, seq = pub_seq(mid)
             error = None if outcome == "ok" else draw(
                 st.sampled_from([None, "nack", "returned: unroutable", "timeout"]))
-            emit(type=outcome, process=p, f="publish", value=mid, node="n1", queue="q",
+            emit(type=outcome, process=proc(p), f="publish", value=mid, node="n1", queue="q",
                  publisher=pub, seq=seq, phase="main", error=error)
         elif step == "deliver":
             published = sorted(publish_process)
             mid = draw(st.sampled_from(published if published and draw(st.integers(0, 5))
                                        else ids))
             p = draw(st.integers(5, 7))
-            tag = draw(st.sampled_from(["a", "b"]))
+            tag = draw(st.sampled_from(["a", "b", "a", "b", None]))
             pub, seq = pub_seq(mid) if draw(st.integers(0, 4)) else (None, None)
             f = draw(st.sampled_from(["consume", "consume", "drain"]))
-            emit(type="ok", process=p, f=f, value=mid, node=draw(st.sampled_from(NODES)),
+            emit(type="ok", process=proc(p), f=f, value=mid, node=draw(st.sampled_from(NODES)),
                  queue="q", publisher=pub, seq=seq, consumer=tag,
                  redelivered=draw(st.sampled_from([False, False, True, None])), phase="main")
             if acks:
                 waiting.append((p, tag, mid, pub, seq))
         elif step == "ack" and waiting:
             p, tag, mid, pub, seq = waiting.pop(draw(st.integers(0, len(waiting) - 1)))
-            emit(type="ok", process=p, f="ack", value=mid, node="n2", queue="q",
+            emit(type="ok", process=proc(p), f="ack", value=mid, node="n2", queue="q",
                  publisher=pub, seq=seq, consumer=tag, phase="main")
         elif step == "nemesis":
             # Often the stop of a fault started before, so that windows close by their stops.
-            started = [kw for _, kw in ops if kw["process"] == NEMESIS and kw["type"] == "info"
-                       and kw["f"] in _STOPS]
+            started = [kw for _, kw in ops if kw["process"] == NEMESIS
+                       and kw["type"] in ("info", "ok") and kw["f"] in _STOPS]
             if started and draw(st.booleans()):
                 kw = draw(st.sampled_from(started))
                 f = _STOPS[kw["f"]]
-                targets = list(kw["value"].get("nodes") or ([kw["node"]] if kw["node"] else []))
+                named = kw["value"].get("nodes") or kw["node"]
+                targets = [named] if isinstance(named, str) else list(named or [])
             else:
                 f = draw(st.sampled_from(FAULT_FS))
                 targets = draw(st.lists(st.sampled_from(NODES), max_size=2, unique=True))
             value: dict[str, Any] = {"fault": f}
             if targets and draw(st.booleans()):
-                value["nodes"] = targets
+                value["nodes"] = targets if len(targets) > 1 or draw(st.booleans()) \
+                    else targets[0]
             node = targets[0] if targets and "nodes" not in value else None
             emit(type="invoke", process=NEMESIS, f=f, value={"fault": f})
-            outcome = draw(st.sampled_from(["info", "info", "info", "fail"]))
+            outcome = draw(st.sampled_from(["info", "info", "ok", "fail"]))
             emit(type=outcome, process=NEMESIS, f=f, value=value, node=node)
-    emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "end"})
+    if main_events:
+        emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "end"})
     ending = draw(st.sampled_from(["complete", "plain", "incomplete", "refused", "none"]))
     if ending != "none":
         emit(type="info", process=HARNESS, f="phase", value={"phase": "drain", "state": "start"})
