@@ -131,17 +131,17 @@ def _stored(run_dir: Path, name: str) -> dict[str, Any] | None:
 
 def archive(matrix_files: Sequence[Path], out: Path) -> int:
     """Takes matrix.json files and an archive path (.jsonl). Appends a line for each run they
-    list that the archive does not hold yet (by run directory name): its row, its spec (test.json)
-    and its compacted results. Returns how many lines it added."""
+    list that the archive does not hold yet (by run directory name) and that was not interrupted:
+    its row, its spec (test.json) and its compacted results. Returns how many lines it added."""
     held = {Path(r.run_dir).name for r, _s, _r in read_archive(out)} if out.exists() else set()
     lines = []
     for path in matrix_files:
         for row in matrix.read_rows(path):
             run_dir = Path(row.run_dir)
-            if run_dir.name in held:
-                continue
-            held.add(run_dir.name)
             test = _stored(run_dir, "test.json") or {}
+            if run_dir.name in held or test.get("interrupted"):
+                continue  # an interrupted run (a series cut short) measured nothing
+            held.add(run_dir.name)
             results = _stored(run_dir, "results.json")
             lines.append(json.dumps({"row": dataclasses.asdict(row), "spec": test.get("spec"),
                                      "results": None if results is None else _compact(results)},
@@ -182,6 +182,8 @@ def _runs(path: Path) -> Iterator[tuple[matrix.Row, dict[str, Any] | None, Path 
     for row in matrix.read_rows(path):
         run_dir = Path(row.run_dir)
         test = _stored(run_dir, "test.json")
+        if test is not None and test.get("interrupted"):
+            continue  # an interrupted run (a series cut short) measured nothing
         yield (row, None if test is None else test.get("spec") or {},
                run_dir if run_dir.is_dir() else None, _stored(run_dir, "results.json"))
 

@@ -106,9 +106,16 @@ def test_an_archive_rebuilds_the_table_once_the_store_is_gone(tmp_path):
         (run / "test.json").write_text(json.dumps({"spec": stored.to_dict()}))
         (run / "results.json").write_text(json.dumps(results))
         rows.append(matrix.make_row("a", LOSS, 1, 50, run, results, seed=stored.seed))
+    cut = tmp_path / "store" / "cut"  # a run the series was stopped in: it measured nothing
+    cut.mkdir()
+    (cut / "test.json").write_text(json.dumps({"spec": spec.to_dict(), "interrupted": True}))
+    matrix.write([matrix.make_row("a", LOSS, 2, 5, cut, None, "interrupted", seed=4)], [],
+                 tmp_path / "cut")
     matrix.write(rows, [], tmp_path / "m")
+    both = [tmp_path / "m" / "matrix.json", tmp_path / "cut" / "matrix.json"]
+    assert [r.seed for r in rebuild(both, {"a": LOSS})] == [1, 2, 3]
     out = tmp_path / "measurements" / "detection.jsonl"
-    assert archive([tmp_path / "m" / "matrix.json"], out) == 3
+    assert archive(both, out) == 3
     assert archive([tmp_path / "m" / "matrix.json"], out) == 0  # each run once
     shutil.rmtree(tmp_path / "store")
 
