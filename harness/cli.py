@@ -657,9 +657,9 @@ def _cmd_archive(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": _cmd_run, "archive": _cmd_archive, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
-            "check": _cmd_check, "report": _cmd_report, "clean": _cmd_clean,
-            "scenarios": _cmd_scenarios}
+COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
+            "archive": _cmd_archive, "check": _cmd_check, "report": _cmd_report,
+            "clean": _cmd_clean, "scenarios": _cmd_scenarios}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -136,14 +136,11 @@ def archive(matrix_files: Sequence[Path], out: Path) -> int:
     held = {Path(r.run_dir).name for r, _s, _r in read_archive(out)} if out.exists() else set()
     lines = []
     for path in matrix_files:
-        for row in matrix.read_rows(path):
-            run_dir = Path(row.run_dir)
-            test = _stored(run_dir, "test.json") or {}
-            if run_dir.name in held or test.get("interrupted"):
-                continue  # an interrupted run (a series cut short) measured nothing
-            held.add(run_dir.name)
-            results = _stored(run_dir, "results.json")
-            lines.append(json.dumps({"row": dataclasses.asdict(row), "spec": test.get("spec"),
+        for row, spec, _run_dir, results in _runs(path):
+            if Path(row.run_dir).name in held:
+                continue
+            held.add(Path(row.run_dir).name)
+            lines.append(json.dumps({"row": dataclasses.asdict(row), "spec": spec,
                                      "results": None if results is None else _compact(results)},
                                     sort_keys=True))
     if lines:
