@@ -590,8 +590,8 @@ def _cmd_table(a: argparse.Namespace) -> int:
 
 
 def _cmd_check(a: argparse.Namespace) -> int:
-    from checkers import CheckOptions, convert_to_parquet
-    from harness.check import check_history_file, check_run, exit_code
+    from checkers import convert_to_parquet
+    from harness.check import check_history_file, check_options, check_run, exit_code
 
     path: Path = a.path
     run = path.is_dir() and (path / "history.jsonl").is_file()
@@ -605,10 +605,8 @@ def _cmd_check(a: argparse.Namespace) -> int:
     if a.parquet is not None:
         if parquet:
             raise UsageError(f"{path} is a Parquet history already")
-        spark_opts = {k: v for k, v in overrides.items()
-                      if k in ("work_dir", "driver_memory") and v is not None}
         history = convert_to_parquet(history, a.parquet, spark_master=a.spark_master,
-                                     options=CheckOptions(**spark_opts))
+                                     options=check_options(None, overrides))
     if run:
         results = check_run(path, spark_master=a.spark_master, overrides=overrides,
                             history=history, out=a.out)
