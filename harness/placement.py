@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from clusters.base import Node
+from clusters.remote import RemoteError
 from history import HARNESS, HistoryWriter, Op
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,19 @@ class StatsSource(Protocol):
         """Returns the queue's placement and counts as that node sees them, None when it lists
         no such queue; raises when the node does not answer."""
         ...
+
+
+def _reason(e: Exception) -> str:
+    """Returns why a node did not answer, short: a failed CLI call's exit code and the start of
+    its output (the broker's own error line), without the command line or the usage text."""
+    text = str(e)
+    if isinstance(e, RemoteError):
+        for verb in (" exited ", " timed out "):
+            if verb in text:
+                text = text[text.index(verb) + 1:]
+                break
+    text = text.split("\x1b[1mUsage", 1)[0].split("\nUsage", 1)[0]
+    return f"{type(e).__name__}: {' '.join(text.split())}"[:300]
 
 
 class QueueSampler:
@@ -78,7 +92,7 @@ class QueueSampler:
         try:
             row = self.source.queue_stats(node, self.queue, self.timeout_s)
         except Exception as e:  # a sampler must never end the run
-            return {"error": f"{type(e).__name__}: {e}"[-200:]}
+            return {"error": _reason(e)}
         return {"absent": True} if row is None else row
 
     def sample(self) -> None:

@@ -3,6 +3,7 @@
 import threading
 
 from clusters.base import Node
+from clusters.remote import CommandTimeout, RemoteError
 from harness.placement import QueueSampler
 from history import HistoryWriter, read_history
 
@@ -65,3 +66,18 @@ def test_no_answer_anywhere_records_unknown_depth_and_no_placement(tmp_path):
     _, ops = sample(Source([{"n1": err, "n2": err, "n3": err}]), 1, tmp_path)
     assert [o.f for o in ops] == ["depth"]
     assert ops[0].value["ready"] is None and ops[0].value["unacked"] is None
+
+
+def test_a_failed_cli_call_is_recorded_by_the_brokers_own_words(tmp_path):
+    """A node's error keeps the exit code and the broker's error line; the command line and the
+    usage text after it would hide them (CI once kept only the usage's tail)."""
+    argv = "/usr/lib/rabbitmq/bin/rabbitmqctl -n rabbit@10.0.0.1 list_queues --silent name type"
+    usage = "\n\n\x1b[1mUsage\x1b[0m\n\nrabbitmqctl [--node <node>] list_queues " + "x " * 200
+    paused = RemoteError(f"{argv} exited 64: Error: this command requires the 'rabbit' app to "
+                         f"be running on the target node.{usage}")
+    hung = CommandTimeout(f"{argv} timed out after 5s")
+    _, ops = sample(Source([{"n1": paused, "n2": hung, "n3": None}]), 1, tmp_path)
+    nodes = ops[0].value["nodes"]
+    assert nodes["n1"] == {"error": "RemoteError: exited 64: Error: this command requires the "
+                                    "'rabbit' app to be running on the target node."}
+    assert nodes["n2"] == {"error": "CommandTimeout: timed out after 5s"}
