@@ -12,11 +12,22 @@ not "start") has state "end" and a `complete` that is absent (older runs) or
 true. Anything else - no end event, `complete: false`, another state - is an
 incomplete drain, and `DrainState.reason` says which, quoting the event's
 own `reason` when it has one.
+
+One more rule, for a drain that ends "complete" because no node has the queue
+any more: if the drain's own consume on some node was refused with a 404 that
+says the queue is there but cannot be reached ("failed to perform operation on
+queue ... due to timeout", "home node ... is down or inaccessible", "process
+is stopped by supervisor": anything but "no queue"), its evidence contradicts
+itself, and the queue's emptiness is unproven. (Runs before the depth was asked
+of the queue's record and process took "absent" from list_queues, which leaves
+out, silently, a queue whose process hangs: a mirrored queue's master hung
+after autoheal was called gone with thousands of messages in it.)
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +40,10 @@ class HarnessEvent:
     time: int
     f: str
     value: Any
+
+
+# A consume refused because the queue's record exists but its process cannot be reached.
+_THERE_BUT_UNREACHABLE = re.compile(r"NOT_FOUND - (?!no queue\b)")
 
 
 @dataclass(frozen=True)
@@ -58,13 +73,33 @@ def drain_state(events: Iterable[HarnessEvent]) -> DrainState:
                                  "state=end, in the history)")
     state, complete, reason = end.get("state"), end.get("complete"), end.get("reason")
     if state == "end" and complete in (None, True):
-        return DrainState(True)
+        return _contradicted(end) or DrainState(True)
     why = f": {reason}" if reason not in (None, "") else ""
     if state == "end":
         return DrainState(False, f"the drain did not complete (its end event says "
                                  f"complete={json.dumps(complete)}){why}")
     return DrainState(False, f"the drain did not complete (its end event has state "
                              f"{state!r}){why}")
+
+
+def _contradicted(end: dict[str, Any]) -> DrainState | None:
+    """Takes a complete drain's end event. Returns an incomplete DrainState when the drain took
+    the queue for gone on every node while a node refused its consume as there but unreachable,
+    else None."""
+    depth, errors = end.get("depth"), end.get("errors")
+    if not isinstance(depth, dict) or not depth or not isinstance(errors, dict):
+        return None
+    if any(not isinstance(d, dict) or d.get("exists") is not False for d in depth.values()):
+        return None
+    refused = {n: e for n, e in errors.items()
+               if isinstance(e, str) and _THERE_BUT_UNREACHABLE.search(e)}
+    if not refused:
+        return None
+    node, error = sorted(refused.items())[0]
+    said = re.sub(r"[\"')]+$", "", error[error.index("NOT_FOUND"):])
+    return DrainState(False, f"the drain took the queue for gone on every node, but {node} "
+                             f"refused its consume as there and unreachable ({said}): the "
+                             "queue's emptiness is unproven")
 
 
 def drain_complete(events: Iterable[HarnessEvent]) -> bool:

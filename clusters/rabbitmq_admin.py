@@ -104,29 +104,66 @@ class QueueDepth:
         return not self.exists or (self.ready == 0 and self.unacked == 0)
 
 
-# Asks a quorum queue's Raft leader itself (list_queues' counts of a quorum queue are metrics
-# emitted every few seconds, and a passive declare answers 0 when the leader is slow). Prints
-# "absent", or "<ready> <checked out>"; a leader that does not answer makes the call fail.
-_QUORUM_DEPTH = (
-    'case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{q}">>)) of '
-    '{{error, not_found}} -> io:format("absent~n"); '
-    '{{ok, Q}} -> L = amqqueue:get_pid(Q), '
-    '{{ok, {{_, R}}, _}} = ra:leader_query(L, fun rabbit_fifo:query_messages_ready/1, {ms}), '
-    '{{ok, {{_, U}}, _}} = ra:leader_query(L, fun rabbit_fifo:query_messages_checked_out/1, {ms}), '
-    'io:format("~p ~p~n", [R, U]) end.'
-)
+# Every depth asks the queue's own record and its own process, through rabbitmqctl eval, never
+# list_queues: list_queues leaves out, silently, a queue whose process does not answer (a mirrored
+# queue's master hung after autoheal was listed by no node while its record and messages were
+# there), and a quorum queue's counts in it are metrics the leader emits every few seconds (a
+# passive declare answers 0 when the leader is slow). "absent" means the record is gone (the
+# queue was deleted or never recovered); a queue process that does not answer makes the call time
+# out, one that answers without counts prints them for the error: all loud.
+def _queue_eval(queue: str, present: str) -> str:
+    """Returns the eval expression that prints "absent" when the queue's record is gone, else
+    runs `present` (Erlang, with the record bound to Q)."""
+    name = queue.replace("\\", "\\\\").replace('"', '\\"')
+    return (f'case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{name}">>)) of '
+            f'{{error, not_found}} -> io:format("absent~n"); {{ok, Q}} -> {present} end.')
 
 
-def parse_quorum_depth(text: str) -> QueueDepth:
-    """Takes the output of the _QUORUM_DEPTH eval. Returns the depth. Raises ValueError when it
-    is not two counts or "absent"."""
+def _counts_or_say(call: str) -> str:
+    """Returns Erlang that prints "<ready> <unacked>" when `call` gives [{_, R}, {_, U}] of
+    integers, else "no counts: <what it gave>"."""
+    return (f'case catch {call} of [{{_, R}}, {{_, U}}] when is_integer(R), is_integer(U) -> '
+            f'io:format("~p ~p~n", [R, U]); Other -> io:format("no counts: ~0p~n", [Other]) end')
+
+
+def classic_depth_eval(queue: str) -> str:
+    """Asks a classic queue's process (a mirrored queue's master) for its ready and unacked
+    counts."""
+    return _queue_eval(queue, _counts_or_say(
+        "rabbit_amqqueue:info(Q, [messages_ready, messages_unacknowledged])"))
+
+
+def quorum_depth_eval(queue: str, timeout_ms: int) -> str:
+    """Asks a quorum queue's Raft leader for its ready and checked-out counts."""
+    leader = "ra:leader_query(amqqueue:get_pid(Q), fun rabbit_fifo:query_messages_{}/1, {})"
+    both = (f'[{{ready, element(2, element(2, {leader.format("ready", timeout_ms)}))}}, '
+            f'{{checked_out, element(2, element(2, {leader.format("checked_out", timeout_ms)}))}}]')
+    return _queue_eval(queue, _counts_or_say(both))
+
+
+def exists_eval(queue: str) -> str:
+    """Asks whether the queue's record exists: prints "absent" or "present"."""
+    return _queue_eval(queue, 'io:format("present~n")')
+
+
+def parse_depth(text: str, kind: str) -> QueueDepth:
+    """Takes the output of a depth eval and the queue's kind. Returns the depth. Raises
+    ValueError when it is neither two counts nor "absent"."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     if first == "absent":
         return QueueDepth(False)
     ready, _, unacked = first.partition(" ")
     if not (ready.isdigit() and unacked.isdigit()):
-        raise ValueError(f"unexpected quorum depth output {text.strip()[:200]!r}")
-    return QueueDepth(True, "quorum", int(ready), int(unacked))
+        raise ValueError(f"no {kind} queue depth: {text.strip()[:200]!r}")
+    return QueueDepth(True, kind, int(ready), int(unacked))
+
+
+def parse_exists(text: str) -> bool:
+    """Takes the output of exists_eval. Returns whether the record exists. Raises ValueError."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if first not in ("absent", "present"):
+        raise ValueError(f"unexpected answer to whether the queue exists: {text.strip()[:200]!r}")
+    return first == "present"
 
 
 def parse_stream_end(text: str) -> int:
@@ -189,15 +226,30 @@ class RabbitAdmin:
         out = self.broker.ctl(node, "list_queues", "--silent", *STATS_COLUMNS, timeout=timeout)
         return parse_queue_row(out, queue, self._names_by_ip())
 
-    def quorum_depth(self, node: Node, queue: str, timeout: float = 20.0) -> QueueDepth:
-        """Asks a quorum queue's Raft leader, through the node, for its ready and checked-out
-        counts. Returns the QueueDepth (exists False when there is no such queue). Raises
-        CommandTimeout, RemoteError or BrokerError when the leader does not answer."""
-        expr = _QUORUM_DEPTH.format(q=queue, ms=int(timeout * 1000 / 3))
+    def _eval(self, node: Node, expr: str, parse: Any, timeout: float) -> Any:
         try:
-            return parse_quorum_depth(self.broker.ctl(node, "eval", expr, timeout=timeout))
+            return parse(self.broker.ctl(node, "eval", expr, timeout=timeout))
         except ValueError as e:
             raise BrokerError(f"{node.name}: {e}") from e
+
+    def classic_depth(self, node: Node, queue: str, timeout: float = 20.0) -> QueueDepth:
+        """Asks a classic queue's process (a mirrored queue's master), through the node, for its
+        ready and unacked counts. Returns the QueueDepth (exists False when the queue's record
+        is gone). Raises CommandTimeout, RemoteError or BrokerError when it does not answer."""
+        return self._eval(node, classic_depth_eval(queue),
+                          lambda out: parse_depth(out, "classic"), timeout)
+
+    def quorum_depth(self, node: Node, queue: str, timeout: float = 20.0) -> QueueDepth:
+        """Asks a quorum queue's Raft leader, through the node, for its ready and checked-out
+        counts. Returns the QueueDepth (exists False when the queue's record is gone). Raises
+        CommandTimeout, RemoteError or BrokerError when the leader does not answer."""
+        return self._eval(node, quorum_depth_eval(queue, int(timeout * 1000 / 3)),
+                          lambda out: parse_depth(out, "quorum"), timeout)
+
+    def queue_exists(self, node: Node, queue: str, timeout: float = 20.0) -> bool:
+        """Asks the node whether the queue's record exists. Raises CommandTimeout, RemoteError or
+        BrokerError when it does not answer."""
+        return bool(self._eval(node, exists_eval(queue), parse_exists, timeout))
 
     def stream_end(self, node: Node, queue: str, timeout: float = 20.0) -> int:
         """Returns a stream's last committed offset (-1 when empty), as its members report it

@@ -326,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also print each unsafe scenario beside its safe twin (README's table)")
     ar = sub.add_parser("archive", help="append the runs of stored series to an archive (one "
                                         "line per run: row, spec, results without the stories) "
-                                        "that `table` reads when the store is gone")
+                                        "that `table` reads when the store is gone; a run judged "
+                                        "again since (`check RUN_DIR`) has its results replaced")
     ar.add_argument("matrix_files", type=Path, nargs="+")
     ar.add_argument("--out", type=Path, required=True, help="the archive, e.g. "
                     "measurements/detection.jsonl")
@@ -650,8 +651,9 @@ def _cmd_archive(a: argparse.Namespace) -> int:
     _require_files(a.matrix_files)
     if a.out.suffix != ".jsonl":
         raise UsageError(f"an archive is a .jsonl file, not {a.out}")
-    added = archive(a.matrix_files, a.out)
-    print(f"archived {added} run(s) in {a.out}")
+    added, replaced = archive(a.matrix_files, a.out)
+    print(f"archived {added} run(s) in {a.out}; {replaced} run(s) judged again since: their "
+          "results replaced")
     return 0
 
 

@@ -129,30 +129,40 @@ def _stored(run_dir: Path, name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def archive(matrix_files: Sequence[Path], out: Path) -> int:
-    """Takes matrix.json files and an archive path (.jsonl). Appends a line for each run they
-    list that the archive does not hold yet (by run directory name) and that was not interrupted:
-    its row, its spec (test.json) and its compacted results. Returns how many lines it added."""
-    held = {Path(r.run_dir).name for r, _s, _r in read_archive(out)} if out.exists() else set()
-    lines = []
+def archive(matrix_files: Sequence[Path], out: Path) -> tuple[int, int]:
+    """Takes matrix.json files and an archive path (.jsonl). Adds a line for each run they list
+    that was not interrupted: its row, its spec (test.json) and its compacted results. A run the
+    archive holds already (by run directory name) keeps its line, but takes its run directory's
+    results when they changed since (judged again by `harness check RUN_DIR`). Returns (lines
+    added, results replaced)."""
+    held: dict[str, dict[str, Any]] = {}
+    if out.exists():
+        held = {Path(r.run_dir).name: rec for r, rec in _archived_lines(out)}
+    added = replaced = 0
+    seen: set[str] = set()
     for path in matrix_files:
         for row, spec, _run_dir, results in _runs(path):
-            if Path(row.run_dir).name in held:
+            key = Path(row.run_dir).name
+            if key in seen:
                 continue
-            held.add(Path(row.run_dir).name)
-            lines.append(json.dumps({"row": dataclasses.asdict(row), "spec": spec,
-                                     "results": None if results is None else _compact(results)},
-                                    sort_keys=True))
-    if lines:
+            seen.add(key)
+            compact = None if results is None else json.loads(json.dumps(_compact(results)))
+            if key not in held:
+                held[key] = {"row": dataclasses.asdict(row), "spec": spec, "results": compact}
+                added += 1
+            elif compact is not None and held[key].get("results") != compact:
+                held[key] = {**held[key], "results": compact}
+                replaced += 1
+    if added or replaced:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("a") as f:
-            f.write("\n".join(lines) + "\n")
-    return len(lines)
+        tmp = out.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(json.dumps(rec, sort_keys=True) + "\n" for rec in held.values()))
+        tmp.replace(out)
+    return added, replaced
 
 
-def read_archive(path: Path) -> list[tuple[matrix.Row, dict[str, Any] | None,
-                                           dict[str, Any] | None]]:
-    """Takes an archive (.jsonl). Returns (row, stored spec, results) for each run in it."""
+def _archived_lines(path: Path) -> list[tuple[matrix.Row, dict[str, Any]]]:
+    """Takes an archive (.jsonl). Returns (row, the line's record) for each run in it."""
     out = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -163,8 +173,14 @@ def read_archive(path: Path) -> list[tuple[matrix.Row, dict[str, Any] | None,
             row = matrix.Row(**{**r, "problems": tuple(r.get("problems", ()))})
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not an archived run ({e})") from e
-        out.append((row, rec.get("spec"), rec.get("results")))
+        out.append((row, rec))
     return out
+
+
+def read_archive(path: Path) -> list[tuple[matrix.Row, dict[str, Any] | None,
+                                           dict[str, Any] | None]]:
+    """Takes an archive (.jsonl). Returns (row, stored spec, results) for each run in it."""
+    return [(row, rec.get("spec"), rec.get("results")) for row, rec in _archived_lines(path)]
 
 
 def _runs(path: Path) -> Iterator[tuple[matrix.Row, dict[str, Any] | None, Path | None,

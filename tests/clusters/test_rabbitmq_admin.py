@@ -3,9 +3,20 @@ Remote."""
 
 import json
 
+import pytest
+
 from clusters.base import Node
 from clusters.rabbitmq import BrokerConfig, RabbitBroker
-from clusters.rabbitmq_admin import RabbitAdmin, parse_queue_placement
+from clusters.rabbitmq_admin import (
+    QueueDepth,
+    RabbitAdmin,
+    classic_depth_eval,
+    exists_eval,
+    parse_depth,
+    parse_exists,
+    parse_queue_placement,
+    quorum_depth_eval,
+)
 from clusters.remote import CommandResult
 from tests.fakes import FakeRemote
 
@@ -55,3 +66,27 @@ def test_queue_placement_asks_each_node_in_turn_until_one_answers():
     assert admin.queue_leader("q") == "n2"
     assert admin.queue_placement("q")["members"] == ["n2", "n3"]
     assert nodes[2].remote.calls == []
+
+
+def test_depth_evals_ask_the_record_then_the_queue_itself():
+    """Never list_queues: it leaves out a queue whose process does not answer."""
+    classic = classic_depth_eval("jepsen.queue")
+    assert classic.startswith('case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, '
+                              '<<"jepsen.queue">>)) of {error, not_found} -> io:format("absent~n")')
+    assert "rabbit_amqqueue:info(Q, [messages_ready, messages_unacknowledged])" in classic
+    assert "list_queues" not in classic and classic.endswith(" end end.")
+    quorum = quorum_depth_eval("q", 6000)
+    assert quorum.count("ra:leader_query(amqqueue:get_pid(Q), fun rabbit_fifo:") == 2
+    assert "6000" in quorum and 'no counts: ~0p' in quorum
+    assert '<<"a\\"b">>' in exists_eval('a"b')
+
+
+def test_a_depth_is_two_counts_or_absent_anything_else_is_loud():
+    assert parse_depth("12 3\nok\n", "classic") == QueueDepth(True, "classic", 12, 3)
+    assert parse_depth("absent\nok\n", "quorum") == QueueDepth(False)
+    for text in ("no counts: {'EXIT',{noproc,x}}\nok", "", "'' ''"):
+        with pytest.raises(ValueError, match="no classic queue depth"):
+            parse_depth(text, "classic")
+    assert parse_exists("present\nok") is True and parse_exists("absent\nok") is False
+    with pytest.raises(ValueError):
+        parse_exists("{badrpc,nodedown}")

@@ -115,8 +115,16 @@ def test_an_archive_rebuilds_the_table_once_the_store_is_gone(tmp_path):
     both = [tmp_path / "m" / "matrix.json", tmp_path / "cut" / "matrix.json"]
     assert [r.seed for r in rebuild(both, {"a": LOSS})] == [1, 2, 3]
     out = tmp_path / "measurements" / "detection.jsonl"
-    assert archive(both, out) == 3
-    assert archive([tmp_path / "m" / "matrix.json"], out) == 0  # each run once
+    assert archive(both, out) == (3, 0)
+    assert archive([tmp_path / "m" / "matrix.json"], out) == (0, 0)  # each run once
+    # A run judged again (harness check RUN_DIR) keeps its line and takes its new results.
+    rejudged = {**OK, "queue": {**OK["queue"], "valid": "unknown"}}
+    (tmp_path / "store" / "r1" / "results.json").write_text(json.dumps(rejudged))
+    assert archive([tmp_path / "m" / "matrix.json"], out) == (0, 1)
+    assert read_archive(out)[1][2]["queue"]["valid"] == "unknown"
+    assert [r.seed for r, _s, _r in read_archive(out)] == [1, 2, 3]
+    (tmp_path / "store" / "r1" / "results.json").write_text(json.dumps(OK))
+    assert archive([tmp_path / "m" / "matrix.json"], out) == (0, 1)
     shutil.rmtree(tmp_path / "store")
 
     row, stored_spec, results = read_archive(out)[0]

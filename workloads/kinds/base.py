@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth
 
 if TYPE_CHECKING:
@@ -102,15 +101,11 @@ class QueueKind:
         return {}
 
     def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
-        """Asks one node, freshly, what the queue holds. Returns the QueueDepth (exists False when
-        the node lists no such queue). Raises RemoteError or BrokerError when the node does not
-        answer with numbers: never a silent 0."""
-        row = admin.queue_stats(node, queue, timeout=20.0)
-        if row is None:
-            return QueueDepth(False)
-        if row["ready"] is None or row["unacked"] is None:
-            raise BrokerError(f"{node.name}: list_queues gave no counts for {queue}")
-        return QueueDepth(True, self.name, row["ready"], row["unacked"])
+        """Asks one node, freshly, what the queue holds: its record, then its process (a mirrored
+        queue's master). Returns the QueueDepth (exists False when the queue's record is gone).
+        Raises RemoteError or BrokerError when the queue does not answer with numbers: never a
+        silent 0, and never "absent" for a queue whose process hangs."""
+        return admin.classic_depth(node, queue)
 
     def drained(self, depths: Mapping[str, QueueDepth],
                 read_to: Mapping[str, int | None]) -> tuple[bool, str | None]:

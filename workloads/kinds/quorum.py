@@ -43,6 +43,4 @@ class Quorum(QueueKind):
 
     def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the queue's Raft leader (through the node) for ready and checked-out counts."""
-        if admin.queue_stats(node, queue, timeout=20.0) is None:
-            return QueueDepth(False)
         return admin.quorum_depth(node, queue)

@@ -61,7 +61,7 @@ class Stream(QueueKind):
 
     def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the stream's members for their last committed offset."""
-        if admin.queue_stats(node, queue, timeout=20.0) is None:
+        if not admin.queue_exists(node, queue):
             return QueueDepth(False)
         return QueueDepth(True, self.name, last_offset=admin.stream_end(node, queue))
 
