@@ -299,3 +299,47 @@ def test_graceful_stop_stops_the_broker_and_start_brings_it_back(env: Env):
     assert env.broker.beam_pid(env.node("n3")) is None
     fault.stop(ctx)
     assert env.broker.beam_pid(env.node("n3")) is not None
+
+
+def test_a_depth_is_asked_of_the_queue_itself_and_a_hung_queue_fails_loudly(env: Env):
+    """The drain's proof of emptiness: the queue's record and its own process, never list_queues
+    (which, in a series run, listed a mirrored master hung after autoheal on no node, so the
+    drain called the queue gone). A suspended queue process must make the depth fail, not
+    answer "absent" or 0."""
+    import pika
+
+    from clusters.rabbitmq_admin import QueueDepth
+    from clusters.remote import RemoteError
+
+    name = "depth.classic"
+    n1, n2 = env.node("n1"), env.node("n2")
+    QueueWorkload(QueueSpec(name=name, type="classic"), WorkloadOptions(), env.cluster.nodes,
+                  env.history).setup(env.admin)
+    pub = Publisher(env.history, name, "n1", n1.ip, 900_101, ClientOptions())
+    pub.open()
+    assert [pub.publish() for _ in range(30)].count("ok") == 30
+    pub.close()
+    def on_its_process(call: str) -> str:
+        return (f'{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{name}">>)), '
+                f'sys:{call}(amqqueue:get_pid(Q)).')
+
+    try:
+        for node in (n1, n2):  # the process lives on n1; n2 asks it across the cluster
+            assert eventually(lambda node=node: env.admin.classic_depth(node, name)
+                              == QueueDepth(True, "classic", 30, 0), 15)
+        quorum = env.admin.quorum_depth(n2, QUEUE)
+        assert quorum.exists and quorum.type == "quorum" and quorum.ready is not None
+        assert env.admin.queue_exists(n2, QUEUE) and not env.admin.queue_exists(n2, "no.such")
+        for ask in (env.admin.classic_depth, env.admin.quorum_depth):
+            assert ask(n2, "no.such") == QueueDepth(False)
+        env.broker.ctl(n1, "eval", on_its_process("suspend"), timeout=20)
+        started = time.monotonic()
+        with pytest.raises(RemoteError):  # CommandTimeout included
+            env.admin.classic_depth(n2, name, timeout=8)
+        assert time.monotonic() - started < 15
+    finally:
+        env.broker.ctl(n1, "eval", on_its_process("resume"), timeout=20)
+        assert env.admin.classic_depth(n1, name) == QueueDepth(True, "classic", 30, 0)
+        conn = pika.BlockingConnection(pika.ConnectionParameters(host=n1.ip))
+        conn.channel().queue_delete(name)
+        conn.close()
