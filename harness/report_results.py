@@ -162,6 +162,11 @@ ORDERING_COUNTS: tuple[tuple[str, str, str], ...] = (
      "behind a message whose publish was never confirmed, so it may have been enqueued later "
      "(allowed)"),
 )
+# What the lost rows mean when the drain did not complete: not proven lost, so not red.
+UNPROVEN_WHY = {
+    "lost_count": "confirmed, not read back: the drain did not complete, so not proven lost",
+    "lost_unacked_count": "of those, delivered but never acked: not proven lost either",
+}
 # Counts that make a row red when non-zero.
 BAD_COUNTS = frozenset(
     {"lost_count", "lost_unacked_count", "unexpected_count", "unflagged_duplicated_count",
@@ -286,10 +291,9 @@ def counts_section(results: Any) -> str:
             v = section.get(k)
             shown = count(v) if v is not None else NA
             why = meaning if v is not None else f"{meaning}; not reported by this checker"
-            if k == "lost_count" and lost_unproven(section):
-                shown = f"({shown})"
-                why = "confirmed, not read back: the drain did not complete, so not proven lost"
-                rows.append([td(label), td(shown, num=True), td(why, cls="meaning")])
+            if k in UNPROVEN_WHY and lost_unproven(section):
+                rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
+                             td(f"({shown})", num=True), td(UNPROVEN_WHY[k], cls="meaning")])
                 classes.append(None)
                 continue
             rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),

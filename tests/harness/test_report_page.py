@@ -116,13 +116,17 @@ def test_anomalies_show_ids_and_the_checkers_explanations_and_details() -> None:
 
 def test_lost_without_a_complete_drain_is_not_called_lost() -> None:
     results = {"valid": "unknown", "queue": {
-        "valid": "unknown", "anomalies": ["lost"], "drain_complete": False, "lost_count": 511,
-        "lost": ["0-1", "0-2"], "reason": "the drain did not complete"}}
+        "valid": "unknown", "anomalies": ["lost", "lost_unacked"], "drain_complete": False,
+        "lost_count": 511, "lost_unacked_count": 8, "lost": ["0-1", "0-2"],
+        "reason": "the drain did not complete"}}
     html = anomalies_section(results)
     assert "511 confirmed messages not read back (not proven lost)" in html
     assert "confirmed messages lost" not in html
     counts = counts_section(results)
     assert '<tr><td>lost</td><td class="num">(511)</td>' in counts
+    unacked = counts[counts.index("delivered but never acked"):]
+    assert unacked.index("(8)") < unacked.index("</tr>") and "not proven lost either" in unacked
+    assert 'class="bad"' not in counts  # nothing red: nothing is proven
     assert verdict_sentence(results) == "Unknown: the drain did not complete."
 
 
