@@ -49,6 +49,8 @@ def test_each_kind_asks_its_own_fresh_source():
     assert kind_of(QueueSpec(type="classic")).depth(classic, NODE, "q") == QueueDepth(
         True, "classic", 5, 1)
     assert classic.asked == ["process"]
+    mirrored = kind_of(QueueSpec(type="mirrored")).depth(classic, NODE, "q")
+    assert mirrored == QueueDepth(True, "mirrored", 5, 1)  # named by its kind
     quorum = Broker(quorum=QueueDepth(True, "quorum", 700, 20))
     assert kind_of(QueueSpec()).depth(quorum, NODE, "q").ready == 700
     assert quorum.asked == ["leader"]

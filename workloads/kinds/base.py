@@ -9,6 +9,7 @@ tests a kind's name.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -105,7 +106,8 @@ class QueueKind:
         queue's master). Returns the QueueDepth (exists False when the queue's record is gone).
         Raises RemoteError or BrokerError when the queue does not answer with numbers: never a
         silent 0, and never "absent" for a queue whose process hangs."""
-        return admin.classic_depth(node, queue)
+        depth = admin.classic_depth(node, queue)
+        return dataclasses.replace(depth, type=self.name) if depth.exists else depth
 
     def drained(self, depths: Mapping[str, QueueDepth],
                 read_to: Mapping[str, int | None]) -> tuple[bool, str | None]:
