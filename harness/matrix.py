@@ -300,10 +300,12 @@ def summary_table(summaries: Sequence[Summary]) -> str:
 def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> str:
     """Takes summaries and each scenario's safe twin (None for none). Returns a Markdown table
     with a line per unsafe scenario that has runs: how often it showed its anomaly, its lost
-    min / median / max, and how often its twin was valid (README.md's table)."""
+    min / median / max, and how often its twin was valid; on both sides, how many runs had no
+    verdict (unknown: the drain could not prove the queue empty) (README.md's table)."""
     by_name = {s.scenario: s for s in summaries}
-    head = ["unsafe scenario (predicts lost)", "runs", "shown in", "lost min / median / max",
-            "safe twin (predicts valid)", "runs", "valid in"]
+    head = ["unsafe scenario (predicts lost)", "runs", "shown in", "no verdict",
+            "lost min / median / max", "safe twin (predicts valid)", "runs", "valid in",
+            "no verdict"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         if s.expect == VALID:
@@ -311,8 +313,9 @@ def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> st
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min:,} / {s.lost_median:,.0f} / {s.lost_max:,}")
         twin = by_name.get(twins.get(s.scenario) or "")
-        cells = [s.scenario, str(s.runs), str(s.held), lost, twins.get(s.scenario) or "-",
-                 str(twin.runs) if twin else "0", str(twin.held) if twin else "-"]
+        cells = [s.scenario, str(s.runs), str(s.held), str(s.unknown), lost,
+                 twins.get(s.scenario) or "-", str(twin.runs) if twin else "0",
+                 str(twin.held) if twin else "-", str(twin.unknown) if twin else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -154,9 +154,10 @@ def test_pair_table_sets_each_unsafe_scenario_beside_its_safe_twin():
              for n in (1200, 3400, 2100)]
             + [matrix.make_row("q", VALID, 0, 50, Path("."), results(True)) for _ in range(2)]
             + [matrix.make_row("q", VALID, 1, 50, Path("."), results(False, 1, ["lost"]))]
+            + [matrix.make_row("q", VALID, 2, 50, Path("."), results("unknown"))]
             + [matrix.make_row("t", LOSS, 0, 50, Path("."), results(True))])
     text = matrix.pair_table(matrix.summarize(rows, exp), {"m": "q", "t": "twin-never-run"})
     lines = text.splitlines()
     assert len(lines) == 4  # header, rule, m, t; the twin q has no line of its own
-    assert lines[2] == "| m | 3 | 3 | 1,200 / 2,100 / 3,400 | q | 3 | 2 |"
-    assert lines[3] == "| t | 1 | 0 | 0 / 0 / 0 | twin-never-run | 0 | - |"
+    assert lines[2] == "| m | 3 | 3 | 0 | 1,200 / 2,100 / 3,400 | q | 4 | 2 | 1 |"
+    assert lines[3] == "| t | 1 | 0 | 0 | 0 / 0 / 0 | twin-never-run | 0 | - | - |"
