@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError, RabbitBroker
 from clusters.remote import RemoteError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PLACEMENT_COLUMNS = (
     "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids",
@@ -88,7 +89,7 @@ class QueueDepth:
     """How many messages a queue holds, from a source that fails loudly instead of answering 0
     (each queue kind knows its source: workloads.kinds).
 
-    `exists` is False when the node lists no such queue. For a stream, `last_offset` is the
+    `exists` is False when the queue's record is gone (deleted, or never recovered). For a stream, `last_offset` is the
     offset of its last committed message (-1 when empty) and ready/unacked are None.
     """
 
@@ -146,10 +147,14 @@ def exists_eval(queue: str) -> str:
     return _queue_eval(queue, 'io:format("present~n")')
 
 
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
 def parse_depth(text: str, kind: str) -> QueueDepth:
     """Takes the output of a depth eval and the queue's kind. Returns the depth. Raises
     ValueError when it is neither two counts nor "absent"."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = _first_line(text)
     if first == "absent":
         return QueueDepth(False)
     ready, _, unacked = first.partition(" ")
@@ -160,7 +165,7 @@ def parse_depth(text: str, kind: str) -> QueueDepth:
 
 def parse_exists(text: str) -> bool:
     """Takes the output of exists_eval. Returns whether the record exists. Raises ValueError."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = _first_line(text)
     if first not in ("absent", "present"):
         raise ValueError(f"unexpected answer to whether the queue exists: {text.strip()[:200]!r}")
     return first == "present"
@@ -226,9 +231,13 @@ class RabbitAdmin:
         out = self.broker.ctl(node, "list_queues", "--silent", *STATS_COLUMNS, timeout=timeout)
         return parse_queue_row(out, queue, self._names_by_ip())
 
-    def _eval(self, node: Node, expr: str, parse: Any, timeout: float) -> Any:
+    def _parsed(self, node: Node, parse: Callable[[str], T], *args: str, timeout: float,
+                tool: str = "rabbitmqctl") -> T:
+        """Runs a CLI tool against the node and parses its output; output the parser refuses
+        raises BrokerError naming the node."""
+        out = self.broker.ctl(node, *args, tool=tool, timeout=timeout)
         try:
-            return parse(self.broker.ctl(node, "eval", expr, timeout=timeout))
+            return parse(out)
         except ValueError as e:
             raise BrokerError(f"{node.name}: {e}") from e
 
@@ -236,28 +245,25 @@ class RabbitAdmin:
         """Asks a classic queue's process (a mirrored queue's master), through the node, for its
         ready and unacked counts. Returns the QueueDepth (exists False when the queue's record
         is gone). Raises CommandTimeout, RemoteError or BrokerError when it does not answer."""
-        return self._eval(node, classic_depth_eval(queue),
-                          lambda out: parse_depth(out, "classic"), timeout)
+        return self._parsed(node, lambda out: parse_depth(out, "classic"),
+                            "eval", classic_depth_eval(queue), timeout=timeout)
 
     def quorum_depth(self, node: Node, queue: str, timeout: float = 20.0) -> QueueDepth:
         """Asks a quorum queue's Raft leader, through the node, for its ready and checked-out
         counts. Returns the QueueDepth (exists False when the queue's record is gone). Raises
         CommandTimeout, RemoteError or BrokerError when the leader does not answer."""
-        return self._eval(node, quorum_depth_eval(queue, int(timeout * 1000 / 3)),
-                          lambda out: parse_depth(out, "quorum"), timeout)
+        return self._parsed(node, lambda out: parse_depth(out, "quorum"),
+                            "eval", quorum_depth_eval(queue, int(timeout * 1000 / 3)),
+                            timeout=timeout)
 
     def queue_exists(self, node: Node, queue: str, timeout: float = 20.0) -> bool:
         """Asks the node whether the queue's record exists. Raises CommandTimeout, RemoteError or
         BrokerError when it does not answer."""
-        return bool(self._eval(node, exists_eval(queue), parse_exists, timeout))
+        return self._parsed(node, parse_exists, "eval", exists_eval(queue), timeout=timeout)
 
     def stream_end(self, node: Node, queue: str, timeout: float = 20.0) -> int:
         """Returns a stream's last committed offset (-1 when empty), as its members report it
         through the node. Raises CommandTimeout, RemoteError or BrokerError."""
-        out = self.broker.ctl(node, "stream_status", queue, "--formatter", "json",
-                       tool="rabbitmq-streams", timeout=timeout)
-        try:
-            return parse_stream_end(out)
-        except ValueError as e:
-            raise BrokerError(f"{node.name}: {e}") from e
+        return self._parsed(node, parse_stream_end, "stream_status", queue, "--formatter", "json",
+                            tool="rabbitmq-streams", timeout=timeout)
 

@@ -139,20 +139,14 @@ def archive(matrix_files: Sequence[Path], out: Path) -> tuple[int, int]:
     if out.exists():
         held = {Path(r.run_dir).name: rec for r, rec in _archived_lines(out)}
     added = replaced = 0
-    seen: set[str] = set()
-    for path in matrix_files:
-        for row, spec, _run_dir, results in _runs(path):
-            key = Path(row.run_dir).name
-            if key in seen:
-                continue
-            seen.add(key)
-            compact = None if results is None else json.loads(json.dumps(_compact(results)))
-            if key not in held:
-                held[key] = {"row": dataclasses.asdict(row), "spec": spec, "results": compact}
-                added += 1
-            elif compact is not None and held[key].get("results") != compact:
-                held[key] = {**held[key], "results": compact}
-                replaced += 1
+    for key, row, spec, _run_dir, results in _each_run_once(matrix_files):
+        compact = None if results is None else json.loads(json.dumps(_compact(results)))
+        if key not in held:
+            held[key] = {"row": dataclasses.asdict(row), "spec": spec, "results": compact}
+            added += 1
+        elif compact is not None and held[key].get("results") != compact:
+            held[key] = {**held[key], "results": compact}
+            replaced += 1
     if added or replaced:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".jsonl.tmp")
@@ -201,6 +195,20 @@ def _runs(path: Path) -> Iterator[tuple[matrix.Row, dict[str, Any] | None, Path 
                run_dir if run_dir.is_dir() else None, _stored(run_dir, "results.json"))
 
 
+def _each_run_once(matrix_files: Sequence[Path]) -> Iterator[
+        tuple[str, matrix.Row, dict[str, Any] | None, Path | None, dict[str, Any] | None]]:
+    """Yields (run directory name, row, stored spec, run directory if it still exists, stored
+    results) for every run the matrix.json files or archives list, once each (the first listing
+    wins)."""
+    seen: set[str] = set()
+    for path in matrix_files:
+        for row, spec, run_dir, results in _runs(path):
+            key = Path(row.run_dir).name
+            if key not in seen:
+                seen.add(key)
+                yield key, row, spec, run_dir, results
+
+
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
             recheck: Any = None, specs: dict[str, TestSpec] | None = None,
             dropped: dict[str, int] | None = None) -> list[matrix.Row]:
@@ -216,25 +224,19 @@ def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
     only of the scenarios as they are now.
     """
     rows = []
-    seen: set[str] = set()
-    for path in matrix_files:
-        for old, stored, run_dir, results in _runs(path):
-            key = Path(old.run_dir).name
-            if key in seen:
-                continue
-            seen.add(key)
-            current = (specs or {}).get(old.scenario)
-            if current is not None and stored is not None and not same_scenario(stored, current):
-                if dropped is not None:
-                    dropped[old.scenario] = dropped.get(old.scenario, 0) + 1
-                continue
-            if recheck is not None and run_dir is not None and (run_dir / "history.jsonl").exists():
-                results = recheck(run_dir)
-            if results is None:
-                rows.append(old)
-                continue
-            rows.append(matrix.make_row(
-                old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
-                old.wall_s, old.run_dir, results, seed=old.seed,
-                infrastructure=old.infrastructure, tries=old.tries))
+    for _key, old, stored, run_dir, results in _each_run_once(matrix_files):
+        current = (specs or {}).get(old.scenario)
+        if current is not None and stored is not None and not same_scenario(stored, current):
+            if dropped is not None:
+                dropped[old.scenario] = dropped.get(old.scenario, 0) + 1
+            continue
+        if recheck is not None and run_dir is not None and (run_dir / "history.jsonl").exists():
+            results = recheck(run_dir)
+        if results is None:
+            rows.append(old)
+            continue
+        rows.append(matrix.make_row(
+            old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
+            old.wall_s, old.run_dir, results, seed=old.seed,
+            infrastructure=old.infrastructure, tries=old.tries))
     return rows
