@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pika
 import pytest
 
 from clusters.netns import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker
-from clusters.rabbitmq_admin import RabbitAdmin
+from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
+from clusters.remote import RemoteError
 from harness.recovery import recover
 from history import HistoryWriter, read_history
 from nemesis import FaultUnsupported, NemesisOptions
@@ -306,11 +308,6 @@ def test_a_depth_is_asked_of_the_queue_itself_and_a_hung_queue_fails_loudly(env:
     (which, in a series run, listed a mirrored master hung after autoheal on no node, so the
     drain called the queue gone). A suspended queue process must make the depth fail, not
     answer "absent" or 0."""
-    import pika
-
-    from clusters.rabbitmq_admin import QueueDepth
-    from clusters.remote import RemoteError
-
     name = "depth.classic"
     n1, n2 = env.node("n1"), env.node("n2")
     QueueWorkload(QueueSpec(name=name, type="classic"), WorkloadOptions(), env.cluster.nodes,
