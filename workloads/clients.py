@@ -20,6 +20,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,6 +51,9 @@ class ClientOptions:
     # Unconfirmed publishes a publisher process keeps in flight (1: one at a time).
     window: int = 1
     connect_timeout_s: float = 3.0
+    # Seconds the broker gets to answer a channel's request (channel.open, basic.qos,
+    # basic.consume, queue.declare, a close); see `answer_within`.
+    answer_timeout_s: float = 15.0
     heartbeat_s: int = 5
     prefetch: int = 10
     persistent: bool = True
@@ -120,8 +124,37 @@ def connect(host: str, opts: ClientOptions) -> pika.BlockingConnection:
         raise ClientError(f"connect to {host}: {type(e).__name__}: {e}") from e
 
 
-def abandon(conn: pika.BlockingConnection | None) -> threading.Thread | None:
-    """Closes a connection in a background thread (closing can block while the peer is cut off).
+@contextlib.contextmanager
+def answer_within(conn: pika.BlockingConnection, seconds: float, what: str) -> Iterator[None]:
+    """Bounds the blocking requests made on `conn` inside the block: past `seconds` the
+    connection is cut, so the request waiting then raises StreamLostError("no answer to
+    <what> within <seconds>s") and the connection is closed.
+
+    pika's blocking requests wait for the broker's answer with no deadline, and a broker
+    may never answer: a mirrored queue's master hung after autoheal left a drain's
+    basic.consume waiting for good (seen here: 10 minutes, until the run was stopped).
+    The timer runs on the connection's own I/O loop, which the waiting request turns,
+    and cuts the stream as a missed heartbeat does.
+    """
+    impl = conn._impl
+
+    def cut() -> None:
+        if not impl.is_closed:
+            impl._terminate_stream(pika.exceptions.StreamLostError(
+                f"no answer to {what} within {seconds:g}s"))
+
+    timer = impl.ioloop.call_later(seconds, cut)
+    try:
+        yield
+    finally:
+        impl.ioloop.remove_timeout(timer)
+
+
+def abandon(conn: pika.BlockingConnection | None,
+            timeout_s: float = ClientOptions.answer_timeout_s) -> threading.Thread | None:
+    """Closes a connection in a background thread (closing can block while the peer is cut off,
+    or while a hung queue does not answer the cancel of its consumer; past `timeout_s` the
+    connection is cut instead).
 
     The caller hands the connection over and must not touch it again. Returns the thread.
     """
@@ -131,7 +164,8 @@ def abandon(conn: pika.BlockingConnection | None) -> threading.Thread | None:
     def close() -> None:
         with contextlib.suppress(*AMQP_ERRORS, Exception):
             if conn.is_open:
-                conn.close()
+                with answer_within(conn, timeout_s, "the close"):
+                    conn.close()
 
     t = threading.Thread(target=close, name="amqp-close", daemon=True)
     t.start()
@@ -177,14 +211,15 @@ class Consumer:
         """Connects, sets prefetch and starts consuming. Raises ClientError."""
         self.conn = connect(self.host, self.opts)
         try:
-            self.channel = self.conn.channel()
-            self.channel.basic_qos(prefetch_count=self.opts.prefetch)
-            args = ({"x-stream-offset": self.opts.stream_offset}
-                    if self.opts.stream_offset is not None else None)
-            self.channel.basic_consume(
-                self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag,
-                arguments=args,
-            )
+            with answer_within(self.conn, self.opts.answer_timeout_s, "basic.consume"):
+                self.channel = self.conn.channel()
+                self.channel.basic_qos(prefetch_count=self.opts.prefetch)
+                args = ({"x-stream-offset": self.opts.stream_offset}
+                        if self.opts.stream_offset is not None else None)
+                self.channel.basic_consume(
+                    self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag,
+                    arguments=args,
+                )
         except AMQP_ERRORS as e:
             abandon(self.conn)
             self.conn = None
@@ -247,14 +282,6 @@ class Consumer:
             raise ClientError(f"{type(e).__name__}: {e}"[:300]) from e
         if not self.channel.is_open or self.tag not in self.channel.consumer_tags:
             raise ClientError(f"consumer {self.tag} on {self.node} was cancelled or closed")
-
-    def ready_count(self) -> int:
-        """Returns the queue's count of ready messages (passive declare). Raises ClientError."""
-        try:
-            ok = self.channel.queue_declare(self.queue, passive=True)
-        except AMQP_ERRORS as e:
-            raise ClientError(f"{type(e).__name__}: {e}"[:300]) from e
-        return int(ok.method.message_count)
 
     def close(self) -> None:
         """Hands the connection to a background closer (unacked deliveries are requeued)."""

@@ -35,6 +35,7 @@ from workloads.clients import (
     ClientOptions,
     PublisherSlot,
     abandon,
+    answer_within,
     connect,
     message_id,
 )
@@ -87,7 +88,8 @@ class Publisher:
         ClientError."""
         self.conn = connect(self.host, self.opts)
         try:
-            ch = self.conn.channel()
+            with answer_within(self.conn, self.opts.answer_timeout_s, "channel.open"):
+                ch = self.conn.channel()
             self._impl = ch._impl
             if not self.opts.confirms:
                 return

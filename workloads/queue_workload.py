@@ -42,6 +42,7 @@ from workloads.clients import (
     ProcessIds,
     PublisherSlot,
     abandon,
+    answer_within,
     connect,
 )
 from workloads.kinds import kind_of
@@ -146,9 +147,10 @@ class QueueWorkload:
             admin.set_policy("harness-ha", self.spec.name, policy)
         conn = connect(self.nodes[0].ip, self.opts.client)
         try:
-            conn.channel().queue_declare(
-                self.spec.name, durable=self.spec.durable, arguments=queue_arguments(self.spec)
-            )
+            with answer_within(conn, self.opts.client.answer_timeout_s, "queue.declare"):
+                conn.channel().queue_declare(
+                    self.spec.name, durable=self.spec.durable,
+                    arguments=queue_arguments(self.spec))
         except AMQP_ERRORS as e:
             raise ClientError(f"declare {self.spec.name}: {type(e).__name__}: {e}") from e
         finally:
