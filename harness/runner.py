@@ -231,6 +231,7 @@ class Run:
     def drain(self) -> None:
         """Consumes what is left from every node until the broker proves the queue empty. The
         drain's end event says whether it did (`complete`) and, if not, why (`reason`)."""
+        log.info("phase drain")
         self.history.append(Op(type="info", process=HARNESS, f="phase",
                                value={"phase": "drain", "state": "start"}))
         t0 = time.monotonic()
