@@ -67,8 +67,11 @@ def mend_section(history_path: Path, lost_count: int) -> dict[str, Any]:
     what = f"{first['node'] or 'every node'} {first['action'] or first['f']} at {first['t_s']} s"
     if vanished is None:
         section["statement"] = (
-            f"The harness restarted nodes to mend the cluster (first: {what}); no depth sample "
-            f"came before it, so how much of the loss is theirs cannot be said.")
+            f"The harness restarted nodes to mend the cluster (first: {what}); "
+            + ("no depth sample came before it" if before is None else
+               f"the last depth sample before it ({before['t_s']} s) had no count from any "
+               f"node: {_why_no_count(before)}")
+            + ", so how much of the loss is theirs cannot be said.")
     else:
         share = min(lost_count, vanished)
         section["statement"] = (
@@ -90,3 +93,14 @@ def _held(depth: dict[str, Any] | None) -> int | None:
               for d in (depth.get("nodes") or {}).values()
               if isinstance(d, dict) and isinstance(d.get("ready"), int)]
     return max(counts) if counts else None
+
+
+def _why_no_count(depth: dict[str, Any]) -> str:
+    """Takes a depth sample without counts. Returns what each node said instead, short."""
+    said = []
+    for node, d in sorted((depth.get("nodes") or {}).items()):
+        what = ("no such queue" if isinstance(d, dict) and d.get("absent")
+                else str(d.get("error"))[:120] if isinstance(d, dict) and d.get("error")
+                else "no answer")
+        said.append(f"{node} {what}")
+    return "; ".join(said) or "no node answered"

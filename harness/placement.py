@@ -4,7 +4,7 @@ Every `interval_s` the sampler asks every node at once (one `list_queues` each,
 with a hard timeout) and records:
 
 - a `depth` harness event every time: value {"queue", "nodes": {node: {"ready",
-  "unacked"} or {"error"} or {"absent": true}}, "ready", "unacked"} where the
+  "unacked"[, "unlisted"]} or {"error"} or {"absent": true}}, "ready", "unacked"} where the
   top-level counts are the largest any node reported (during a split brain two
   masters may each hold a different queue), so a reader sees how much was at
   risk when each fault began;
@@ -14,18 +14,24 @@ with a hard timeout) and records:
 
 A quorum queue's counts in `list_queues` are metrics the leader emits every
 few seconds: good enough for a plot, never a proof of emptiness (the drain
-asks the leader itself).
+asks the leader itself). And `list_queues` leaves out, silently, a queue whose
+process does not answer (a mirrored queue's master hung after autoheal), so a
+node that does not list the queue is asked again through the queue kind's own
+depth source (the drain's: its record, then its process, failing loudly):
+"absent" only when the record is gone, an error when the queue does not answer,
+and the counts (marked "unlisted") when it does.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from clusters.base import Node
+from clusters.rabbitmq_admin import QueueDepth
 from clusters.remote import RemoteError
 from history import HARNESS, HistoryWriter, Op
 
@@ -62,8 +68,11 @@ class QueueSampler:
     def __init__(
         self, source: StatsSource, nodes: Sequence[Node], queue: str, history: HistoryWriter,
         interval_s: float, stop: threading.Event, timeout_s: float = 5.0,
+        depth: Callable[[Node], QueueDepth] | None = None,
     ) -> None:
         self.source = source
+        # The loud source, asked where a node does not list the queue (None: take "absent").
+        self.depth = depth
         self.nodes = tuple(nodes)
         self.queue = queue
         self.history = history
@@ -93,7 +102,17 @@ class QueueSampler:
             row = self.source.queue_stats(node, self.queue, self.timeout_s)
         except Exception as e:  # a sampler must never end the run
             return {"error": _reason(e)}
-        return {"absent": True} if row is None else row
+        if row is not None:
+            return row
+        if self.depth is None:
+            return {"absent": True}
+        try:
+            d = self.depth(node)
+        except Exception as e:
+            return {"error": f"not listed by list_queues, and asked itself: {_reason(e)}"[:300]}
+        if not d.exists:
+            return {"absent": True}
+        return {"ready": d.ready, "unacked": d.unacked, "unlisted": True}
 
     def sample(self) -> None:
         """Takes one sample from every node; records the depth, and the placement if it changed."""
@@ -105,7 +124,8 @@ class QueueSampler:
             if "error" in a or "absent" in a:
                 by_node[name] = a
             else:
-                by_node[name] = {"ready": a.get("ready"), "unacked": a.get("unacked")}
+                by_node[name] = {"ready": a.get("ready"), "unacked": a.get("unacked"),
+                                 **({"unlisted": True} if a.get("unlisted") else {})}
         ready = [d["ready"] for d in by_node.values() if isinstance(d.get("ready"), int)]
         unacked = [d["unacked"] for d in by_node.values() if isinstance(d.get("unacked"), int)]
         self.history.append(Op(type="info", process=HARNESS, f="depth", value={

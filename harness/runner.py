@@ -38,6 +38,7 @@ from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
+from workloads.kinds import kind_of
 from workloads.queue_workload import QueueWorkload
 
 log = logging.getLogger(__name__)
@@ -191,8 +192,10 @@ class Run:
                                           self.spec.queue.name, stop, admin=self.admin)
         self.nemesis.setup()
         self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
-        sampler = QueueSampler(self.admin, self.cluster.nodes, self.spec.queue.name,
-                               self.history, self.spec.placement_interval_s, stop)
+        queue, kind = self.spec.queue.name, kind_of(self.spec.queue)
+        sampler = QueueSampler(self.admin, self.cluster.nodes, queue,
+                               self.history, self.spec.placement_interval_s, stop,
+                               depth=lambda node: kind.depth(self.admin, node, queue))
         nemesis = self.nemesis
         with self.phase("main"):
             self.workload.start(stop, fault_active=lambda: nemesis.active is not None)

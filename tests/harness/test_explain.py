@@ -123,3 +123,23 @@ def test_mends_weigh_what_vanished_across_the_harness_restarts(tmp_path):
     (tmp_path / "quiet.jsonl").write_text("\n".join(lines[:3]) + "\n")
     quiet = mend_section(tmp_path / "quiet.jsonl", lost_count=0)
     assert quiet["mends"] == [] and "restarted nothing" in quiet["statement"]
+
+
+def test_mends_say_what_the_nodes_said_when_the_sample_before_had_no_count(tmp_path):
+    from harness.mends import mend_section
+
+    lines = [
+        op(1, "info", "harness", "depth", {"nodes": {
+            "n1": {"absent": True},
+            "n2": {"error": "not listed by list_queues, and asked itself: CommandTimeout"}}}),
+        op(5, "info", "harness", "recover-queue", {"node": "n1", "action": "restart-app"}),
+    ]
+    (tmp_path / "h.jsonl").write_text("\n".join(lines) + "\n")
+    m = mend_section(tmp_path / "h.jsonl", lost_count=30)
+    assert m["vanished_across_mends_at_least"] is None
+    assert ("the last depth sample before it (1.0 s) had no count from any node: n1 no such "
+            "queue; n2 not listed by list_queues, and asked itself: CommandTimeout, so how much "
+            "of the loss is theirs cannot be said") in m["statement"]
+    (tmp_path / "none.jsonl").write_text(lines[1] + "\n")
+    assert "no depth sample came before it" in mend_section(tmp_path / "none.jsonl", 30)[
+        "statement"]

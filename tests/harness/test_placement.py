@@ -81,3 +81,46 @@ def test_a_failed_cli_call_is_recorded_by_the_brokers_own_words(tmp_path):
     assert nodes["n1"] == {"error": "RemoteError: exited 64: Error: this command requires the "
                                     "'rabbit' app to be running on the target node."}
     assert nodes["n2"] == {"error": "CommandTimeout: timed out after 5s"}
+
+
+def test_a_node_that_does_not_list_the_queue_is_asked_the_queue_itself(tmp_path):
+    """list_queues leaves out a queue whose process hangs: only the queue's own record and
+    process (the kind's depth source, the drain's) may say it is absent."""
+    from clusters.rabbitmq_admin import QueueDepth
+
+    asked = []
+
+    def depth(node):
+        asked.append(node.name)
+        if node.name == "n2":
+            raise CommandTimeout("rabbitmqctl eval timed out after 20s")
+        return QueueDepth(True, "mirrored", 3605, 0) if node.name == "n3" else QueueDepth(False)
+
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    s = QueueSampler(Source([{"n1": None, "n2": None, "n3": None}]), NODES, "q", h, 1.0,
+                     threading.Event(), depth=depth)
+    s.sample()
+    s.join()
+    h.close()
+    (d,) = read_history(tmp_path / "h.jsonl")
+    assert sorted(asked) == ["n1", "n2", "n3"]
+    assert d.value["nodes"] == {
+        "n1": {"absent": True},
+        "n2": {"error": "not listed by list_queues, and asked itself: "
+                        "CommandTimeout: timed out after 20s"},
+        "n3": {"ready": 3605, "unacked": 0, "unlisted": True},
+    }
+    assert (d.value["ready"], d.value["unacked"]) == (3605, 0)
+
+
+def test_a_listed_queue_is_not_asked_again(tmp_path):
+    def depth(node):
+        raise AssertionError("asked although listed")
+
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    s = QueueSampler(Source([{"n1": row("n1", 5), "n2": row("n1", 5), "n3": RuntimeError("x")}]),
+                     NODES, "q", h, 1.0, threading.Event(), depth=depth)
+    s.sample()
+    s.join()
+    h.close()
+    assert read_history(tmp_path / "h.jsonl")[0].value["ready"] == 5
