@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,13 +20,15 @@ from clusters.netns import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
 from clusters.remote import RemoteError
+from harness.placement import QueueSampler
 from harness.recovery import recover
 from history import HistoryWriter, read_history
 from nemesis import FaultUnsupported, NemesisOptions
 from nemesis.faults import make_fault
 from nemesis.protocol import FaultContext
 from tests.integration.conftest import leftovers
-from workloads.clients import ClientOptions, Consumer
+from workloads.clients import ClientError, ClientOptions, Consumer
+from workloads.kinds import kind_of
 from workloads.publisher import Publisher
 from workloads.queue_spec import QueueSpec
 from workloads.queue_workload import QueueWorkload, WorkloadOptions
@@ -334,6 +337,23 @@ def test_a_depth_is_asked_of_the_queue_itself_and_a_hung_queue_fails_loudly(env:
         with pytest.raises(RemoteError):  # CommandTimeout included
             env.admin.classic_depth(n2, name, timeout=8)
         assert time.monotonic() - started < 15
+        # The sampler records the hung queue as an error, never as absent, whether list_queues
+        # leaves it out (the sampler then asks the queue itself) or does not answer at all.
+        kind = kind_of(QueueSpec(name=name, type="classic"))
+        sampler = QueueSampler(env.admin, [n2], name, env.history, 5.0, threading.Event(),
+                               depth=lambda node: kind.depth(env.admin, node, name))
+        sampler.sample()
+        sampler.join()
+        sampled = [o for o in read_history(env.history.path) if o.f == "depth"][-1]
+        assert set(sampled.value["nodes"]["n2"]) == {"error"}, sampled.value
+        # A consumer of the hung queue gets no answer to basic.consume: it gives up in its
+        # answer time, instead of waiting for good.
+        started = time.monotonic()
+        con = Consumer(env.history, name, "n2", n2.ip, 900_102,
+                       ClientOptions(answer_timeout_s=3.0), f="drain", phase="drain")
+        with pytest.raises(ClientError, match="no answer to basic.consume within 3s"):
+            con.open()
+        assert time.monotonic() - started < 8
     finally:
         env.broker.ctl(n1, "eval", on_its_process("resume"), timeout=20)
         assert env.admin.classic_depth(n1, name) == QueueDepth(True, "classic", 30, 0)
