@@ -30,6 +30,7 @@ from clusters.spark_master import check_spark_master
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from nemesis import NemesisOptions
 from workloads.kinds import KINDS
+from workloads.queue_spec import OVERFLOWS
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,13 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     q.add_argument("--ha-promote-on-failure", choices=("when-synced", "always"))
     q.add_argument("--queue-master-locator", choices=("min-masters", "client-local", "random"))
     q.add_argument("--single-active-consumer", action="store_true", default=None)
+    q.add_argument("--max-length", type=int,
+                   help="the queue's length limit in messages (x-max-length); a backlog that "
+                        "grows past it meets the overflow behaviour")
+    q.add_argument("--overflow", choices=OVERFLOWS,
+                   help="what the queue does at its max length: drop-head discards the oldest "
+                        "(RabbitMQ's default: confirmed messages are lost by design), "
+                        "reject-publish nacks new publishes")
     w = p.add_argument_group("workload")
     w.add_argument("--publishers", type=int)
     w.add_argument("--consumers", type=int)
@@ -108,6 +116,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "rate, so the queue keeps a backlog); 'unlimited' for as fast as possible")
     w.add_argument("--pause-consumers-in-faults", action="store_true", default=None,
                    help="consumers stop while a fault is active (the backlog grows through it)")
+    w.add_argument("--backlog", type=int,
+                   help="messages published and confirmed before the main phase, so the first "
+                        "fault already finds them queued (default 0)")
     w.add_argument("--publish-timeout", type=float, help="seconds to wait for a confirm")
     w.add_argument("--window", type=int,
                    help="unconfirmed publishes each publisher keeps in flight (default 1)")
@@ -245,6 +256,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         ha_promote_on_failure=a.ha_promote_on_failure,
         queue_master_locator=a.queue_master_locator,
         single_active_consumer=a.single_active_consumer,
+        max_length=a.max_length, overflow=a.overflow,
     )
     client = _replace(base.workload.client, publish_timeout_s=a.publish_timeout, window=a.window,
                       prefetch=a.prefetch,
@@ -254,7 +266,8 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
                       crash_after=a.consumer_crash_after)
     workload = _replace(base.workload, publishers=a.publishers, consumers=a.consumers,
                         rate=a.rate, consume_rate=a.consume_rate,
-                        pause_consumers_in_faults=a.pause_consumers_in_faults, client=client)
+                        pause_consumers_in_faults=a.pause_consumers_in_faults,
+                        backlog=a.backlog, client=client)
     if a.consume_rate == UNLIMITED or (a.consume_rate is None and workload.consumers == 0):
         # Unlimited, or a publish-only main phase: there is no consume rate to keep.
         workload = dataclasses.replace(workload, consume_rate=None)

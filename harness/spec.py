@@ -80,6 +80,12 @@ class TestSpec:
         except (ValueError, QueueConfigError, WorkloadConfigError) as e:
             raise SpecError(str(e)) from e
         kind = kind_of(self.queue)
+        length = self.queue.max_length
+        if length is not None and self.workload.backlog > length:
+            raise SpecError(
+                f"a backlog of {self.workload.backlog} messages cannot stand in a queue of max "
+                f"length {length} (its overflow, {self.queue.overflow or 'drop-head'}, would "
+                f"{'nack' if self.queue.overflow == 'reject-publish' else 'discard'} the rest)")
         if self.workload.client.prefetch < kind.min_prefetch:
             raise SpecError(f"{kind.name} consumers need a prefetch >= {kind.min_prefetch}")
         clash = [k for k, v in kind.check_rules().items() if getattr(self.check, k) != v]

@@ -16,7 +16,10 @@ from typing import Any
 from workloads.kinds import KINDS, QueueConfigError, kind_of
 
 QUEUE_TYPES: tuple[str, ...] = tuple(KINDS)
-__all__ = ["QUEUE_TYPES", "QueueConfigError", "QueueSpec", "ha_policy", "queue_arguments",
+# What a queue at its max length does with a new message (RabbitMQ's x-overflow; both kinds of
+# queue take these two; drop-head is the broker's default).
+OVERFLOWS: tuple[str, ...] = ("drop-head", "reject-publish")
+__all__ = ["OVERFLOWS", "QUEUE_TYPES", "QueueConfigError", "QueueSpec", "ha_policy", "queue_arguments",
            "reads_whole_log"]
 
 
@@ -38,6 +41,10 @@ class QueueSpec:
     ha_promote_on_failure: str | None = None
     queue_master_locator: str | None = None
     single_active_consumer: bool = False
+    # A length limit (x-max-length, messages) and what the broker does at it (x-overflow):
+    # drop-head discards the oldest (confirmed messages lost by design), reject-publish nacks.
+    max_length: int | None = None
+    overflow: str | None = None
 
     def validate(self, node_count: int) -> None:
         """Takes the cluster size. Raises QueueConfigError for an impossible setting."""
@@ -53,6 +60,14 @@ class QueueSpec:
             )
         if self.delivery_limit is not None and self.delivery_limit < 0:
             raise QueueConfigError("delivery limit must be >= 0")
+        if self.max_length is not None and self.max_length < 1:
+            raise QueueConfigError(f"max length must be >= 1 message, got {self.max_length}")
+        if self.overflow is not None:
+            if self.overflow not in OVERFLOWS:
+                raise QueueConfigError(
+                    f"unknown overflow {self.overflow!r}; known: {', '.join(OVERFLOWS)}")
+            if self.max_length is None:
+                raise QueueConfigError("an overflow behaviour needs a max length")
         kind.validate(self, node_count)
 
 

@@ -11,7 +11,9 @@ Messages are only at risk while they sit in the queue, so by default the
 consumers are slower than the publishers (`consume_rate` below `rate`): the
 queue holds a standing backlog of thousands of messages through every fault,
 and the drain reads it back at the end. `consumers=0` makes the main phase
-publish-only; `pause_consumers_in_faults` stops consuming while a fault is on.
+publish-only; `pause_consumers_in_faults` stops consuming while a fault is on;
+`backlog` publishes that many messages before the main phase, so the first
+fault already finds them queued.
 
 The drain is complete only when the broker itself says the queue is empty
 (0 ready, 0 unacknowledged) from a source that fails loudly, asked of every
@@ -67,6 +69,9 @@ class WorkloadOptions:
     # `rate`, the queue keeps a growing backlog for the faults to put at risk.
     consume_rate: float | None = 50.0
     pause_consumers_in_faults: bool = False
+    # Messages published (and confirmed) before the main phase, so that the first fault
+    # already finds at least this many queued.
+    backlog: int = 0
     client: ClientOptions = field(default_factory=ClientOptions)
     drain_idle_s: float = 2.0
     drain_timeout_s: float = 120.0
@@ -90,6 +95,8 @@ class WorkloadOptions:
                     f"consume rate must be > 0 acks/s, got {self.consume_rate}")
         if self.pause_consumers_in_faults and self.consumers == 0:
             raise WorkloadConfigError("pausing consumers during faults needs consumers")
+        if self.backlog < 0:
+            raise WorkloadConfigError(f"backlog must be >= 0 messages, got {self.backlog}")
         if self.drain_idle_s <= 0 or self.drain_timeout_s <= 0:
             raise WorkloadConfigError("drain idle time and timeout must be > 0")
         if not self.client.publish_timeout_s > 0:
@@ -130,6 +137,9 @@ class QueueWorkload:
         self.nodes = tuple(nodes)
         self.history = history
         self.pids = ProcessIds()
+        # Each publisher thread's identity; the backlog is published as publisher 0, whose
+        # thread continues its sequence in the main phase.
+        self._slots = [PublisherSlot(k) for k in range(opts.publishers)]
         self._threads: list[threading.Thread] = []
         self.kind = kind_of(spec)
         # Consumers of a log (a stream) say where they start reading.
@@ -156,6 +166,45 @@ class QueueWorkload:
         finally:
             abandon(conn)
         log.info("declared %s queue %s", self.spec.type, self.spec.name)
+        if self.opts.backlog:
+            self._publish_backlog(self.opts.backlog)
+
+    # Each process of the backlog keeps this many publishes in flight, at the least; the backlog
+    # must be confirmed within BACKLOG_PATIENCE_S plus a second per 200 messages.
+    BACKLOG_WINDOW = 64
+    BACKLOG_PATIENCE_S = 60.0
+
+    def _publish_backlog(self, count: int) -> None:
+        """Publishes `count` messages with confirms before the main phase (phase "backlog"),
+        node after node until that many are confirmed. Raises ClientError when they are not
+        confirmed in time (BACKLOG_PATIENCE_S)."""
+        opts = dataclasses.replace(self.opts.client,
+                                   window=max(self.opts.client.window, self.BACKLOG_WINDOW))
+        deadline = time.monotonic() + self.BACKLOG_PATIENCE_S + count / 200
+        confirmed, node_ix = 0, 0
+        while confirmed < count:
+            if time.monotonic() > deadline:
+                raise ClientError(f"backlog: only {confirmed} of {count} messages confirmed "
+                                  f"before the main phase")
+            node = self.nodes[node_ix % len(self.nodes)]
+            node_ix += 1
+            pub = Publisher(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
+                            opts, self._slots[0])
+            try:
+                pub.open()
+            except ClientError as e:
+                log.info("backlog publisher cannot open on %s: %s", node.name, e)
+                time.sleep(self.opts.reconnect_delay_s)
+                continue
+            while not pub.spent and confirmed + pub.confirmed + pub.in_flight < count:
+                pub.wait_for_room(deadline)
+                if pub.spent or time.monotonic() > deadline:
+                    break
+                pub.send(phase="backlog")
+            pub.settle()
+            confirmed += pub.confirmed
+            pub.close()
+        log.info("backlog: %d messages confirmed before the main phase", confirmed)
 
     # -- main phase -------------------------------------------------------------------
 
@@ -187,7 +236,7 @@ class QueueWorkload:
     def _publish_loop(self, slot: int, stop: threading.Event) -> None:
         interval = self.opts.publishers / self.opts.rate
         node_ix = slot
-        ident = PublisherSlot(slot)
+        ident = self._slots[slot]
         patience = self.opts.client.publish_timeout_s + 1.0
         while not stop.is_set():
             node = self.nodes[node_ix % len(self.nodes)]

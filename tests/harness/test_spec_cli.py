@@ -11,6 +11,7 @@ from harness.cli import build_parser, main, spec_from_args
 from harness.scenarios import SCENARIOS, scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from harness.store import new_run_dir
+from workloads.queue_spec import queue_arguments
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -29,6 +30,15 @@ from harness.store import new_run_dir
     (["run", "--consume-rate", "0"], "consume rate must be > 0"),
     (["run", "--consumers", "0", "--pause-consumers-in-faults"], "needs consumers"),
     (["run", "--window", "0"], "window"),
+    (["run", "--backlog", "5000", "--max-length", "1000"],
+     "a backlog of 5000 messages cannot stand in a queue of max length 1000"),
+    (["run", "--backlog", "5000", "--max-length", "1000", "--overflow", "reject-publish"],
+     "(its overflow, reject-publish, would nack the rest)"),
+    (["run", "--backlog", "-1"], "backlog must be >= 0"),
+    (["run", "--max-length", "0"], "max length must be >= 1"),
+    (["run", "--overflow", "drop-head"], "an overflow behaviour needs a max length"),
+    (["run", "--overflow", "reject-publish-dlx"], "invalid choice"),
+    (["run", "--queue-type", "stream", "--max-length", "10"], "streams have no max length"),
     (["run", "--nemesis", "kill@n7"], "n7"),
     (["run", "--nemesis-order", "sorted"], "invalid choice"),
     (["run", "--repeat", "0"], "--repeat must be >= 1"),
@@ -157,6 +167,12 @@ def test_the_default_workload_keeps_a_backlog_and_publish_only_drops_the_consume
     assert piped.workload.client.window == 32 and piped.workload.pause_consumers_in_faults
     assert piped.nemesis.faults == ("stop@follower", "kill@leader")
     assert piped.nemesis.order == "cycle"
+    capped = spec_from_args(build_parser().parse_args(
+        ["run", "--queue-type", "mirrored", "--backlog", "2000", "--max-length", "2000",
+         "--overflow", "reject-publish"]))
+    assert capped.workload.backlog == 2000
+    assert queue_arguments(capped.queue) == {"x-queue-type": "classic", "x-max-length": 2000,
+                                             "x-overflow": "reject-publish"}
 
 
 def test_older_test_json_with_a_fixed_cookie_still_reads_and_the_cookie_is_gone():

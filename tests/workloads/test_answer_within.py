@@ -1,18 +1,15 @@
-"""A broker that never answers must not hang a client: against a real AMQP server on loopback
-that completes the handshake and then falls silent, on a chosen request."""
+"""A broker that never answers must not hang a client: against an AMQP server on loopback
+(tests.fake_amqp) that completes the handshake and then falls silent, on a chosen request."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
-import pika.frame
 import pika.spec
 import pytest
 
+from tests.fake_amqp import FakeBroker
 from workloads.clients import (
     ClientError,
     ClientOptions,
@@ -27,86 +24,12 @@ from workloads.publisher import Publisher
 pytestmark = pytest.mark.timeout(20)
 
 
-class SilentBroker:
-    """AMQP 0-9-1 on loopback: answers the connection's handshake and every request it is
-    told to, and from the first request named in `silent_on` on, answers nothing (the socket
-    stays open, as a broker's connection process does while a queue's process hangs)."""
-
-    ANSWERS = {
-        pika.spec.Channel.Open: pika.spec.Channel.OpenOk,
-        pika.spec.Basic.Qos: pika.spec.Basic.QosOk,
-        pika.spec.Confirm.Select: pika.spec.Confirm.SelectOk,
-        pika.spec.Channel.Close: pika.spec.Channel.CloseOk,
-        pika.spec.Connection.Close: pika.spec.Connection.CloseOk,
-    }
-
-    def __init__(self, silent_on: type) -> None:
-        self.silent_on = silent_on
-        self.requests: list[str] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = self.sock.getsockname()[1]
-        self._conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = self.sock.accept()
-                self._conns.append(conn)
-                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _send(self, conn: socket.socket, channel: int, method: pika.spec.amqp_object.Method
-              ) -> None:
-        conn.sendall(pika.frame.Method(channel, method).marshal())
-
-    def _serve(self, conn: socket.socket) -> None:
-        buf = b""
-        silent = False
-        with contextlib.suppress(OSError):
-            buf += conn.recv(8)  # the protocol header
-            buf = b""
-            self._send(conn, 0, pika.spec.Connection.Start(
-                server_properties={"product": "silent"}, mechanisms="PLAIN", locales="en_US"))
-            while True:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buf += data
-                while True:
-                    used, frame = pika.frame.decode_frame(buf)
-                    if frame is None:
-                        break
-                    buf = buf[used:]
-                    if not isinstance(frame, pika.frame.Method):
-                        continue
-                    method = frame.method
-                    self.requests.append(method.NAME)
-                    silent = silent or isinstance(method, self.silent_on)
-                    if silent:
-                        continue
-                    if isinstance(method, pika.spec.Connection.StartOk):
-                        self._send(conn, 0, pika.spec.Connection.Tune(
-                            channel_max=16, frame_max=131072, heartbeat=0))
-                    elif isinstance(method, pika.spec.Connection.Open):
-                        self._send(conn, 0, pika.spec.Connection.OpenOk())
-                    elif type(method) in self.ANSWERS:
-                        self._send(conn, frame.channel_number, self.ANSWERS[type(method)]())
-
-    def close(self) -> None:
-        self.sock.close()
-        for c in self._conns:
-            with contextlib.suppress(OSError):
-                c.close()
-
-
 @pytest.fixture
-def silent_on() -> Iterator[type[SilentBroker]]:
-    brokers: list[SilentBroker] = []
+def silent_on() -> Iterator[type[FakeBroker]]:
+    brokers: list[FakeBroker] = []
 
-    def make(method: type) -> SilentBroker:
-        brokers.append(SilentBroker(method))
+    def make(method: type) -> FakeBroker:
+        brokers.append(FakeBroker(silent_on=method))
         return brokers[-1]
 
     yield make  # type: ignore[misc]

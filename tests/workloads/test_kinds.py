@@ -112,3 +112,6 @@ def test_each_kind_says_what_of_its_settings_a_report_shows():
                                        "ha_sync_mode": "automatic"})[0] == "ha-mode nodes n1, n2"
     assert KINDS["classic"].describe(stored) == ["delivery limit 5"]
     assert QueueKind().describe({}) == []
+    assert KINDS["quorum"].describe({"max_length": 100}) == ["max length 100 (drop-head)"]
+    assert KINDS["classic"].describe({"max_length": 9, "overflow": "reject-publish"}) == [
+        "max length 9 (reject-publish)"]

@@ -53,6 +53,12 @@ class QueueSettings(Protocol):
     @property
     def single_active_consumer(self) -> bool: ...
 
+    @property
+    def max_length(self) -> int | None: ...
+
+    @property
+    def overflow(self) -> str | None: ...
+
 
 class QueueKind:
     """A kind of queue. Subclasses set `name` and `summary` and override what differs."""
@@ -79,6 +85,10 @@ class QueueKind:
         args: dict[str, Any] = {"x-queue-type": self.name}
         if spec.single_active_consumer:
             args["x-single-active-consumer"] = True
+        if spec.max_length is not None:
+            args["x-max-length"] = spec.max_length
+        if spec.overflow is not None:
+            args["x-overflow"] = spec.overflow
         return args
 
     def policy(self, spec: QueueSettings, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
@@ -89,9 +99,11 @@ class QueueKind:
     def describe(self, queue: Mapping[str, Any]) -> list[str]:
         """Takes a stored spec's queue section (test.json's; keys may be missing). Returns the
         phrases a report shows for the settings of a queue of this kind (here: the delivery
-        limit, when set)."""
-        limit = queue.get("delivery_limit")
-        return [f"delivery limit {limit}"] if limit is not None else []
+        limit and the max length with its overflow, when set)."""
+        limit, length = queue.get("delivery_limit"), queue.get("max_length")
+        return (([f"delivery limit {limit}"] if limit is not None else [])
+                + ([f"max length {length} ({queue.get('overflow') or 'drop-head'})"]
+                   if length is not None else []))
 
     def consumer_offset(self) -> str | None:
         """Returns where a consumer starts reading (x-stream-offset), None for a queue."""

@@ -37,6 +37,9 @@ class Stream(QueueKind):
             raise QueueConfigError("streams have no single active consumer on RabbitMQ 3.10")
         if spec.delivery_limit is not None:
             raise QueueConfigError("streams have no delivery limit")
+        if spec.max_length is not None:
+            raise QueueConfigError("streams have no max length in messages (their retention is "
+                                   "by bytes or age)")
 
     def arguments(self, spec: QueueSettings) -> dict[str, Any]:
         """A stream's replica count is its initial cluster size."""
