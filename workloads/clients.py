@@ -245,7 +245,9 @@ class Consumer:
             # Crash: drop the channel with this delivery (and any prefetched or pending) unacked.
             self.crashed = True
             self._to_ack.clear()
-            ch.close()
+            assert self.conn is not None
+            with answer_within(self.conn, self.opts.answer_timeout_s, "the crash's channel.close"):
+                ch.close()
             return
         # Acked from `poll`, never here: each basic_ack flushes I/O, which reads more deliveries,
         # and pika dispatches those in the same call, so acking here never returns under a backlog.
