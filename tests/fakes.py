@@ -1,10 +1,12 @@
-"""Test doubles: a Remote that records argv lists and answers from a script of canned results."""
+"""Test doubles: a Remote that records argv lists and answers from a script of canned results;
+a history recorder that keeps ops in a list."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
 from clusters.remote import CommandResult, RemoteError
+from history import Op
 
 Responder = Callable[[tuple[str, ...]], CommandResult | None]
 
@@ -43,3 +45,14 @@ class FakeRemote:
 
     def read_file(self, path: str) -> str | None:
         return self.files.get(path)
+
+
+class ListRecorder:
+    """A history recorder (history.Recorder) that keeps the ops it is given, unstamped."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+
+    def append(self, op: Op) -> Op:
+        self.ops.append(op)
+        return op

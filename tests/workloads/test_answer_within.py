@@ -10,6 +10,7 @@ import pika.spec
 import pytest
 
 from tests.fake_amqp import FakeBroker
+from tests.fakes import ListRecorder
 from workloads.clients import (
     ClientError,
     ClientOptions,
@@ -41,14 +42,9 @@ def opts(port: int, answer_s: float = 1.0) -> ClientOptions:
     return ClientOptions(port=port, answer_timeout_s=answer_s, heartbeat_s=0)
 
 
-class NoHistory:
-    def append(self, op):  # type: ignore[no-untyped-def]
-        return op
-
-
 def test_a_consume_the_broker_never_answers_fails_within_the_deadline(silent_on) -> None:
     broker = silent_on(pika.spec.Basic.Consume)
-    con = Consumer(NoHistory(), "q", "n1", "127.0.0.1", 1, opts(broker.port), f="drain")
+    con = Consumer(ListRecorder(), "q", "n1", "127.0.0.1", 1, opts(broker.port), f="drain")
     t0 = time.monotonic()
     with pytest.raises(ClientError, match="no answer to basic.consume within 1s"):
         con.open()
@@ -60,7 +56,7 @@ def test_a_consume_the_broker_never_answers_fails_within_the_deadline(silent_on)
 
 def test_a_channel_the_broker_never_opens_fails_a_publisher_within_the_deadline(silent_on) -> None:
     broker = silent_on(pika.spec.Channel.Open)
-    pub = Publisher(NoHistory(), "q", "n1", "127.0.0.1", 1, opts(broker.port))
+    pub = Publisher(ListRecorder(), "q", "n1", "127.0.0.1", 1, opts(broker.port))
     t0 = time.monotonic()
     with pytest.raises(ClientError, match="no answer to channel.open within 1s"):
         pub.open()

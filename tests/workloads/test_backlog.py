@@ -6,22 +6,14 @@ from __future__ import annotations
 import pytest
 
 from clusters.base import Node
-from history import Op
 from tests.fake_amqp import FakeBroker
+from tests.fakes import ListRecorder
 from workloads.clients import ClientError, ClientOptions
 from workloads.queue_spec import QueueSpec
 from workloads.queue_workload import QueueWorkload, WorkloadOptions
 
 pytestmark = pytest.mark.timeout(60)
 
-
-class Recorder:
-    def __init__(self) -> None:
-        self.ops: list[Op] = []
-
-    def append(self, op: Op) -> Op:
-        self.ops.append(op)
-        return op
 
 
 @pytest.fixture
@@ -31,14 +23,14 @@ def broker():
     b.close()
 
 
-def workload(port: int, backlog: int, history: Recorder) -> QueueWorkload:
+def workload(port: int, backlog: int, history: ListRecorder) -> QueueWorkload:
     nodes = [Node("n1", "127.0.0.1", None)]  # type: ignore[arg-type]
     opts = WorkloadOptions(backlog=backlog, client=ClientOptions(port=port, heartbeat_s=0))
     return QueueWorkload(QueueSpec(name="q"), opts, nodes, history)
 
 
 def test_the_backlog_is_confirmed_before_the_main_phase_and_its_sequence_continues(broker):
-    h = Recorder()
+    h = ListRecorder()
     w = workload(broker.port, 500, h)
     w.setup(admin=None)  # type: ignore[arg-type]  # a quorum queue needs no policy
     publishes = [o for o in h.ops if o.f == "publish"]
@@ -52,13 +44,13 @@ def test_the_backlog_is_confirmed_before_the_main_phase_and_its_sequence_continu
 
 
 def test_no_backlog_publishes_nothing_before_the_main_phase(broker):
-    h = Recorder()
+    h = ListRecorder()
     workload(broker.port, 0, h).setup(admin=None)  # type: ignore[arg-type]
     assert h.ops == [] and broker.published == []
 
 
 def test_a_backlog_the_broker_never_takes_fails_the_setup(monkeypatch):
-    h = Recorder()
+    h = ListRecorder()
     w = workload(1, 10, h)  # nothing listens on port 1
     monkeypatch.setattr(QueueWorkload, "BACKLOG_PATIENCE_S", 1.0)
     with pytest.raises(ClientError, match="backlog: only 0 of 10 messages confirmed"):

@@ -9,18 +9,9 @@ from typing import Any
 import pika.exceptions
 import pika.spec
 
-from history import Op
+from tests.fakes import ListRecorder
 from workloads.clients import ClientOptions, PublisherSlot
 from workloads.publisher import Publisher
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.ops: list[Op] = []
-
-    def append(self, op: Op) -> Op:
-        self.ops.append(op)
-        return op
 
 
 class Script:
@@ -60,15 +51,15 @@ class Script:
 
 
 def publisher(window: int = 3, timeout: float = 5.0, slot: PublisherSlot | None = None
-              ) -> tuple[Publisher, Script, Recorder]:
-    rec, script = Recorder(), Script()
+              ) -> tuple[Publisher, Script, ListRecorder]:
+    rec, script = ListRecorder(), Script()
     pub = Publisher(rec, "q", "n1", "10.0.0.1", 7,
                     ClientOptions(window=window, publish_timeout_s=timeout), slot)
     pub.conn, pub._impl, script.pub = script, script, pub  # type: ignore[assignment]
     return pub, script, rec
 
 
-def completions(rec: Recorder) -> list[tuple[str, str, str | None]]:
+def completions(rec: ListRecorder) -> list[tuple[str, str, str | None]]:
     return [(o.value, o.type, o.error) for o in rec.ops if o.type != "invoke"]
 
 
