@@ -183,3 +183,28 @@ def test_the_default_workload_keeps_a_backlog_at_risk_through_a_fault(tmp_path):
     assert test["drain"]["depth"] and all(d.get("ready") == 0 for d in test["drain"]["depth"].values())
     results = json.loads((run / "results.json").read_text())
     assert results["queue"]["lost_count"] == 0, results["queue"]
+
+
+@pytest.mark.parametrize("overflow", ["drop-head", "reject-publish"])
+def test_a_capped_queue_loses_confirmed_messages_or_nacks_them(tmp_path, overflow):
+    """A backlog published before the main phase, then more than the queue's max length: with
+    drop-head RabbitMQ discards the oldest confirmed messages (lost, the run invalid); with
+    reject-publish it nacks the publishes past the cap (fail with the nack, nothing lost, valid).
+    No consumers until the drain, which reads exactly the cap."""
+    proc = harness("run", "--scenario", "healthy", "--queue-type", "classic", "--time-limit", "10",
+                   "--rate", "100", "--consumers", "0", "--backlog", "400", "--max-length", "500",
+                   "--overflow", overflow, "--name", overflow, "--store", str(tmp_path))
+    run = _run_dir(proc)
+    ops = read_history(run / "history.jsonl")
+    backlog = [o for o in ops if o.f == "publish" and o.phase == "backlog" and o.type == "ok"]
+    assert len(backlog) == 400 and {o.publisher for o in backlog} == {0}
+    test = json.loads((run / "test.json").read_text())
+    assert test["drain"]["complete"] is True and sum(test["drain"]["delivered"].values()) == 500
+    q = json.loads((run / "results.json").read_text())["queue"]
+    if overflow == "drop-head":
+        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert q["ok_count"] > 1000 and q["lost_count"] == q["ok_count"] - 500, q
+    else:
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert q["ok_count"] == 500 and q["lost_count"] == 0, q
+        assert q["fail_count"] > 500 and set(q["fail_reasons"]) == {"nack"}, q
