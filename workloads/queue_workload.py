@@ -175,8 +175,9 @@ class QueueWorkload:
     BACKLOG_PATIENCE_S = 60.0
 
     def _publish_backlog(self, count: int) -> None:
-        """Publishes `count` messages with confirms before the main phase (phase "backlog"),
-        node after node until that many are confirmed. Raises ClientError when they are not
+        """Publishes `count` messages with confirms before the main phase, node after node
+        until that many are confirmed (their ops say phase "main", the history contract's one
+        phase of the workload before the drain; they come before the main phase's start event). Raises ClientError when they are not
         confirmed in time (BACKLOG_PATIENCE_S)."""
         opts = dataclasses.replace(self.opts.client,
                                    window=max(self.opts.client.window, self.BACKLOG_WINDOW))
@@ -200,7 +201,7 @@ class QueueWorkload:
                 pub.wait_for_room(deadline)
                 if pub.spent or time.monotonic() > deadline:
                     break
-                pub.send(phase="backlog")
+                pub.send()
             pub.settle()
             confirmed += pub.confirmed
             pub.close()

