@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                 conn.channel().queue_delete(queue)
                 conn.close()
                 results[kind].append(rate)
-                print(f"round {r + 1} {kind:8} {rate:8.0f} recorded ops/s "
+                print(f"round {r + 1} {kind:10} {rate:8.0f} ops/s "
                       f"(confirmed publishes + acked deliveries)", flush=True)
     raw, bare, har = (statistics.median(results[k]) for k in KINDS)
     print(f"median: raw pika {raw:.0f} ops/s, harness clients unrecorded {bare:.0f} ops/s, "
