@@ -38,7 +38,6 @@ from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
-from workloads.kinds import kind_of
 from workloads.queue_workload import QueueWorkload
 
 log = logging.getLogger(__name__)
@@ -192,10 +191,10 @@ class Run:
                                           self.spec.queue.name, stop, admin=self.admin)
         self.nemesis.setup()
         self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
-        queue, kind = self.spec.queue.name, kind_of(self.spec.queue)
-        sampler = QueueSampler(self.admin, self.cluster.nodes, queue,
+        workload = self.workload
+        sampler = QueueSampler(self.admin, self.cluster.nodes, self.spec.queue.name,
                                self.history, self.spec.placement_interval_s, stop,
-                               depth=lambda node: kind.depth(self.admin, node, queue))
+                               depth=lambda node: workload.depth(self.admin, node))
         nemesis = self.nemesis
         with self.phase("main"):
             self.workload.start(stop, fault_active=lambda: nemesis.active is not None)

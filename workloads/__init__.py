@@ -32,6 +32,12 @@ class Workload(Protocol):
         """Waits for the clients to finish after `stop` was set."""
         ...
 
+    def depth(self, admin: Any, node: Any) -> Any:
+        """Takes the queue admin and a node. Returns the queue's depth as that node's broker
+        says it, from the source the drain proves emptiness with (a clusters.rabbitmq_admin
+        QueueDepth); raises when the node does not answer."""
+        ...
+
     def drain(self, admin: Any) -> Any:
         """Takes the queue admin. Reads what is left and says whether that is provably all; returns
         a report whose `complete`, `reason` and counts the drain's end event records."""

@@ -177,8 +177,8 @@ class QueueWorkload:
     def _publish_backlog(self, count: int) -> None:
         """Publishes `count` messages with confirms before the main phase, node after node
         until that many are confirmed (their ops say phase "main", the history contract's one
-        phase of the workload before the drain; they come before the main phase's start event). Raises ClientError when they are not
-        confirmed in time (BACKLOG_PATIENCE_S)."""
+        phase of the workload before the drain; they come before the main phase's start
+        event). Raises ClientError when they are not confirmed in time (BACKLOG_PATIENCE_S)."""
         opts = dataclasses.replace(self.opts.client,
                                    window=max(self.opts.client.window, self.BACKLOG_WINDOW))
         deadline = time.monotonic() + self.BACKLOG_PATIENCE_S + count / 200
@@ -315,13 +315,18 @@ class QueueWorkload:
                  report.reason, report.errors or "none")
         return report
 
+    def depth(self, admin: RabbitAdmin, node: Node) -> QueueDepth:
+        """Returns the queue's depth as `node` says it, from the kind's loud source (the one the
+        drain proves emptiness with). Raises RemoteError or BrokerError."""
+        return self.kind.depth(admin, node, self.spec.name)
+
     def _proven_empty(self, admin: RabbitAdmin, report: DrainReport,
                       read_to: dict[str, int | None]) -> tuple[bool, str | None]:
         """Asks every node for the queue's depth. Returns (proven empty, why not / a note)."""
         depths: dict[str, QueueDepth] = {}
         for node in self.nodes:
             try:
-                depths[node.name] = self.kind.depth(admin, node, self.spec.name)
+                depths[node.name] = self.depth(admin, node)
                 report.depth[node.name] = dataclasses.asdict(depths[node.name])
             except (RemoteError, BrokerError) as e:
                 report.depth[node.name] = {"error": str(e)[-300:]}
