@@ -13,11 +13,14 @@ import json
 import os
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from harness.verdict import is_weak
 
 NA = "n/a"
 MAX_TABLE_ROWS = 500
@@ -25,6 +28,8 @@ MAX_TABLE_ROWS = 500
 # verdict key -> (banner text, colour)
 VERDICTS: dict[str, tuple[str, str]] = {
     "true": ("valid", "#2e7d32"),
+    # A valid run whose faults tested nothing (harness.verdict): never a pass, so never green.
+    "weak": ("valid but weak", "#6a1b9a"),
     "false": ("INVALID", "#c62828"),
     "unknown": ("unknown", "#ef6c00"),
     "unchecked": ("not checked", "#757575"),
@@ -53,6 +58,12 @@ th, td { border: 1px solid #ccc; padding: 0.22em 0.5em; text-align: left; vertic
          overflow-wrap: break-word; }
 td.nowrap { white-space: nowrap; }
 td.why { color: #555; font-size: 0.9em; }
+.cell-note { display: block; color: #555; font-size: 0.88em; font-weight: normal; }
+.strength { margin: -0.4em 0 1em 0; }
+.strength.weak { border-left: 4px solid #6a1b9a; padding: 0.1em 0 0.1em 0.8em; }
+td.weak-cell { color: #6a1b9a; font-weight: 600; }
+tr.mend td { background: #fff8e1; }
+h4 { margin: 0.8em 0 0.2em 0; }
 th { background: #f3f3f3; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th.num { text-align: right; }
@@ -106,6 +117,17 @@ def td(x: Any, num: bool = False, cls: str | None = None) -> str:
     text = str(x) if x is not None and str(x).strip() else NA
     classes = " ".join(c for c in ("num" if num else None, cls) if c)
     return f'<td class="{classes}">{e(text)}</td>' if classes else f"<td>{e(text)}</td>"
+
+
+def td_note(text: Any, note: Any = None, num: bool = False, cls: str | None = None) -> str:
+    """Takes a value and a note beneath it (both escaped here; an empty value becomes NA, an
+    empty note is left out). Returns a <td>."""
+    main = str(text) if text is not None and str(text).strip() else NA
+    under = (f'<span class="cell-note">{e(note)}</span>'
+             if note is not None and str(note).strip() else "")
+    classes = " ".join(c for c in ("num" if num else None, cls) if c)
+    attr = f' class="{classes}"' if classes else ""
+    return f"<td{attr}>{e(main)}{under}</td>"
 
 
 def td_html(inner: str, num: bool = False) -> str:
@@ -219,6 +241,76 @@ def size(n: int) -> str:
 def verdict_of(valid: Any) -> str:
     """Takes a "valid" value, None when there is none. Returns a VERDICTS key."""
     return "none" if valid is None else valid_key(valid)
+
+
+def results_key(results: Any) -> str:
+    """Takes results.json's content (None or anything else when there is none). Returns its
+    VERDICTS key: "weak" for a valid but weak run, else "true", "false" or "unknown"; "none"
+    when it is not a JSON object."""
+    if not isinstance(results, dict):
+        return "none"
+    return "weak" if is_weak(results) else valid_key(results.get("valid"))
+
+
+@dataclass(frozen=True)
+class Strength:
+    """What a run's strength section says, as the pages show it: whether it is weak, why, and
+    the one-line summary ("faults noticed 1 of 6, failovers 1, most messages at risk 2,846")."""
+
+    weak: bool
+    reason: str
+    summary: str
+
+    def line(self) -> str:
+        """Returns "Test strength: <summary>." for a page."""
+        return f"Test strength: {self.summary.rstrip('.')}." if self.summary else ""
+
+
+def _summary_of(s: dict[str, Any]) -> str:
+    said = s.get("summary")
+    if isinstance(said, str) and said.strip():
+        return said.strip()
+    parts = []
+    if as_int(s.get("faults")) is not None and as_int(s.get("noticed")) is not None:
+        parts.append(f"faults noticed {s['noticed']:,} of {s['faults']:,}")
+    if as_int(s.get("failovers")) is not None:
+        parts.append(f"failovers {s['failovers']:,}")
+    if as_int(s.get("max_at_risk")) is not None:
+        parts.append(f"most messages at risk {s['max_at_risk']:,}")
+    return ", ".join(parts)
+
+
+def strength_of(results: Any) -> Strength | None:
+    """Takes results.json's content. Returns its strength section as a Strength, or None when
+    it has none (older runs). `weak` is the verdict's (harness.verdict.is_weak): only a valid
+    run is called weak."""
+    s = results.get("strength") if isinstance(results, dict) else None
+    if not isinstance(s, dict):
+        return None
+    return Strength(is_weak(results), str(s.get("reason") or "").strip(), _summary_of(s))
+
+
+def row_strength(row: Any) -> Strength | None:
+    """Takes a matrix row (a dict from matrix.json, or a harness.matrix.Row). Returns its
+    strength, read leniently: `strength` (harness.matrix's summary text, or results.json's
+    whole section), `weak_reason` (set only for a weak run), the judgement "weak", and the
+    flat fields `weak`, `strength_reason` and `strength_summary`. None when the row says
+    nothing of strength (older matrices)."""
+    def get(key: str) -> Any:
+        return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+    s = get("strength")
+    nested = s if isinstance(s, dict) else {}
+    weak = (get("weak") is True or nested.get("weak") is True or get("judgement") == "weak"
+            or bool(get("weak_reason")))
+    reason = get("weak_reason") or get("strength_reason") or nested.get("reason") or ""
+    summary = get("strength_summary") or (s if isinstance(s, str) else "") or (
+        _summary_of(nested) if nested else "")
+    if not (weak or reason or summary or nested or get("weak") is False):
+        return None
+    # Only a valid run is weak (harness.verdict): an invalid one's finding says more.
+    weak = weak and get("valid") in (True, None)
+    return Strength(weak, str(reason).strip(), str(summary).strip())
 
 
 def parse_stamp(name: str) -> datetime | None:

@@ -7,11 +7,14 @@ the plots (harness.plots), writes report.html, and, when the run directory
 sits in a store (`store/<test>/<timestamp>/`), rewrites the store's index
 (harness.index). It returns the written paths of the run directory.
 
-The page, in reading order: a verdict banner with one sentence saying why;
-the counts; each anomaly class found, with example ids and what it means;
-the plots (latency, throughput, queue depth, queue leader), fault windows
-shaded by kind; availability and time to recover per fault; the test's spec;
-links to the files. `report_html` is the pure part. The page has inline CSS,
+The page, in reading order: a verdict banner with one sentence saying why
+("valid but weak", never green, when the faults tested nothing: harness.verdict)
+and the test's strength in a line; the counts; each anomaly class found, with
+what it means, and each incident once (or, for older results, example ids per
+class); the plots (latency, throughput, queue depth, queue leader), fault
+windows shaded by kind; availability, time to recover, whether RabbitMQ noticed
+it, its effects and the messages at risk, per fault; the test's spec; links to
+the files. `report_html` is the pure part. The page has inline CSS,
 no scripts, relative links only, every piece of run text escaped, and no
 empty table cell; it fits a 1280-px-wide window.
 """
@@ -27,7 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
-from harness.page import VERDICTS, e, href, link, page, table, td, valid_key, write_atomic
+from harness.page import (
+    VERDICTS,
+    e,
+    href,
+    link,
+    page,
+    results_key,
+    strength_of,
+    table,
+    td,
+    write_atomic,
+)
 from harness.plots import plot_depth, plot_fates, plot_latency, plot_placement, plot_rate
 from harness.report_results import (
     anomalies_section,
@@ -44,6 +58,7 @@ from harness.report_run import (
     list_run_files,
     spec_section,
 )
+from harness.report_strength import incidents_of
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +82,13 @@ __all__ = [
     "verdict_key",
 ]
 
-_NAV = (
-    '<p class="nav"><a href="#counts">counts</a> · <a href="#anomalies">anomalies</a> · '
-    '<a href="#plots">plots</a> · <a href="#faults">faults</a> · <a href="#test">test</a> · '
-    '<a href="#files">files</a></p>'
-)
+_SECTIONS = ("counts", "anomalies", "incidents", "plots", "faults", "test", "files")
+
+
+def _nav(results: Any) -> str:
+    """The page's section links; "incidents" only when results.json tells them."""
+    shown = [s for s in _SECTIONS if s != "incidents" or incidents_of(results)]
+    return '<p class="nav">' + " · ".join(f'<a href="#{s}">{s}</a>' for s in shown) + "</p>"
 
 
 @dataclass(frozen=True)
@@ -140,10 +157,11 @@ def load_json(path: Path) -> Loaded:
 
 
 def verdict_key(results: Loaded) -> str:
-    """Takes the loaded results. Returns "true", "false", "unknown" or "unchecked"."""
+    """Takes the loaded results. Returns "true", "weak" (valid but weak), "false", "unknown" or
+    "unchecked"."""
     if not isinstance(results.ok, dict):
         return "unchecked"
-    return valid_key(results.data.get("valid", "unknown"))
+    return results_key(results.data)
 
 
 # --- sections -------------------------------------------------------------------------
@@ -160,6 +178,10 @@ def _banner(results: Loaded) -> str:
         sentence = verdict_sentence(results.data)
     badges = " · ".join(section_badges(results.ok))
     sub = f'<p class="sub">Checks: {badges}</p>' if badges else ""
+    strength = strength_of(results.ok)
+    if strength is not None and strength.line():
+        weak = " weak" if key == "weak" else ""
+        sub += f'<p class="sub strength{weak}">{e(strength.line())}</p>'
     return (
         f'<div class="banner" style="background:{colour}"><span class="verdict">{e(text)}</span>'
         f"<p>{e(sentence)}</p></div>{sub}"
@@ -293,7 +315,7 @@ def report_html(
         back,
         f"<h1>{e(name)}</h1>",
         f'<p class="sub">{e(when)}</p>' if when else "",
-        _NAV,
+        _nav(results_data),
         _banner(results),
         counts_section(results_data),
         anomalies_section(results_data),

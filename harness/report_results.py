@@ -1,13 +1,17 @@
 """The judgement part of the report, read from results.json: verdict, counts, anomalies.
 
-`verdict_sentence` says in one sentence why a run is valid, invalid or
-unknown (the anomalies found, the queue section's "reason", the run
-section's "problems", a checker's error). `counts_section` is a readable
-table of the queue and ordering counts, `anomalies_section` one block per
-anomaly class present, with its example ids and what it means: the checker's
-own `explanations` and per-anomaly `details` when results.json carries them,
-else the definitions below (shared/DESIGN.md's words). Everything degrades to
-a note when a field is missing, so results of older or newer checkers render.
+`verdict_sentence` says in one sentence why a run is valid, valid but weak
+(harness.verdict: its faults tested nothing), invalid or unknown (the
+anomalies found, the strength section's "reason", the queue section's
+"reason", the run section's "problems", a checker's error). `counts_section`
+is a readable table of the queue and ordering counts, `anomalies_section` one
+block per anomaly class present, with what it means (the checker's own
+`explanations` when results.json carries them, else the definitions below,
+shared/DESIGN.md's words), then, when results.json groups the anomalies into
+`incidents` (harness.report_strength), each incident once; older results show
+each class's example ids and per-message `details` instead. Everything
+degrades to a note when a field is missing, so results of older or newer
+checkers render.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.page import NA, as_dict, badge, count, e, table, td, td_html, valid_key
+from harness.page import NA, as_dict, badge, count, e, strength_of, table, td, td_html, valid_key
+from harness.report_strength import incidents_by_class, incidents_of, incidents_section
+from harness.verdict import is_weak
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +34,13 @@ MAX_DETAIL_ROWS = 20
 MAX_DETAIL_COLUMNS = 8
 # Sections with a place of their own on the page; any other is listed under "other checks".
 KNOWN_SECTIONS = ("queue", "ordering", "perf", "run")
+# Sections that inform and judge nothing (no "valid"): never a check's badge or verdict.
+INFO_SECTIONS = ("faults", "strength", "incidents", "versions")
+# The per-message details column that repeats the same excerpt for every message of a stretch:
+# an incident tells it once.
+DETAIL_LOG_COLUMN = "broker log"
+# An anomaly class's other names in an incident's counts.
+INCIDENT_NAMES: dict[str, tuple[str, ...]] = {"ordering": ("ordering", "reordered")}
 
 
 @dataclass(frozen=True)
@@ -242,7 +255,7 @@ def verdict_sentence(results: Any) -> str:
             if str(p).lower() not in " ".join(reasons).lower():  # said already, in other words
                 reasons.append(str(p))
         for name, s in results.items():
-            if isinstance(s, dict) and s.get("error"):
+            if isinstance(s, dict) and s.get("error") and name not in INFO_SECTIONS:
                 reasons.append(f"the {name} checker failed ({s['error']})")
         if isinstance(results.get("error"), str):
             reasons.append(f"the check failed ({results['error']})")
@@ -250,7 +263,8 @@ def verdict_sentence(results: Any) -> str:
             reasons.append(str(_section(results, "run")["reason"]))
         if not reasons:
             unknown = [n for n, s in results.items()
-                       if isinstance(s, dict) and valid_key(s.get("valid")) == "unknown"]
+                       if isinstance(s, dict) and n not in INFO_SECTIONS
+                       and valid_key(s.get("valid")) == "unknown"]
             reasons.append("no verdict from " + (", ".join(unknown) or "the checkers"))
         return "Unknown: " + "; ".join(dict.fromkeys(reasons)) + "."
     confirmed = queue.get("acknowledged_count")
@@ -259,6 +273,13 @@ def verdict_sentence(results: Any) -> str:
         n = _int(queue.get(f"{name}_count"))
         if n:
             allowed.append(ANOMALY_KINDS[name].phrase(n))
+    if is_weak(results):
+        strength = strength_of(results)
+        reason = (strength.reason if strength else "").rstrip(". ") or "its faults tested nothing"
+        found = (f" (all {count(confirmed)} confirmed messages were delivered)"
+                 if isinstance(confirmed, int) else "")
+        return (f"Valid but weak: {reason}. No anomaly was found{found}, but a run whose faults "
+                "tested nothing is not a pass.")
     head = (f"Valid: all {count(confirmed)} confirmed messages were delivered"
             if isinstance(confirmed, int) else "Valid: every checker passed")
     tail = f" (allowed: {_join(allowed)})" if allowed else ""
@@ -404,6 +425,39 @@ def _explanation(results: dict[str, Any], kind: AnomalyKind) -> str:
     return str(expl) if expl else kind.explanation
 
 
+def _class_details(queue: dict[str, Any], name: str) -> Any:
+    details = queue.get("details")
+    detail = details.get(name) if isinstance(details, dict) else None
+    return detail if detail is not None else queue.get(f"{name}_details")
+
+
+def _without_log(details: Any) -> Any:
+    """Takes per-message details. Returns them without the broker-log column, which an
+    incident shows once."""
+    if isinstance(details, list):
+        return [{k: v for k, v in d.items() if k != DETAIL_LOG_COLUMN}
+                if isinstance(d, dict) else d for d in details]
+    if isinstance(details, dict):
+        return {k: _without_log([v])[0] for k, v in details.items()}
+    return details
+
+
+def _incidents_of_class(results: dict[str, Any], kind: AnomalyKind) -> list[tuple[str, str, int]]:
+    """The incidents that hold some of a class's messages: (anchor, label, how many)."""
+    if incidents_of(results) is None:
+        return []
+    by_class = incidents_by_class(results)
+    return [x for name in INCIDENT_NAMES.get(kind.name, (kind.name,))
+            for x in by_class.get(name, [])]
+
+
+def _in_incidents(found: list[tuple[str, str, int]]) -> str:
+    """Says which incidents hold a class's messages, linked to them."""
+    links = ", ".join(f'<a href="#{e(anchor)}">{e(label)}</a> ({n:,})'
+                      for anchor, label, n in found)
+    return f"<p>In {links}.</p>"
+
+
 def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: bool,
                    cls: str | None = None) -> str:
     queue = _section(results, "queue")
@@ -412,15 +466,36 @@ def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: 
            f"<h3>{e(kind.phrase(n))}</h3>"]
     if kind.explanation or _explanation(results, kind):
         out.append(f"<p>{e(_explanation(results, kind))}</p>")
-    if kind.name == "ordering":
+    told = _incidents_of_class(results, kind)
+    if told:
+        # Its incidents tell the examples and the broker's log once, below.
+        out.append(_in_incidents(told))
+    elif kind.name == "ordering":
         out.append(_ordering_examples(_section(results, "ordering").get("examples")))
     else:
         out.append(_ids(queue.get(kind.name), n))
-        details = queue.get("details")
-        detail = details.get(kind.name) if isinstance(details, dict) else None
-        out.append(_details(detail if detail is not None else queue.get(f"{kind.name}_details")))
+        out.append(_details(_class_details(queue, kind.name)))
     out.append("</div>")
     return "".join(out)
+
+
+def _stories(results: dict[str, Any], kinds: list[AnomalyKind]) -> str:
+    """The per-message details of the classes shown (the ordering examples for reordering),
+    folded and without the broker-log column, for results that tell their incidents."""
+    queue = _section(results, "queue")
+    parts = []
+    for kind in kinds:
+        if kind.name == "ordering":
+            examples = _section(results, "ordering").get("examples")
+            shown = _ordering_examples(examples) if examples else ""
+        else:
+            shown = _details(_without_log(_class_details(queue, kind.name)))
+        if shown:
+            parts.append(f"<h4>{e(kind.many)}</h4>{shown}")
+    if not parts:
+        return ""
+    return ("<details><summary>What happened to each sampled message (its broker log is its "
+            "incident's)</summary>" + "".join(parts) + "</details>")
 
 
 def anomalies_section(results: Any) -> str:
@@ -450,6 +525,14 @@ def anomalies_section(results: Any) -> str:
     if seen:
         out.append("<h3>Seen, but not counted against the run</h3>")
         out += [_anomaly_block(results, kind, n, allowed=True) for kind, n in seen]
+    if incidents_of(results) is not None:
+        allowed = frozenset(k for k, a in ANOMALY_KINDS.items() if a.allowed)
+        out.append(incidents_section(results, allowed))
+        unproven = [UNPROVEN_LOST] if lost_unproven(queue) else []
+        # Only classes told by an incident: any other kept its own view above.
+        told = [k for k in [k for k, _ in found] + unproven + [k for k, _ in seen]
+                if _incidents_of_class(results, k)]
+        out.append(_stories(results, told))
     return "".join(out)
 
 
@@ -460,7 +543,7 @@ def other_checks_section(results: Any) -> str:
         return ""
     rows = []
     for name, s in results.items():
-        if name in KNOWN_SECTIONS or name == "valid":
+        if name in KNOWN_SECTIONS or name in INFO_SECTIONS or name == "valid":
             continue
         if isinstance(s, dict):
             fields = "; ".join(f"{k}: {_short(v)}" for k, v in s.items()
@@ -479,6 +562,6 @@ def section_badges(results: Any) -> Iterable[str]:
     if not isinstance(results, dict):
         return
     for name, s in results.items():
-        if isinstance(s, dict):
+        if isinstance(s, dict) and name not in INFO_SECTIONS:
             key = valid_key(s.get("valid"))
             yield f"{e(name)} {badge(key)}"

@@ -3,9 +3,13 @@
 `faults_section` is one row per fault window of the history (coloured by its
 kind, from history.faults), joined with the perf checker's per-window stats
 from results.json (publishes, confirmed share, latency, time to the first
-confirm after the fault). `spec_section` reads test.json into a readable table
-(seed, nodes, time limit, queue, partition handling, faults, phase times,
-recovery, drain, history size) and lists every other setting behind a fold.
+confirm after the fault). When results.json has a `faults` section, a table
+before it says for the same windows whether RabbitMQ noticed each fault, what
+it caused and how many messages were at risk (harness.report_strength), under
+the test's strength (two tables: in one, fourteen columns overflow the page).
+`spec_section` reads test.json into a readable table (seed, nodes, time
+limit, queue, partition handling, faults, phase times, recovery, drain,
+history size) and lists every other setting behind a fold.
 `files_section` links history.jsonl, results.json, test.json, harness.log and
 each node's logs. Older test.json layouts (flat keys) are read too; a value
 nowhere to be found reads "n/a" with the reason.
@@ -34,6 +38,7 @@ from harness.page import (
     td,
     td_html,
 )
+from harness.report_strength import fault_cells, faults_of, match_fault, strength_note
 from history.faults import HEAL, kind_for_start, kind_named
 from workloads.kinds import KINDS, QueueKind
 
@@ -150,9 +155,18 @@ def _stats_cells(stats: dict[str, Any] | None, why_not: str) -> list[str]:
 
 def faults_section(scan: HistoryScan | None, results: Any) -> str:
     """Takes the history scan (None without a history) and results.json's content. Returns the
-    Faults section: baseline rows (no fault, whole main phase), then one row per fault window
-    with its availability and time to recover, then the heals and failed nemesis ops."""
-    out = ['<h2 id="faults">Faults: availability and time to recover</h2>']
+    Faults section: when results.json says, the test's strength and, per fault, whether
+    RabbitMQ noticed it, its effects and the messages at risk; then baseline rows (no fault,
+    whole main phase) and one row per fault window with its availability and time to recover;
+    then the heals and failed nemesis ops."""
+    told = faults_of(results)
+    windows = scan.windows if scan is not None else []
+    if told is None:
+        out = ['<h2 id="faults">Faults: availability and time to recover</h2>']
+    else:
+        out = ['<h2 id="faults">Faults: noticed, availability and time to recover</h2>',
+               strength_note(results), _noticed_table(windows, told),
+               "<h3>Availability and time to recover</h3>"]
     perf = results.get("perf") if isinstance(results, dict) else None
     perf = perf if isinstance(perf, dict) else {}
     perf_windows = [w for w in perf.get("windows") or [] if isinstance(w, dict)]
@@ -167,7 +181,6 @@ def faults_section(scan: HistoryScan | None, results: Any) -> str:
         if isinstance(stats, dict):
             rows.append([td(label), td("-"), td("-", num=True), td("-", num=True), td("-"),
                          *_stats_cells(stats, why_not)[:5], td("-", num=True)])
-    windows = scan.windows if scan is not None else []
     for w in windows:
         kind = kind_named(w.kind)
         name = w.fault + (f" (start failed: {w.error})" if w.error else "")
@@ -214,6 +227,46 @@ def faults_section(scan: HistoryScan | None, results: Any) -> str:
             )
             out.append(f"<p>Nemesis actions that failed (no effect): {e(fails)}.</p>")
     return "".join(out)
+
+
+def _noticed_table(windows: list[FaultWindow], told: list[dict[str, Any]]) -> str:
+    """Takes the history's fault windows and results.json's faults. Returns a table with one
+    row per fault, in the availability table's order: whether RabbitMQ noticed it, what it
+    caused, how many messages were at risk; then faults results.json has and the history not."""
+    taken: set[int] = set()
+    rows = []
+    for w in windows:
+        kind = kind_named(w.kind)
+        rows.append([
+            td_html(f"{swatch(kind.colour)}{e(w.fault)}"), td(target_text(w)),
+            td(seconds(w.start_ns), num=True), td(seconds(w.end_ns), num=True),
+            *fault_cells(match_fault(w.f, w.start_ns / 1e6, told, taken)),
+        ])
+    for i, fault in enumerate(told):
+        if i in taken:
+            continue
+        k = kind_for_start(str(fault.get("f")))
+        colour = k.colour if k is not None else kind_named(str(fault.get("kind"))).colour
+        target = fault.get("target")
+        start, end = fault.get("start_ms"), fault.get("end_ms")
+        rows.append([
+            td_html(f"{swatch(colour)}{e(fault.get('fault') or fault.get('f') or 'fault')} "
+                    "(results.json only)"),
+            td(", ".join(map(str, target)) if isinstance(target, list) and target else "-"),
+            td(f"{start / 1000:.3f}" if isinstance(start, int | float) else NA, num=True),
+            td(f"{end / 1000:.3f}" if isinstance(end, int | float) else NA, num=True),
+            *fault_cells(fault),
+        ])
+    if not rows:
+        return '<p class="note">No faults: nothing for RabbitMQ to notice.</p>'
+    return (table(["fault", "target", "from s", "to s", "noticed (after its start, by)",
+                   "effects (s since the history began)", "at risk"], rows, len(rows),
+                  wide=True, num_cols=[2, 3])
+            + '<p class="note">noticed: how long after the fault began a broker first showed '
+            "it, and by which detector (distribution: a peer seen down or partitioned; raft: a "
+            "new leader elected), or how late after the heal; effects: what the fault caused; "
+            "at risk: confirmed messages not yet consumed when the fault began (a queue depth "
+            "sample beside it).</p>")
 
 
 def _unmatched(perf_windows: list[dict[str, Any]], windows: list[FaultWindow]) -> list[dict[str, Any]]:
