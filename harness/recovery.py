@@ -151,6 +151,7 @@ def _mend(
     report: RecoveryReport, f: str = "recover-node",
 ) -> None:
     log.warning("recovering %s by %s: %s", node.name, action, reason)
+    t0 = time.monotonic()
     outcome = "done"
     try:
         if action == "restart-app":
@@ -162,7 +163,10 @@ def _mend(
     except (RemoteError, BrokerError) as e:
         outcome = f"failed: {e}"[:300]
         log.warning("recovery of %s by %s failed: %s", node.name, action, e)
-    entry = {"node": node.name, "action": action, "reason": reason[:300], "outcome": outcome}
+    # `seconds`: how long the action took, so a reader knows when it began (the op is recorded
+    # at its end): what the broker logged from then on is the harness's doing, not a fault's.
+    entry = {"node": node.name, "action": action, "reason": reason[:300], "outcome": outcome,
+             "seconds": round(time.monotonic() - t0, 3)}
     report.actions.append(entry)
     history.append(Op(type="info", process=HARNESS, f=f, value=entry, node=node.name))
 

@@ -113,7 +113,9 @@ class FaultWindow:
     `f` is the nemesis f that started it, `value` the start's value (its
     completion's, else its invocation's), `closed_by` the f that ended it
     ("stop-partition", "heal", ...) or None when the history ended first,
-    `error` the start completion's error (the fault may have half-happened).
+    `error` the start completion's error (the fault may have half-happened),
+    `invoke_ns` when the start was invoked (the fault may bite from then on:
+    a kill's victim is gone before the kill op completes), None when unknown.
     For a heal, the span runs from its invocation to its completion.
     """
 
@@ -124,6 +126,7 @@ class FaultWindow:
     node: str | None = None
     closed_by: str | None = None
     error: str | None = None
+    invoke_ns: int | None = None
 
     @property
     def kind(self) -> str:
@@ -171,6 +174,7 @@ class _OpenFault:
     value: Any
     node: str | None
     error: str | None
+    invoke_ns: int | None = None
 
 
 class WindowTracker:
@@ -210,7 +214,8 @@ class WindowTracker:
             start = op.time if invoke is None else min(invoke.time, op.time)
             self.heals.append(FaultWindow(op.f, start, op.time, value, node, op.f, op.error))
         elif kind is not None:
-            self._open.append(_OpenFault(op.f, op.time, value, node, op.error))
+            self._open.append(_OpenFault(op.f, op.time, value, node, op.error,
+                                         None if invoke is None else invoke.time))
         else:
             target = target_of(value, node)
             self._close(lambda w: _stop_of(w.f) == op.f
@@ -222,7 +227,7 @@ class WindowTracker:
             if which(w):
                 end = max(op.time, w.start_ns)
                 self._closed.append(
-                    FaultWindow(w.f, w.start_ns, end, w.value, w.node, op.f, w.error)
+                    FaultWindow(w.f, w.start_ns, end, w.value, w.node, op.f, w.error, w.invoke_ns)
                 )
             else:
                 keep.append(w)
@@ -231,7 +236,8 @@ class WindowTracker:
     def finish(self, end_ns: int) -> list[FaultWindow]:
         """Takes the end of the history (ns). Returns all windows, open ones closed there, by start."""
         windows = self._closed + [
-            FaultWindow(w.f, w.start_ns, max(end_ns, w.start_ns), w.value, w.node, None, w.error)
+            FaultWindow(w.f, w.start_ns, max(end_ns, w.start_ns), w.value, w.node, None, w.error,
+                        w.invoke_ns)
             for w in self._open
         ]
         return sorted(windows, key=lambda w: (w.start_ns, w.end_ns, w.f))

@@ -1,0 +1,219 @@
+"""What the brokers' own logs say happened: failure detections and their effects, as events.
+
+RabbitMQ notices a fault through two detectors of its own. The Erlang
+distribution's declares a silent peer down after 0.75-1.25 x net_ticktime
+(`node 'rabbit@b' down: net_tick_timeout`), at once when the peer's TCP
+connection closes (a killed or stopped node: `connection_closed`), and drives
+partition handling from there (`running_partitioned_network`, "Partial
+partition detected", pause_minority's "minority/secondary status", autoheal).
+A quorum queue's Raft members notice a lost leader on their own, sometimes
+before and sometimes without the first (a follower granting its vote in a new
+term, a candidate becoming leader). What follows from a detection (a pause, an
+autoheal restart, a mirror promoted, a node booting again) is an effect.
+
+`read_events` turns every node's `rabbit*.log` into `LogEvent`s, each with its
+time on the history's clock, the node that logged it, its kind, the detector
+it belongs to (or None for an effect), the peer node it names, and the file
+and line it came from. The patterns are RabbitMQ 3.10's own lines, captured
+from real runs (tests/checkers/fixtures/broker_logs/); they are one table
+(`PATTERNS_3_10`), chosen by the broker's version (`patterns_for`), so another
+release's lines go beside them rather than into `if`s. Pure file reading: no
+Spark, no cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Final, Literal
+
+log = logging.getLogger(__name__)
+
+Detector = Literal["distribution", "raft"]
+NS: Final = 1_000_000_000
+
+# A 3.10 log line: wall-clock time with its offset, level, Erlang pid, message. A multi-line
+# message repeats the time on every line.
+LINE: Final = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[+-]\d\d:\d\d) \[(\w+)\] <[\d.]+> ?(.*)$")
+# How an Erlang node names itself in a log line: rabbit@<host or address>.
+NODE_NAME: Final = re.compile(r"rabbit@([\w.\-]+)")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One kind of log line: its kind, the detector it belongs to (None: an effect), and the
+    regular expression; a group named `peer` is the node the line is about, `term` a Raft
+    term, `queue` a queue name."""
+
+    kind: str
+    detector: Detector | None
+    regex: re.Pattern[str]
+
+
+def _p(kind: str, detector: Detector | None, rx: str) -> Pattern:
+    return Pattern(kind, detector, re.compile(rx))
+
+
+_QUEUE = r"queue '(?P<queue>[^']*)' in vhost '[^']*': "
+PATTERNS_3_10: Final[tuple[Pattern, ...]] = (
+    # The distribution's detector: a peer declared down (net_tick_timeout for a silent one,
+    # connection_closed for one whose connection closed), Mnesia's view of a partition.
+    _p("node-down", "distribution", r"^node '(?P<peer>rabbit@[\w.\-]+)' down: (?P<reason>\w+)"),
+    _p("node-down", "distribution",
+       r"^\*\* Node '(?P<peer>rabbit@[\w.\-]+)' not responding \*\*"),
+    _p("partitioned-network", "distribution",
+       r"running_partitioned_network, '(?P<peer>rabbit@[\w.\-]+)'"),
+    _p("partial-partition", "distribution", r"^Partial partition detected"),
+    _p("partial-partition", "distribution",
+       r"^Received a 'DOWN' message from '(?P<peer>rabbit@[\w.\-]+)' but still can communicate"),
+    # A quorum queue's members: the leader's monitor fired, a vote in a new term, a new leader.
+    _p("leader-down", "raft", _QUEUE + r"Leader monitor down with (?P<reason>\w+)"),
+    _p("election", "raft", _QUEUE + r"(?:pre_vote )?election called for in term (?P<term>\d+)"),
+    _p("election", "raft", _QUEUE + r"granting vote for .* for term (?P<term>\d+)"),
+    _p("election", "raft", _QUEUE + r"follower -> (?:pre_vote|candidate) in term: (?P<term>\d+)"),
+    _p("leader-elected", "raft", _QUEUE + r"candidate -> leader in term: (?P<term>\d+)"),
+    # Effects: what the detections led to.
+    _p("pause-minority", None, r"^Cluster minority/secondary status detected - awaiting recovery"),
+    _p("autoheal-decision", None, r"^Autoheal decision"),
+    _p("autoheal-restart", None, r"^Autoheal: we were selected to restart"),
+    _p("autoheal-winner", None, r"^Autoheal: I am the winner"),
+    _p("promotion", None, r"Promoting (?:mirror|slave) (?P<pid>\S+) to (?:master|leader)"),
+    _p("no-synchronised-mirror", None, r"Stopping all nodes on master shutdown since no "
+       r"synchronised mirror"),
+    _p("rabbit-down", None, r"^rabbit on node '(?P<peer>rabbit@[\w.\-]+)' down"),
+    _p("node-start", None, r"^\s*Starting RabbitMQ [\d.]+ on Erlang"),
+    _p("app-stop", None, r"^Stopping RabbitMQ applications and their dependencies"),
+    _p("leader-abdicates", None, _QUEUE + r"leader saw .* abdicates term: (?P<term>\d+)"),
+)
+PATTERNS: Final[Mapping[str, tuple[Pattern, ...]]] = {"3.10": PATTERNS_3_10}
+
+
+def patterns_for(version: str | None) -> tuple[Pattern, ...]:
+    """Takes a broker version ("3.10.8", or None when unknown). Returns the log patterns of its
+    release line, 3.10's for a version with none of its own."""
+    if version:
+        line = ".".join(version.split(".")[:2])
+        if line in PATTERNS:
+            return PATTERNS[line]
+    return PATTERNS_3_10
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One log line that matters: when (ns on the history's clock), which node logged it, its
+    kind and detector (None: an effect), the node it is about (`peer`, a node name of the run
+    or None), its Raft `term`, its queue, where it came from (`evidence`: file:line) and its
+    text."""
+
+    time_ns: int
+    node: str
+    kind: str
+    detector: Detector | None
+    evidence: str
+    text: str
+    peer: str | None = None
+    term: int | None = None
+    queue: str | None = None
+
+    @property
+    def at_ms(self) -> float:
+        """Returns the time in ms since the history started."""
+        return round(self.time_ns / 1_000_000, 3)
+
+
+@dataclass(frozen=True)
+class LogCoverage:
+    """The span (history ns) a node's logs cover: first and last timestamped line."""
+
+    node: str
+    first_ns: int
+    last_ns: int
+
+
+def node_names(nodes: Mapping[str, str]) -> dict[str, str]:
+    """Takes test.json's nodes ({name: address}). Returns every way a log line may name a node
+    (its address or its name, after "rabbit@") mapped to the node's name."""
+    out = {name: name for name in nodes}
+    out.update({str(addr): name for name, addr in nodes.items() if addr})
+    return out
+
+
+def parse_line(text: str, patterns: Sequence[Pattern]) -> tuple[Pattern, re.Match[str]] | None:
+    """Takes a log message (without its time and level). Returns the first pattern it matches
+    and the match, or None."""
+    for p in patterns:
+        m = p.regex.search(text)
+        if m:
+            return p, m
+    return None
+
+
+def _wall(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def read_node_log(path: Path, node: str, start_unix: float, names: Mapping[str, str],
+                  patterns: Sequence[Pattern], label: str
+                  ) -> tuple[list[LogEvent], LogCoverage | None]:
+    """Takes one log file, the node that wrote it, the wall clock at history time 0, the node
+    names (`node_names`), the patterns and the file's label for evidence ("n1/rabbit.log").
+    Returns its events and the span it covers (None for a file with no timestamped line)."""
+    events: list[LogEvent] = []
+    first = last = None
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            m = LINE.match(raw.rstrip("\n"))
+            if not m:
+                continue
+            t = int((_wall(m.group(1)) - start_unix) * NS)
+            first = t if first is None else first
+            last = t
+            hit = parse_line(m.group(3), patterns)
+            if hit is None:
+                continue
+            pattern, found = hit
+            groups = found.groupdict()
+            peer = groups.get("peer")
+            if peer:
+                host = NODE_NAME.search(peer)
+                peer = names.get(host.group(1), peer) if host else peer
+            term = groups.get("term")
+            events.append(LogEvent(t, node, pattern.kind, pattern.detector, f"{label}:{lineno}",
+                                   m.group(3).strip()[:300], peer,
+                                   int(term) if term else None, groups.get("queue")))
+    cover = None if first is None or last is None else LogCoverage(node, first, last)
+    return events, cover
+
+
+def read_events(nodes_dir: Path, start_unix: float, nodes: Mapping[str, str],
+                version: str | None = None) -> tuple[list[LogEvent], dict[str, LogCoverage]]:
+    """Takes a run's nodes/ directory, the wall clock at history time 0, test.json's nodes
+    ({name: address}) and the broker version. Returns every node's events in time order and the
+    span each node's logs cover (a node with no log is missing from it)."""
+    names = node_names(nodes)
+    patterns = patterns_for(version)
+    events: list[LogEvent] = []
+    cover: dict[str, LogCoverage] = {}
+    for path in sorted(nodes_dir.glob("*/rabbit*.log")):
+        if path.name.endswith("_upgrade.log"):
+            continue
+        node = path.parent.name
+        found, span = read_node_log(path, node, start_unix, names, patterns,
+                                    f"{node}/{path.name}")
+        events += found
+        if span is not None:
+            old = cover.get(node)
+            cover[node] = span if old is None else LogCoverage(
+                node, min(old.first_ns, span.first_ns), max(old.last_ns, span.last_ns))
+    events.sort(key=lambda e: (e.time_ns, e.node, e.evidence))
+    return events, cover
+
+
+def detections(events: Iterable[LogEvent]) -> list[LogEvent]:
+    """Takes events. Returns those of a failure detector, in the order given."""
+    return [e for e in events if e.detector is not None]

@@ -1,0 +1,376 @@
+"""Did each fault bite? Per-fault efficacy and the run's test strength, from the broker's evidence.
+
+A valid verdict is only as strong as its faults. For every fault window this
+module says (results.json `faults`, shared/DESIGN.md "Test strength"):
+
+- `noticed`: whether RabbitMQ noticed it, by which detector and how long after
+  it began (checkers.broker_log has the detectors and their log lines). A
+  detection counts for a window when it comes from a node's log between the
+  fault's start and its heal ("during"), or within `late_margin_ns` after the
+  heal and before the next fault ("after_heal": a late net_tick_timeout then
+  partitions a healed cluster). A distribution detection must be about the
+  fault: for a partition, between two nodes the grudge cuts apart; for a
+  fault on nodes (kill, stop, pause, packet faults), about one of them. A Raft
+  election in the window counts whatever the fault. `unknown` when no node's
+  log covers the fault's start (logs missing), never `noticed`;
+- `effects`: what it caused, each with its time, node and evidence: pauses and
+  autoheal restarts, leader elections (a failover when another node leads
+  afterwards), mirror promotions (synchronised or not, from the placement
+  samples), nodes booting again, publishes cut (from the history);
+- `at_risk`: confirmed, unconsumed messages when it began (the Spark count over
+  the history, checkers.spark_risk) and the nearest depth sample before it.
+
+`strength` sums them up: a run is *weak* when it had faults and none was
+noticed, or when no noticed fault found anything at risk; a run with no faults
+is a control. A weak run is never a pass (harness.verdict). Pure: no Spark, no
+files.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from checkers.broker_log import LogCoverage, LogEvent
+from checkers.phases import HarnessEvent, phase_of
+from history.faults import FaultWindow
+
+NS: Final = 1_000_000_000
+MS: Final = 1_000_000
+# Fault kinds the distribution notices only by silence: 0.75-1.25 x net_ticktime after the last
+# packet. The others close a connection (a kill, a stop, a restart) and are noticed at once.
+TICK_DETECTED: Final = frozenset({"partition", "pause", "packet"})
+# Effects that hand a queue to another node.
+FAILOVER_KINDS: Final = frozenset({"failover", "promotion", "unsynchronised-promotion"})
+# Log event kinds that are effects, and the name results.json gives each.
+EFFECT_KINDS: Final[Mapping[str, str]] = {
+    "pause-minority": "pause-minority",
+    "autoheal-restart": "autoheal-restart",
+    "no-synchronised-mirror": "master-stopped-without-synchronised-mirror",
+    "node-start": "node-restart",
+}
+PLURAL: Final[Mapping[str, str]] = {
+    "partition": "partitions", "kill": "kills", "stop": "stops", "pause": "pauses",
+    "packet": "packet faults", "rolling-restart": "rolling restarts",
+    "full-restart": "full restarts",
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the broker's side of a run says: its log events and the span each node's logs cover
+    (checkers.broker_log.read_events), net_ticktime, and the queue's leader when the run began
+    (None when unknown)."""
+
+    events: Sequence[LogEvent] = ()
+    coverage: Mapping[str, LogCoverage] = field(default_factory=dict)
+    net_ticktime_s: float | None = None
+    initial_leader: str | None = None
+
+    def detection_range_s(self) -> tuple[float, float] | None:
+        """Returns the distribution's detection time of a silent peer, (0.75, 1.25) x
+        net_ticktime in seconds, or None when net_ticktime is unknown."""
+        t = self.net_ticktime_s
+        return None if t is None else (0.75 * t, 1.25 * t)
+
+    def late_margin_ns(self) -> int:
+        """Returns how long after a heal a detection still counts as the fault's: a tick check
+        pending at the heal fires within half a tick, and TCP's retransmission backoff can
+        hold the first packets back a little longer (2 s)."""
+        t = self.net_ticktime_s if self.net_ticktime_s is not None else 60.0
+        return int((0.5 * t + 2.0) * NS)
+
+
+def _ms(ns: int | float) -> float:
+    return round(ns / MS, 3)
+
+
+def _cut(window: FaultWindow) -> Callable[[str, str | None], bool]:
+    """Returns whether a detection logged by `node` about `peer` is about this fault."""
+    value = window.value if isinstance(window.value, dict) else {}
+    grudge = value.get("grudge")
+    target = set(window.target or ())
+    if window.kind == "partition" and isinstance(grudge, dict):
+        drops = {str(a): {str(b) for b in bs} for a, bs in grudge.items() if isinstance(bs, list)}
+
+        def cut(node: str, peer: str | None) -> bool:
+            if peer is None:
+                return True
+            return peer in drops.get(node, set()) or node in drops.get(peer, set())
+        return cut
+    if window.kind in ("rolling-restart", "full-restart") or not target:
+        return lambda _node, _peer: True
+    return lambda node, peer: (peer in target) if peer is not None else node not in target
+
+
+def _about(window: FaultWindow, e: LogEvent) -> bool:
+    """Returns whether a detector's event is about this fault (module docstring)."""
+    if e.detector == "raft":
+        return True
+    return _cut(window)(e.node, e.peer)
+
+
+def _covered(window: FaultWindow, coverage: Mapping[str, LogCoverage]) -> bool:
+    return any(c.first_ns <= window.start_ns <= c.last_ns for c in coverage.values())
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int  # when the fault was invoked (it may bite from then), else its start
+    end: int
+    late_end: int
+    horizon: int
+
+
+# The harness's own restarts to mend the cluster (harness.recovery): no fault's effects.
+MEND_FS: Final = frozenset({"recover-node", "recover-queue"})
+
+
+def _harness_acts(harness: Sequence[HarnessEvent]) -> list[int]:
+    """Returns when the harness itself began to act on the brokers (a mend, recorded at its end
+    with how many `seconds` it took; the teardown), in time order: what follows is no fault's
+    doing."""
+    acts = []
+    for h in harness:
+        if h.f in MEND_FS:
+            took = h.value.get("seconds") if isinstance(h.value, dict) else None
+            acts.append(h.time - int(float(took) * NS) if isinstance(took, int | float) else h.time)
+        elif phase_of(h) == ("teardown", "start"):
+            acts.append(h.time)
+    return sorted(acts)
+
+
+def _spans(windows: Sequence[FaultWindow], ev: Evidence, acts: Sequence[int]) -> list[_Span]:
+    """Each window's own stretch of time: from its invocation to its heal, how late a detection
+    may come (before the next fault starts), and how far its effects reach (to the next fault's
+    start, at most 3 x net_ticktime + 30 s past its heal); nothing reaches past the harness's
+    first own act on the brokers after the heal (`acts`: a mend, the teardown)."""
+    tick = ev.net_ticktime_s if ev.net_ticktime_s is not None else 60.0
+    reach = int((3 * tick + 30) * NS)
+    spans = []
+    for i, w in enumerate(windows):
+        nxt = windows[i + 1].start_ns if i + 1 < len(windows) else None
+        act = next((t for t in acts if t >= w.end_ns), None)
+        nxt = act if nxt is None else nxt if act is None else min(nxt, act)
+        late = w.end_ns + ev.late_margin_ns()
+        horizon = w.end_ns + reach
+        if nxt is not None and nxt > w.start_ns:
+            late, horizon = min(late, nxt), min(horizon, nxt)
+        begin = w.start_ns if w.invoke_ns is None else min(w.invoke_ns, w.start_ns)
+        spans.append(_Span(begin, w.end_ns, max(late, w.end_ns), max(horizon, w.end_ns)))
+    return spans
+
+
+def _detection(e: LogEvent, start: int) -> dict[str, Any]:
+    return {"detector": e.detector, "kind": e.kind, "at_ms": e.at_ms,
+            "after_ms": _ms(e.time_ns - start), "node": e.node, "peer": e.peer,
+            "evidence": e.evidence, "text": e.text}
+
+
+def _noticed(window: FaultWindow, span: _Span, ev: Evidence
+             ) -> tuple[bool | str, int | None, str | None, list[dict[str, Any]]]:
+    """Returns (noticed, ns after the start, "during"/"after_heal", the first detection of each
+    detector)."""
+    if not ev.coverage or not _covered(window, ev.coverage):
+        return "unknown", None, None, []
+    first: dict[str, LogEvent] = {}
+    for e in ev.events:
+        if e.detector is None or not span.start <= e.time_ns <= span.late_end:
+            continue
+        if e.detector not in first and _about(window, e):
+            first[e.detector] = e
+    if not first:
+        return False, None, None, []
+    earliest = min(first.values(), key=lambda e: e.time_ns)
+    when = "during" if earliest.time_ns <= span.end else "after_heal"
+    found = [_detection(e, span.start) for e in sorted(first.values(), key=lambda e: e.time_ns)]
+    return True, earliest.time_ns - span.start, when, found
+
+
+def _effect(kind: str, node: str | None, at_ns: int, evidence: str, text: str) -> dict[str, Any]:
+    return {"kind": kind, "node": node, "at_ms": _ms(at_ns), "evidence": evidence, "text": text}
+
+
+def _placements(harness: Sequence[HarnessEvent]) -> list[HarnessEvent]:
+    return [h for h in harness if h.f == "placement" and isinstance(h.value, dict)]
+
+
+def _promotions(span: _Span, placements: Sequence[HarnessEvent]) -> list[dict[str, Any]]:
+    """A mirrored queue's master moving to another node between two placement samples inside
+    the span: synchronised if the new master was a synchronised mirror in the sample before."""
+    out = []
+    for before, after in itertools.pairwise(placements):
+        if not span.start <= after.time < span.horizon:
+            continue
+        old, new = before.value.get("leader"), after.value.get("leader")
+        if after.value.get("type") != "mirrored" or not old or not new or old == new:
+            continue
+        synced = new in (before.value.get("synchronised_mirrors") or [])
+        kind = "promotion" if synced else "unsynchronised-promotion"
+        text = (f"master moved from {old} to {new}, "
+                f"{'a synchronised mirror' if synced else 'a mirror that was not synchronised'} "
+                f"in the sample before")
+        out.append(_effect(kind, new, after.time, "placement sample", text))
+    return out
+
+
+class _Leaders:
+    """Follows a quorum queue's leader through its elections, to tell a failover (another node
+    leads) from a re-election."""
+
+    def __init__(self, initial: str | None) -> None:
+        self.leader = initial
+
+    def elected(self, e: LogEvent) -> dict[str, Any]:
+        before, self.leader = self.leader, e.node
+        took = before is not None and before != e.node
+        kind = "failover" if took else "leader-election"
+        text = (f"{e.node} leads in term {e.term} (took over from {before})" if took
+                else f"{e.node} leads in term {e.term}")
+        return _effect(kind, e.node, e.time_ns, e.evidence, text)
+
+
+def _log_effects(span: _Span, ev: Evidence, leaders: _Leaders) -> list[dict[str, Any]]:
+    out = []
+    for e in ev.events:
+        if e.kind == "leader-elected" and e.time_ns < span.horizon:
+            effect = leaders.elected(e)  # every election moves the leader, in or out of spans
+            if span.start <= e.time_ns:
+                out.append(effect)
+            continue
+        if not span.start <= e.time_ns < span.horizon:
+            continue
+        name = EFFECT_KINDS.get(e.kind)
+        if name is not None:
+            out.append(_effect(name, e.node, e.time_ns, e.evidence, e.text))
+    return out
+
+
+def _depth_before(t: int, harness: Sequence[HarnessEvent]) -> dict[str, Any] | None:
+    best = None
+    for h in harness:
+        if h.f != "depth" or not isinstance(h.value, dict) or h.time > t:
+            continue
+        if h.value.get("ready") is None:
+            continue
+        best = h
+    if best is None:
+        return None
+    return {"ready": best.value.get("ready"), "unacked": best.value.get("unacked"),
+            "at_ms": _ms(best.time), "source": "depth sample"}
+
+
+def _evidence_sentence(window: FaultWindow, noticed: bool | str, after: int | None,
+                       when: str | None, found: Sequence[Mapping[str, Any]],
+                       ev: Evidence) -> str:
+    lasted = (window.end_ns - window.start_ns) / NS
+    if noticed == "unknown":
+        return "no node's log covers this fault's start: whether RabbitMQ noticed it is unknown"
+    if noticed is True and after is not None:
+        first = found[0]
+        late = " (after the heal)" if when == "after_heal" else ""
+        return (f"noticed {after / NS:.1f} s in{late} by the {first['detector']} detector: "
+                f"{first['node']} {first['evidence']}")
+    rng = ev.detection_range_s()
+    if window.kind in TICK_DETECTED and rng is not None:
+        return (f"no node logged a detection: it healed after {lasted:.1f} s; with net_ticktime "
+                f"{ev.net_ticktime_s:g} s detection takes {rng[0]:g}-{rng[1]:g} s")
+    return f"no node logged a detection in the {lasted:.1f} s it lasted or just after"
+
+
+def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, Any]],
+                 harness: Sequence[HarnessEvent], ev: Evidence | None) -> list[dict[str, Any]]:
+    """Takes the fault windows in start order, the Spark facts per window
+    (checkers.spark_risk.risk_facts; empty when not computed), the harness events (depth and
+    placement samples) and the broker's evidence (None: no logs to read). Returns the
+    results.json `faults` list (module docstring)."""
+    ev = ev or Evidence()
+    spans = _spans(windows, ev, _harness_acts(harness))
+    placements = _placements(harness)
+    leaders = _Leaders(ev.initial_leader or _first_leader(placements))
+    out = []
+    for i, (w, span) in enumerate(zip(windows, spans, strict=True)):
+        noticed, after, when, found = _noticed(w, span, ev)
+        effects = _log_effects(span, ev, leaders) + _promotions(span, placements)
+        fact = facts[i] if i < len(facts) else {}
+        cut = fact.get("unknown_publishes")
+        if cut:
+            effects.append(_effect("connections-dropped", None, w.start_ns, "history",
+                                   f"{cut} publishes ended unknown (info) during the fault: "
+                                   f"a connection lost or a confirm that never came"))
+        effects.sort(key=lambda x: (x["at_ms"], x["kind"]))
+        out.append({
+            "index": i, "f": w.f, "fault": w.fault, "kind": w.kind,
+            "target": list(w.target) if w.target else None,
+            "start_ms": _ms(w.start_ns), "end_ms": _ms(w.end_ns),
+            "duration_ms": _ms(w.end_ns - w.start_ns),
+            "noticed": noticed, "noticed_ms": None if after is None else _ms(after),
+            "noticed_when": when, "detections": found, "effects": effects,
+            "at_risk": {"count": fact.get("at_risk"), "source": "history",
+                        "depth": _depth_before(w.start_ns, harness)},
+            "evidence": _evidence_sentence(w, noticed, after, when, found, ev),
+        })
+    return out
+
+
+def _first_leader(placements: Sequence[HarnessEvent]) -> str | None:
+    return next((str(p.value["leader"]) for p in placements if p.value.get("leader")), None)
+
+
+def _kinds_text(faults: Sequence[Mapping[str, Any]]) -> str:
+    kinds = list(dict.fromkeys(str(f["kind"]) for f in faults))
+    n = len(faults)
+    if len(kinds) == 1:
+        word = kinds[0] if n == 1 else PLURAL.get(kinds[0], f"{kinds[0]} faults")
+        return f"{n} {word}"
+    return f"{n} faults"
+
+
+def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[str, Any]:
+    """Takes the `faults` list and the evidence. Returns the `strength` section: counts, whether
+    the run is weak and why, and a one-line summary (module docstring)."""
+    ev = ev or Evidence()
+    n = len(faults)
+    noticed = [f for f in faults if f["noticed"] is True]
+    late = sum(1 for f in noticed if f["noticed_when"] == "after_heal")
+    unknown = sum(1 for f in faults if f["noticed"] == "unknown")
+    failovers = sum(1 for f in faults for e in f["effects"] if e["kind"] in FAILOVER_KINDS)
+    risks = [f["at_risk"]["count"] for f in faults if f["at_risk"]["count"] is not None]
+    noticed_risks = [f["at_risk"]["count"] for f in noticed if f["at_risk"]["count"] is not None]
+    most = max(risks) if risks else None
+    rng = ev.detection_range_s()
+    reason = ""
+    if n == 0:
+        weak, reason = False, "no faults: a control run"
+    elif unknown == n:
+        weak = True
+        reason = (f"whether RabbitMQ noticed any of {_kinds_text(faults)} is unknown: no node "
+                  f"log covers them")
+    elif not noticed:
+        weak = True
+        reason = f"none of {_kinds_text(faults)} was noticed by RabbitMQ"
+        short = [f for f in faults if f["kind"] in TICK_DETECTED]
+        if short and rng is not None and len(short) == n:
+            lasted = sorted({round(f["duration_ms"] / 1000) for f in short})
+            each = (f"each healed after {lasted[0]} s" if len(lasted) == 1
+                    else f"each healed after {lasted[0]}-{lasted[-1]} s")
+            reason += (f": {each}; with net_ticktime {ev.net_ticktime_s:g} s detection takes "
+                       f"{rng[0]:g}-{rng[1]:g} s")
+    elif noticed_risks and max(noticed_risks) == 0:
+        weak = True
+        reason = ("nothing was at risk when the noticed faults began: no confirmed message was "
+                  "waiting to be consumed")
+    else:
+        weak = False
+    summary = (f"faults noticed {len(noticed)} of {n}"
+               + (f" ({late} only after the heal)" if late else "")
+               + (f", {unknown} unknown" if unknown else "")
+               + f", failovers {failovers}, most messages at risk "
+               + (f"{most:,}" if most is not None else "unknown"))
+    return {"faults": n, "noticed": len(noticed), "noticed_after_heal": late,
+            "unknown": unknown, "failovers": failovers, "max_at_risk": most, "weak": weak,
+            "control": n == 0, "reason": reason, "summary": summary,
+            "detection_s": list(rng) if rng is not None else None,
+            "net_ticktime": ev.net_ticktime_s}

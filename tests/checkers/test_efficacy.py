@@ -1,0 +1,210 @@
+"""Per-fault efficacy and test strength, judged on real RabbitMQ 3.10 log lines.
+
+The fixtures under fixtures/broker_logs/ are real runs cut down (tests/checkers/fixtures/
+broker_logs/README.md): each node's rabbit.log within the faults' reach, and the history's
+nemesis and harness ops (run.json). The expectations below were read off the logs by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers.broker_log import LINE, PATTERNS_3_10, parse_line, patterns_for, read_events
+from checkers.efficacy import Evidence, judge_faults, strength
+from checkers.phases import HarnessEvent
+from history import HARNESS, Op
+from history.faults import fault_windows
+
+FIXTURES = Path(__file__).parent / "fixtures" / "broker_logs"
+PAUSE_MINORITY = FIXTURES / "pause-minority-partitions"
+PROCESS = FIXTURES / "process-and-packet-faults"
+
+
+def load(run: Path, logs: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any], Evidence | None]:
+    """Returns (faults, strength, evidence) as the checker judges a fixture run."""
+    meta = json.loads((run / "run.json").read_text())
+    ops = [Op.from_dict(o) for o in meta["ops"]]
+    windows = fault_windows(ops)
+    harness = [HarnessEvent(op.time, op.f, op.value) for op in ops if op.process == HARNESS]
+    ev = None
+    if logs:
+        events, cover = read_events(run / "nodes", meta["history_start_unix"], meta["nodes"],
+                                    meta["versions"]["rabbitmq"])
+        ev = Evidence(events, cover, float(meta["net_ticktime"]),
+                      (meta.get("placement_at_start") or {}).get("leader"))
+    facts = [{"at_risk": 1000 * (i + 1), "unknown_publishes": 0} for i in range(len(windows))]
+    faults = judge_faults(windows, facts, harness, ev)
+    return faults, strength(faults, ev), ev
+
+
+def kinds(fault: dict[str, Any]) -> list[tuple[str, str | None]]:
+    return [(e["kind"], e["node"]) for e in fault["effects"]]
+
+
+def test_each_pattern_reads_its_real_line():
+    lines = {
+        "node-down": "node 'rabbit@10.213.0.12' down: net_tick_timeout",
+        "partitioned-network": "Mnesia('rabbit@10.213.0.11'): ** ERROR ** mnesia_event got "
+                               "{inconsistent_database, running_partitioned_network, "
+                               "'rabbit@10.213.0.12'}",
+        "partial-partition": "Partial partition detected:",
+        "leader-down": "queue 'jepsen.queue' in vhost '/': Leader monitor down with "
+                       "noconnection, setting election timeout",
+        "election": "queue 'jepsen.queue' in vhost '/': granting vote for "
+                    "{'%2F_jepsen.queue','rabbit@10.213.0.11'} with last indexterm {4480,1} for "
+                    "term 2 previous term was 2",
+        "leader-elected": "queue 'jepsen.queue' in vhost '/': candidate -> leader in term: 3 "
+                          "machine version: 2",
+        "pause-minority": "Cluster minority/secondary status detected - awaiting recovery",
+        "node-start": " Starting RabbitMQ 3.10.8 on Erlang 25.2.3 [jit]",
+        "rabbit-down": "rabbit on node 'rabbit@10.213.0.11' down",
+    }
+    for kind, text in lines.items():
+        hit = parse_line(text, PATTERNS_3_10)
+        assert hit is not None and hit[0].kind == kind, (kind, hit)
+    pattern, m = parse_line(lines["leader-elected"], PATTERNS_3_10)  # type: ignore[misc]
+    assert pattern.detector == "raft" and m.group("term") == "3" and m.group("queue") == "jepsen.queue"
+    assert parse_line("accepting AMQP connection <0.1841.0>", PATTERNS_3_10) is None
+    assert patterns_for("3.10.8") is PATTERNS_3_10 and patterns_for(None) is PATTERNS_3_10
+
+
+def test_a_log_line_names_its_node_by_address_and_keeps_its_place():
+    events, cover = read_events(PAUSE_MINORITY / "nodes", json.loads(
+        (PAUSE_MINORITY / "run.json").read_text())["history_start_unix"],
+        {"n1": "10.213.0.11", "n2": "10.213.0.12", "n3": "10.213.0.13"})
+    tick = next(e for e in events if e.kind == "node-down" and "net_tick_timeout" in e.text)
+    assert (tick.node, tick.peer, tick.detector) == ("n1", "n2", "distribution")
+    path, line = tick.evidence.split(":")
+    assert path == "n1/rabbit.log"
+    text = (PAUSE_MINORITY / "nodes" / path).read_text().splitlines()[int(line) - 1]
+    assert "net_tick_timeout" in text and LINE.match(text)
+    assert set(cover) == {"n1", "n2", "n3"}
+    assert all(c.first_ns < c.last_ns for c in cover.values())
+
+
+def test_ten_second_partitions_under_net_ticktime_10_are_noticed_only_when_they_reach_a_detector():
+    """The issue's own run, seed 7: six random-halves partitions of 10 s under pause_minority."""
+    faults, st, _ = load(PAUSE_MINORITY)
+    assert len(faults) == 6
+    first, second, third = faults[:3]
+    # n2 cut off: n1 declared it down (net_tick_timeout) right at the heal, 10.0 s in; then
+    # pause_minority paused n1 and n2, which booted again, and n1 was re-elected leader.
+    assert (first["noticed"], first["noticed_when"]) == (True, "during")
+    assert 9_900 < first["noticed_ms"] < 10_100
+    assert first["detections"][0]["detector"] == "distribution"
+    assert ("pause-minority", "n1") in kinds(first) and ("pause-minority", "n2") in kinds(first)
+    assert ("node-restart", "n1") in kinds(first)
+    # The leader's node cut off: no node declared anything down, but the Raft members elected
+    # n3 (term 3) 8.4 s in; then n1 was elected back (term 4) when n3 was cut off.
+    assert second["noticed"] is True and second["detections"][0]["detector"] == "raft"
+    assert [d["detector"] for d in second["detections"]] == ["raft"]
+    assert 8_000 < second["noticed_ms"] < 8_700
+    assert ("failover", "n3") in kinds(second)
+    assert ("failover", "n1") in kinds(third)
+    # A follower's node cut off for 10.1 s: neither detector fired.
+    for f in faults[3:5]:
+        assert (f["noticed"], f["noticed_ms"], f["detections"]) == (False, None, [])
+        assert f["evidence"] == ("no node logged a detection: it healed after 10.1 s; with "
+                                 "net_ticktime 10 s detection takes 7.5-12.5 s")
+    # The teardown's stops are the harness's, not the last fault's effects.
+    assert kinds(faults[5]) == []
+    assert st["faults"] == 6 and st["noticed"] == 3 and st["failovers"] == 2
+    assert st["weak"] is False
+    assert st["summary"] == "faults noticed 3 of 6, failovers 2, most messages at risk 6,000"
+
+
+def test_kills_stops_and_pauses_are_noticed_packet_faults_are_not():
+    faults, st, _ = load(PROCESS)
+    by = {f["fault"]: f for f in faults}
+    kill, pause, stop = by["kill"], by["pause"], by["stop"]
+    # A killed node's connections close at once: its peers' Raft members notice within 25 ms of
+    # the kill's invocation, the distribution 30 ms in ("down: connection_closed").
+    assert kill["noticed"] is True and kill["noticed_ms"] < 100
+    assert {d["detector"] for d in kill["detections"]} == {"raft", "distribution"}
+    assert ("failover", "n2") in kinds(kill) and ("node-restart", "n1") in kinds(kill)
+    # SIGSTOP is silent: the Raft members noticed 6.5 s in, the distribution ~10.7 s in.
+    assert [d["detector"] for d in pause["detections"]] == ["raft", "distribution"]
+    assert 6_000 < pause["noticed_ms"] < 7_000
+    assert 10_000 < pause["detections"][1]["after_ms"] < 11_500
+    assert stop["noticed"] is True and ("failover", "n2") in kinds(stop)
+    # 20% packet loss and a 1 Mbit/s limit degrade, they do not cut: nothing noticed.
+    assert by["packet-loss"]["noticed"] is False and by["bandwidth"]["noticed"] is False
+    assert st["noticed"] == 3 and st["faults"] == 5 and st["weak"] is False
+
+
+def test_without_logs_every_fault_is_unknown_and_the_run_weak():
+    faults, st, _ = load(PAUSE_MINORITY, logs=False)
+    assert {f["noticed"] for f in faults} == {"unknown"}
+    assert all(f["noticed_ms"] is None and f["detections"] == [] for f in faults)
+    assert st["weak"] is True and st["unknown"] == 6
+    assert st["reason"] == ("whether RabbitMQ noticed any of 6 partitions is unknown: no node "
+                            "log covers them")
+
+
+def test_logs_that_end_before_a_fault_leave_it_unknown(tmp_path: Path):
+    run = tmp_path / "run"
+    shutil.copytree(PAUSE_MINORITY, run)
+    for log in run.glob("nodes/*/rabbit.log"):  # keep only the first minute of every log
+        lines = log.read_text().splitlines(keepends=True)
+        log.write_text("".join(x for x in lines if x[11:19] < "03:54:20"))
+    faults, _st, _ = load(run)
+    assert faults[0]["noticed"] is True
+    assert [f["noticed"] for f in faults[3:]] == ["unknown", "unknown", "unknown"]
+
+
+def test_a_run_whose_faults_went_unnoticed_is_weak_and_says_why():
+    faults, _, ev = load(PAUSE_MINORITY)
+    unnoticed = [f for f in faults if f["noticed"] is False]
+    st = strength(unnoticed, ev)
+    assert st["weak"] is True and st["noticed"] == 0
+    assert st["reason"] == ("none of 3 partitions was noticed by RabbitMQ: each healed after "
+                            "9-10 s; with net_ticktime 10 s detection takes 7.5-12.5 s")
+    assert st["summary"].startswith("faults noticed 0 of 3")
+
+
+def test_noticed_faults_with_nothing_at_risk_make_a_weak_run():
+    faults, _, ev = load(PROCESS)
+    for f in faults:
+        f["at_risk"]["count"] = 0
+    st = strength(faults, ev)
+    assert st["weak"] is True
+    assert st["reason"].startswith("nothing was at risk when the noticed faults began")
+
+
+def test_a_run_without_faults_is_a_control_not_weak():
+    st = strength([], Evidence(net_ticktime_s=10.0))
+    assert (st["weak"], st["control"], st["faults"]) == (False, True, 0)
+
+
+@pytest.mark.parametrize("late_s, when", [(0.5, "after_heal"), (30.0, None)])
+def test_a_detection_after_the_heal_is_told_apart(late_s: float, when: str | None):
+    """A net_tick_timeout logged half a second after the heal partitions a healed cluster: it
+    counts, as "after_heal"; one 30 s later is another story."""
+    from checkers.broker_log import LogCoverage, LogEvent
+
+    s = 1_000_000_000
+    ops = [Op(type="invoke", process="nemesis", f="start-partition", time=10 * s, index=1),
+           Op(type="info", process="nemesis", f="start-partition", time=10 * s, index=2,
+              value={"nodes": ["n2"], "grudge": {"n1": ["n2"], "n2": ["n1", "n3"],
+                                                  "n3": ["n2"]}}, node="n2"),
+           Op(type="invoke", process="nemesis", f="stop-partition", time=20 * s, index=3),
+           Op(type="info", process="nemesis", f="stop-partition", time=20 * s, index=4,
+              value={"nodes": ["n2"]}, node="n2")]
+    at = int((20 + late_s) * s)
+    ev = Evidence([LogEvent(at, "n3", "node-down", "distribution", "n3/rabbit.log:9",
+                            "node 'rabbit@n2' down: net_tick_timeout", "n2")],
+                  {"n3": LogCoverage("n3", 0, 100 * s)}, 10.0)
+    [f] = judge_faults(fault_windows(ops), [], [], ev)
+    assert f["noticed_when"] == when
+    assert f["noticed"] is (when is not None)
+    # A line about two nodes on the same side of the cut is no detection of this fault.
+    same_side = Evidence([LogEvent(15 * s, "n1", "node-down", "distribution", "n1/rabbit.log:3",
+                                   "node 'rabbit@n3' down: net_tick_timeout", "n3")],
+                         ev.coverage, 10.0)
+    [g] = judge_faults(fault_windows(ops), [], [], same_side)
+    assert g["noticed"] is False
