@@ -10,16 +10,20 @@ that a complete drain did not find). A run is judged:
 - expected an anomaly: shown -> *detected*; valid -> **MISSED** (the harness
   failed to show a loss RabbitMQ documents); invalid for another reason ->
   **FINDING**; unknown -> *unknown*;
+- valid but weak (results.json `strength`: RabbitMQ noticed none of its
+  faults, or nothing was at risk when they began) -> *weak*, whatever the
+  prediction: the run tested nothing, so it is neither a safe pass nor a miss;
 - whatever the results, a run that failed for infrastructure reasons (the
   cluster would not start, a node never recovered, a harness error; the
   caller says so) -> *error*: it tested nothing, so it is never a finding.
 
 Over repeated runs a scenario's *rate* is the share of runs whose prediction
-held; it must reach the expectation's `min_rate` (1.0 for valid, 0.9 by
-default for an anomaly). The exit code: 2 when a run was unknown or could not
-run, or an anomaly scenario fell short of its rate (the harness is not
-sensitive enough: that is a harness failure, never a pass), or a run was an
-infrastructure error; else 1 when any run is a FINDING; else 0. Rows and
+held (a weak run counts in the runs, never in what held); it must reach the
+expectation's `min_rate` (1.0 for valid, 0.9 by default for an anomaly). The
+exit code: 2 when a run was unknown, weak or could not run, or an anomaly
+scenario fell short of its rate (the harness is not sensitive enough: that is
+a harness failure, never a pass), or a run was an infrastructure error; else 1
+when any run is a FINDING; else 0. Rows and
 summaries are written as matrix.json and matrix.md, for nightly CI to keep and
 for tables to be rebuilt from.
 """
@@ -33,12 +37,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.verdict import is_weak
+
 # How a run compares with its scenario's prediction.
 AS_EXPECTED = "as expected"
 DETECTED = "detected"
 FINDING = "FINDING"
 MISSED = "MISSED"
 UNKNOWN = "unknown"
+WEAK = "weak"
 ERROR = "error"
 HELD = frozenset({AS_EXPECTED, DETECTED})
 
@@ -88,12 +95,14 @@ def shows(results: dict[str, Any] | None, anomaly: str) -> bool:
 
 def judge(expect: Expectation, results: dict[str, Any] | None) -> str:
     """Takes the prediction and a run's results (None when it never got to a check). Returns
-    how they compare (AS_EXPECTED, DETECTED, FINDING, MISSED or UNKNOWN)."""
+    how they compare (AS_EXPECTED, DETECTED, FINDING, MISSED, WEAK or UNKNOWN)."""
     valid = (results or {}).get("valid")
     if expect.anomaly is not None and shows(results, expect.anomaly):
         return DETECTED
     if valid is False:
         return FINDING
+    if is_weak(results):
+        return WEAK
     if valid is True:
         return AS_EXPECTED if expect.anomaly is None else MISSED
     return UNKNOWN
@@ -123,6 +132,10 @@ class Row:
     # Why the run is an infrastructure error (judgement ERROR), and which try of it this is.
     infrastructure: str | None = None
     tries: int = 1
+    # results.json's strength summary ("faults noticed 3 of 6, failovers 2, ...") and, for a
+    # weak run, why it is weak.
+    strength: str | None = None
+    weak_reason: str | None = None
 
     @property
     def expect_valid(self) -> bool:
@@ -141,6 +154,8 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
     r = results or {}
     q = r.get("queue", {})
     o = r.get("ordering", {})
+    found = r.get("strength")
+    st: dict[str, Any] = found if isinstance(found, dict) else {}
     problems = tuple(r.get("run", {}).get("problems", ()))
     reason = q.get("reason")
     if reason and q.get("valid") != True:  # noqa: E712 (valid may be a string)
@@ -160,6 +175,7 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         unflagged_duplicated=q.get("unflagged_duplicated_count"),
         recovered=q.get("recovered_count"), ordering_violations=o.get("violation_count"),
         problems=problems, infrastructure=infrastructure, tries=tries,
+        strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
     )
 
 
@@ -181,6 +197,7 @@ class Summary:
     wall_s_median: float
     judgements: dict[str, int] = field(default_factory=dict)
     errors: int = 0
+    weak: int = 0
 
     @property
     def rate(self) -> float:
@@ -196,6 +213,8 @@ class Summary:
             return "ok"
         if self.errors and self.errors + self.held == self.runs:
             return ERROR  # nothing but infrastructure failures kept it from its rate
+        if self.weak and self.weak + self.held + self.errors == self.runs:
+            return WEAK  # nothing but weak runs (and errors) kept it from its rate
         if self.judgements.get(UNKNOWN) and self.expect == VALID:
             return UNKNOWN
         return "insensitive" if self.expect != VALID else UNKNOWN
@@ -224,6 +243,7 @@ def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list
             lost_max=max(lost) if lost else None,
             wall_s_median=round(statistics.median(r.wall_s for r in mine), 1),
             judgements=judgements, errors=len(mine) - len(tested),
+            weak=sum(r.judgement == WEAK for r in mine),
         ))
     return out
 
@@ -233,7 +253,7 @@ def exit_code(rows: Sequence[Row], summaries: Sequence[Summary] = ()) -> int:
     error, or a scenario fell short of its detection rate, else 1 if any run is a finding,
     else 0."""
     judgements = {row.judgement for row in rows}
-    if (not rows or UNKNOWN in judgements or ERROR in judgements
+    if (not rows or UNKNOWN in judgements or ERROR in judgements or WEAK in judgements
             or any(s.verdict == "insensitive" for s in summaries)):
         return 2
     return 1 if FINDING in judgements else 0
@@ -252,6 +272,9 @@ def problems(summaries: Sequence[Summary]) -> list[str]:
                        f"prediction ({s.expect})")
         elif s.verdict == UNKNOWN:
             out.append(f"{s.scenario}: {s.unknown} of {s.runs} runs had no verdict")
+        elif s.verdict == WEAK:
+            out.append(f"{s.scenario}: {s.weak} of {s.runs} runs were weak (RabbitMQ noticed "
+                       "none of their faults, or nothing was at risk): they tested nothing")
         elif s.verdict == ERROR:
             out.append(f"{s.scenario}: {s.errors} of {s.runs} runs failed for infrastructure "
                        "reasons (retried, then reported as errors, not findings)")
@@ -284,14 +307,14 @@ def table(rows: Sequence[Row]) -> str:
 
 def summary_table(summaries: Sequence[Summary]) -> str:
     """Takes summaries. Returns them as a Markdown table, one line per scenario."""
-    head = ["scenario", "expected", "runs", "valid", "invalid", "unknown", "rate", "needs",
-            "verdict", "lost min / median / max", "wall s (median)"]
+    head = ["scenario", "expected", "runs", "valid", "invalid", "unknown", "weak", "rate",
+            "needs", "verdict", "lost min / median / max", "wall s (median)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}")
         cells = [s.scenario, s.expect, str(s.runs), str(s.valid), str(s.invalid), str(s.unknown),
-                 f"{s.held}/{s.runs}", f"{s.min_rate:.0%}", s.verdict, lost,
+                 str(s.weak), f"{s.held}/{s.runs}", f"{s.min_rate:.0%}", s.verdict, lost,
                  f"{s.wall_s_median:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -301,11 +324,13 @@ def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> st
     """Takes summaries and each scenario's safe twin (None for none). Returns a Markdown table
     with a line per unsafe scenario that has runs: how often it showed its anomaly, its lost
     min / median / max, and how often its twin was valid; on both sides, how many runs had no
-    verdict (unknown: the drain could not prove the queue empty) (README.md's table)."""
+    verdict (unknown: the drain could not prove the queue empty) and how many were weak (their
+    faults went unnoticed or found nothing at risk: neither a detection nor a pass)
+    (README.md's table)."""
     by_name = {s.scenario: s for s in summaries}
-    head = ["unsafe scenario (predicts lost)", "runs", "shown in", "no verdict",
+    head = ["unsafe scenario (predicts lost)", "runs", "shown in", "no verdict", "weak",
             "lost min / median / max", "safe twin (predicts valid)", "runs", "valid in",
-            "no verdict"]
+            "no verdict", "weak"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         if s.expect == VALID:
@@ -313,9 +338,10 @@ def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> st
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min:,} / {s.lost_median:,.0f} / {s.lost_max:,}")
         twin = by_name.get(twins.get(s.scenario) or "")
-        cells = [s.scenario, str(s.runs), str(s.held), str(s.unknown), lost,
+        cells = [s.scenario, str(s.runs), str(s.held), str(s.unknown), str(s.weak), lost,
                  twins.get(s.scenario) or "-", str(twin.runs) if twin else "0",
-                 str(twin.held) if twin else "-", str(twin.unknown) if twin else "-"]
+                 str(twin.held) if twin else "-", str(twin.unknown) if twin else "-",
+                 str(twin.weak) if twin else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -110,7 +110,7 @@ def test_write_leaves_a_table_and_json_that_rows_can_be_read_back_from(tmp_path)
     lines = text.splitlines()
     assert lines[0].startswith("| scenario |") and len(lines[2].split("|")) == len(lines[0].split("|"))
     assert "| mirrored-partition | lost | 3 | False | detected | 100 | 98 | 3 | 0 | 2 (1) |" in text
-    assert "| mirrored-partition | lost | 1 | 0 | 1 | 0 | 1/1 | 90% | ok | 3 / 3 / 3 |" in text
+    assert "| mirrored-partition | lost | 1 | 0 | 1 | 0 | 0 | 1/1 | 90% | ok | 3 / 3 / 3 |" in text
     assert "- kill (seed 3): boot timed out" in text
 
 
@@ -155,9 +155,31 @@ def test_pair_table_sets_each_unsafe_scenario_beside_its_safe_twin():
             + [matrix.make_row("q", VALID, 0, 50, Path("."), results(True)) for _ in range(2)]
             + [matrix.make_row("q", VALID, 1, 50, Path("."), results(False, 1, ["lost"]))]
             + [matrix.make_row("q", VALID, 2, 50, Path("."), results("unknown"))]
+            + [matrix.make_row("q", VALID, 0, 50, Path("."), WEAK_RESULTS)]
             + [matrix.make_row("t", LOSS, 0, 50, Path("."), results(True))])
     text = matrix.pair_table(matrix.summarize(rows, exp), {"m": "q", "t": "twin-never-run"})
     lines = text.splitlines()
     assert len(lines) == 4  # header, rule, m, t; the twin q has no line of its own
-    assert lines[2] == "| m | 3 | 3 | 0 | 1,200 / 2,100 / 3,400 | q | 4 | 2 | 1 |"
-    assert lines[3] == "| t | 1 | 0 | 0 | 0 / 0 / 0 | twin-never-run | 0 | - | - |"
+    assert lines[2] == "| m | 3 | 3 | 0 | 0 | 1,200 / 2,100 / 3,400 | q | 5 | 2 | 1 | 1 |"
+    assert lines[3] == "| t | 1 | 0 | 0 | 0 | 0 / 0 / 0 | twin-never-run | 0 | - | - | - |"
+
+
+WEAK_RESULTS = {**results(True), "strength": {
+    "weak": True, "reason": "none of 2 partitions was noticed by RabbitMQ",
+    "summary": "faults noticed 0 of 2, failovers 0, most messages at risk 1,500"}}
+
+
+def test_a_weak_run_is_neither_a_detection_nor_a_safe_pass():
+    assert matrix.judge(VALID, WEAK_RESULTS) == matrix.WEAK
+    assert matrix.judge(LOSS, WEAK_RESULTS) == matrix.WEAK  # not MISSED: it tested nothing
+    assert matrix.judge(LOSS, {**results(False, 5, ["lost"]), "strength": WEAK_RESULTS["strength"]}
+                        ) == matrix.DETECTED  # a shown loss is shown, however weak the faults
+    row = matrix.make_row("q", VALID, 0, 50, Path("."), WEAK_RESULTS)
+    assert row.weak_reason == "none of 2 partitions was noticed by RabbitMQ"
+    assert row.strength == "faults noticed 0 of 2, failovers 0, most messages at risk 1,500"
+    rows = [row, matrix.make_row("q", VALID, 0, 50, Path("."), results(True))]
+    [s] = matrix.summarize(rows, {"q": VALID})
+    assert (s.runs, s.held, s.weak, s.verdict) == (2, 1, 1, matrix.WEAK)
+    assert matrix.exit_code(rows, [s]) == 2
+    assert matrix.problems([s]) == ["q: 1 of 2 runs were weak (RabbitMQ noticed none of their "
+                                    "faults, or nothing was at risk): they tested nothing"]
