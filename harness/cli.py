@@ -28,6 +28,7 @@ from checkers.options import CheckOptions
 from clusters.registry import add_backend_options, options_from_args
 from clusters.spark_master import check_spark_master
 from harness.spec import SpecError, TestSpec, spec_from_dict
+from harness.verdict import is_weak
 from nemesis import NemesisOptions
 from workloads.kinds import KINDS
 from workloads.queue_spec import OVERFLOWS
@@ -306,9 +307,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--replay", type=Path, metavar="RUN_DIR",
                    help="repeat a stored run: its spec and seed (so the same seeded fault "
                         "schedule); other options override them")
+    r.add_argument("--require-strength", action="store_true", help=REQUIRE_STRENGTH_HELP)
     c = sub.add_parser("check", help="check a stored run again and rewrite its results.json "
                                      "(or check a bare history)")
     add_check_options(c)
+    c.add_argument("--require-strength", action="store_true", help=REQUIRE_STRENGTH_HELP)
     rp = sub.add_parser("report", help="draw the plots and report.html of a stored run")
     rp.add_argument("run_dir", type=Path)
     m = sub.add_parser("matrix", help="run several scenarios in turn and tabulate their verdicts")
@@ -367,6 +370,18 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+REQUIRE_STRENGTH_HELP = (
+    "exit 2 for a valid but weak run (RabbitMQ noticed none of its faults, or nothing was at "
+    "risk when they began) instead of 0: a weak run is never a pass")
+
+
+def strength_exit(code: int, results: dict[str, Any] | None, required: bool) -> int:
+    """Takes a run's exit code, its results and whether strength is required. Returns 2 for a
+    weak valid run when it is, else the code (shared/DESIGN.md: a weak run exits 0 unless the
+    user asked for strength)."""
+    return 2 if required and code == 0 and is_weak(results) else code
+
+
 def summary(results: dict[str, Any]) -> str:
     """Takes results. Returns the verdict and counts as a few lines for the terminal."""
     q = results.get("queue", {})
@@ -382,8 +397,11 @@ def summary(results: dict[str, Any]) -> str:
         ) if k in q
     ]
     error = f"error: {q['error']}" if q.get("error") else ""
+    found = results.get("strength")
+    strength: dict[str, Any] = found if isinstance(found, dict) else {}
+    weak = f" (valid but weak: {strength.get('reason')})" if is_weak(results) else ""
     lines = [
-        f"valid: {results.get('valid')}",
+        f"valid: {results.get('valid')}{weak}",
         "queue: " + (", ".join(counts) or error) + f"  [{q.get('valid')}]",
     ]
     if "violation_count" in o:
@@ -398,6 +416,9 @@ def summary(results: dict[str, Any]) -> str:
         lines.append(f"perf: ok share {overall.get('ok_share')}, confirm latency p50 "
                      f"{lat.get('p50')} ms, p99 {lat.get('p99')} ms, "
                      f"{len(results['perf'].get('windows', []))} fault windows")
+    if strength.get("summary"):
+        lines.append(f"strength: {strength['summary']}"
+                     + ("  [weak: not a pass]" if strength.get("weak") else ""))
     run = results.get("run", {})
     if run.get("problems"):
         lines.append("run: " + "; ".join(run["problems"]))
@@ -466,7 +487,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
     spec = spec_from_args(a)
     if a.repeat is None:
         _require_root([spec])
-        return _run_and_report(spec, replay_of, progress=not a.no_progress)[0]
+        code, outcome = _run_and_report(spec, replay_of, progress=not a.no_progress)
+        return strength_exit(code, outcome.results, a.require_strength)
     from harness.scenarios import SCENARIOS
 
     known = SCENARIOS.get(a.scenario) if a.scenario else None
@@ -627,7 +649,7 @@ def _cmd_check(a: argparse.Namespace) -> int:
     else:
         results = check_history_file(history, a.spark_master, overrides=overrides, out=a.out)
     print(summary(results))
-    return exit_code(results)
+    return strength_exit(exit_code(results), results, a.require_strength)
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
