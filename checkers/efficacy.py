@@ -118,7 +118,8 @@ def _covered(window: FaultWindow, coverage: Mapping[str, LogCoverage]) -> bool:
 
 @dataclass(frozen=True)
 class _Span:
-    start: int  # when the fault was invoked (it may bite from then), else its start
+    begin: int  # when the fault was invoked: it may bite from then on
+    start: int  # when its start completed: delays are measured from here
     end: int
     late_end: int
     horizon: int
@@ -149,23 +150,25 @@ def _spans(windows: Sequence[FaultWindow], ev: Evidence, acts: Sequence[int]) ->
     first own act on the brokers after the heal (`acts`: a mend, the teardown)."""
     tick = ev.net_ticktime_s if ev.net_ticktime_s is not None else 60.0
     reach = int((3 * tick + 30) * NS)
+    begins = [w.start_ns if w.invoke_ns is None else min(w.invoke_ns, w.start_ns)
+              for w in windows]
     spans = []
     for i, w in enumerate(windows):
-        nxt = windows[i + 1].start_ns if i + 1 < len(windows) else None
+        nxt = begins[i + 1] if i + 1 < len(windows) else None
         act = next((t for t in acts if t >= w.end_ns), None)
         nxt = act if nxt is None else nxt if act is None else min(nxt, act)
         late = w.end_ns + ev.late_margin_ns()
         horizon = w.end_ns + reach
         if nxt is not None and nxt > w.start_ns:
             late, horizon = min(late, nxt), min(horizon, nxt)
-        begin = w.start_ns if w.invoke_ns is None else min(w.invoke_ns, w.start_ns)
-        spans.append(_Span(begin, w.end_ns, max(late, w.end_ns), max(horizon, w.end_ns)))
+        spans.append(_Span(begins[i], w.start_ns, w.end_ns, max(late, w.end_ns),
+                           max(horizon, w.end_ns)))
     return spans
 
 
 def _detection(e: LogEvent, start: int) -> dict[str, Any]:
     return {"detector": e.detector, "kind": e.kind, "at_ms": e.at_ms,
-            "after_ms": _ms(e.time_ns - start), "node": e.node, "peer": e.peer,
+            "after_ms": _ms(max(0, e.time_ns - start)), "node": e.node, "peer": e.peer,
             "evidence": e.evidence, "text": e.text}
 
 
@@ -177,7 +180,7 @@ def _noticed(window: FaultWindow, span: _Span, ev: Evidence
         return "unknown", None, None, []
     first: dict[str, LogEvent] = {}
     for e in ev.events:
-        if e.detector is None or not span.start <= e.time_ns <= span.late_end:
+        if e.detector is None or not span.begin <= e.time_ns <= span.late_end:
             continue
         if e.detector not in first and _about(window, e):
             first[e.detector] = e
@@ -186,7 +189,7 @@ def _noticed(window: FaultWindow, span: _Span, ev: Evidence
     earliest = min(first.values(), key=lambda e: e.time_ns)
     when = "during" if earliest.time_ns <= span.end else "after_heal"
     found = [_detection(e, span.start) for e in sorted(first.values(), key=lambda e: e.time_ns)]
-    return True, earliest.time_ns - span.start, when, found
+    return True, max(0, earliest.time_ns - span.start), when, found
 
 
 def _effect(kind: str, node: str | None, at_ns: int, evidence: str, text: str) -> dict[str, Any]:
@@ -197,12 +200,33 @@ def _placements(harness: Sequence[HarnessEvent]) -> list[HarnessEvent]:
     return [h for h in harness if h.f == "placement" and isinstance(h.value, dict)]
 
 
+def _synchronised(node: str, at: int, placements: Sequence[HarnessEvent]) -> bool | None:
+    """Returns whether `node` was a synchronised mirror in the last placement sample before
+    `at`, None when no sample says."""
+    before = [p for p in placements if p.time < at]
+    if not before:
+        return None
+    return node in (before[-1].value.get("synchronised_mirrors") or [])
+
+
+def _promotion(e: LogEvent, placements: Sequence[HarnessEvent]) -> dict[str, Any]:
+    """A mirror's own "Promoting mirror ... to leader" line, synchronised or not by the last
+    placement sample before it."""
+    synced = _synchronised(e.node, e.time_ns, placements)
+    kind = "unsynchronised-promotion" if synced is False else "promotion"
+    said = {True: "a synchronised mirror in the sample before",
+            False: "not a synchronised mirror in the sample before",
+            None: "no placement sample says whether it was synchronised"}[synced]
+    return _effect(kind, e.node, e.time_ns, e.evidence, f"{e.node} promoted to master: {said}")
+
+
 def _promotions(span: _Span, placements: Sequence[HarnessEvent]) -> list[dict[str, Any]]:
     """A mirrored queue's master moving to another node between two placement samples inside
-    the span: synchronised if the new master was a synchronised mirror in the sample before."""
+    the span (for runs whose logs do not say): synchronised if the new master was a
+    synchronised mirror in the sample before."""
     out = []
     for before, after in itertools.pairwise(placements):
-        if not span.start <= after.time < span.horizon:
+        if not span.begin <= after.time < span.horizon:
             continue
         old, new = before.value.get("leader"), after.value.get("leader")
         if after.value.get("type") != "mirrored" or not old or not new or old == new:
@@ -232,15 +256,19 @@ class _Leaders:
         return _effect(kind, e.node, e.time_ns, e.evidence, text)
 
 
-def _log_effects(span: _Span, ev: Evidence, leaders: _Leaders) -> list[dict[str, Any]]:
+def _log_effects(span: _Span, ev: Evidence, leaders: _Leaders,
+                 placements: Sequence[HarnessEvent]) -> list[dict[str, Any]]:
     out = []
     for e in ev.events:
         if e.kind == "leader-elected" and e.time_ns < span.horizon:
             effect = leaders.elected(e)  # every election moves the leader, in or out of spans
-            if span.start <= e.time_ns:
+            if span.begin <= e.time_ns:
                 out.append(effect)
             continue
-        if not span.start <= e.time_ns < span.horizon:
+        if not span.begin <= e.time_ns < span.horizon:
+            continue
+        if e.kind == "promotion":
+            out.append(_promotion(e, placements))
             continue
         name = EFFECT_KINDS.get(e.kind)
         if name is not None:
@@ -293,7 +321,9 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
     out = []
     for i, (w, span) in enumerate(zip(windows, spans, strict=True)):
         noticed, after, when, found = _noticed(w, span, ev)
-        effects = _log_effects(span, ev, leaders) + _promotions(span, placements)
+        effects = _log_effects(span, ev, leaders, placements)
+        if not any(e["kind"] in FAILOVER_KINDS for e in effects):
+            effects += _promotions(span, placements)
         fact = facts[i] if i < len(facts) else {}
         cut = fact.get("unknown_publishes")
         if cut:

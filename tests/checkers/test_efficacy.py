@@ -208,3 +208,37 @@ def test_a_detection_after_the_heal_is_told_apart(late_s: float, when: str | Non
                          ev.coverage, 10.0)
     [g] = judge_faults(fault_windows(ops), [], [], same_side)
     assert g["noticed"] is False
+
+
+MIRRORED_AUTOHEAL = FIXTURES / "mirrored-autoheal"
+UNSYNCED = FIXTURES / "mirrored-unsynced-promotion"
+
+
+def test_an_isolated_master_under_autoheal_shows_promotion_and_the_restarts_it_caused():
+    faults, st, _ = load(MIRRORED_AUTOHEAL)
+    first, second = faults
+    # n1 (the master) cut off for 20 s: it declared n2 and n3 down by net_tick_timeout 10.2 s
+    # in; n3, a synchronised mirror, was promoted on the majority side; at the heal autoheal
+    # chose n3 and restarted n2, then n1, and n2 came back as master without being in sync.
+    assert first["noticed"] is True and first["detections"][0]["detector"] == "distribution"
+    assert 10_000 < first["noticed_ms"] < 10_500
+    assert kinds(first) == [("promotion", "n3"), ("autoheal-restart", "n2"), ("node-restart", "n2"),
+                            ("autoheal-restart", "n1"), ("unsynchronised-promotion", "n2"),
+                            ("node-restart", "n1")]
+    restart = next(e for e in first["effects"] if e["kind"] == "autoheal-restart")
+    assert restart["text"].startswith("Autoheal: we were selected to restart; winner is")
+    # The second cut ended with the main phase after 5.6 s: nothing noticed.
+    assert second["noticed"] is False and second["duration_ms"] < 6_000
+    assert (st["noticed"], st["failovers"]) == (1, 2)
+
+
+def test_a_killed_master_hands_the_queue_to_a_mirror_that_was_never_synchronised():
+    faults, _st, _ = load(UNSYNCED)
+    stop, kill = faults
+    assert stop["fault"] == "stop" and stop["noticed"] is True and stop["noticed_ms"] == 0
+    assert kinds(stop) == [("node-restart", "n3")]
+    assert kill["noticed"] is True and kill["noticed_ms"] == 0  # its connection closed at once
+    assert kinds(kill)[0] == ("unsynchronised-promotion", "n2")
+    promoted = kill["effects"][0]
+    assert promoted["evidence"].startswith("n2/rabbit.log:")
+    assert promoted["text"] == "n2 promoted to master: not a synchronised mirror in the sample before"
