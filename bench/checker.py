@@ -1,6 +1,7 @@
 """Benchmark of the Spark checker: synthetic histories of 1M, 10M (and with --huge 100M) ops.
 
-    python -m bench.checker [--ops 1000000 10000000] [--huge] [--no-acks]
+    python -m bench.checker [--ops 1000000 10000000] [--huge] [--no-acks] [--anomalies]
+    python -m bench.checker --generate-only --anomalies --ops 10000000
 
 Histories are generated once into bench-data/ (git-ignored), on every core,
 in the exact line format of history.Op (null fields included), and
@@ -21,6 +22,14 @@ out, as older histories and auto-ack consumers do), every 10000th delivered
 again flagged redelivered (and acked); a partition and a kill come and go
 every tenth of the run; harness phase events frame it. Indexes are
 consecutive, as HistoryWriter writes them.
+
+With --anomalies (a history that is not valid, to measure what a check of a
+faulty run costs: explanations, mends, incidents): every 1000th message
+(k % 1000 == 500) is confirmed and never delivered (lost), every 1000th
+(k % 1000 == 700) is delivered and acked a second time, unflagged
+(duplicated), each fault's start is preceded by a queue depth sample and a
+placement sample, and the harness restarts a node (a mend) after the main
+phase, before the drain.
 """
 
 from __future__ import annotations
@@ -74,6 +83,12 @@ def _nemesis(type_: str, f: str, value: str, index: int, t: int) -> str:
             f'"consumer":null,"redelivered":null,"phase":null,"error":null}}')
 
 
+def _sample(f: str, value: str, index: int, t: int) -> str:
+    return (f'{{"type":"info","process":"harness","f":"{f}","value":{value},"node":null,'
+            f'"index":{index},"time":{t},"queue":null,"publisher":null,"seq":null,'
+            f'"consumer":null,"redelivered":null,"phase":null,"error":null}}')
+
+
 def _harness(phase: str, state: str, index: int, t: int) -> str:
     return (f'{{"type":"info","process":"harness","f":"phase","value":{{"phase":"{phase}",'
             f'"state":"{state}"}},"node":null,"index":{index},"time":{t},"queue":null,'
@@ -93,7 +108,15 @@ def _outcome(k: int) -> tuple[str, bool]:
     return ("fail", False) if r == 97 else ("info", r == 98)
 
 
-def _ops_before(k: int, m: int, acks: bool = True) -> int:
+def _lost(k: int, anomalies: bool) -> bool:
+    return anomalies and k % 1000 == 500
+
+
+def _duplicated(k: int, anomalies: bool) -> bool:
+    return anomalies and k % 1000 == 700
+
+
+def _ops_before(k: int, m: int, acks: bool = True, anomalies: bool = False) -> int:
     """Returns how many ops messages 0..k-1 of an m-message history take (closed form, so that
     parts can be generated apart with consecutive indexes, as HistoryWriter numbers ops)."""
     period, half = _period(m), _period(m) // 2
@@ -101,14 +124,17 @@ def _ops_before(k: int, m: int, acks: bool = True) -> int:
     redeliveries = (k + 9999) // 10000
     nemesis = (k + period - 1) // period + max(0, (k - half + period - 1) // period)
     per_delivery = 2 if acks else 1
-    return 2 * k + per_delivery * (k - not_enqueued + redeliveries) + 2 * nemesis
+    extra = 0
+    if anomalies:  # lost ones lose their delivery, duplicated ones get another; 2 samples a fault
+        extra = per_delivery * ((k + 299) // 1000 - (k + 499) // 1000) + 2 * nemesis
+    return 2 * k + per_delivery * (k - not_enqueued + redeliveries) + 2 * nemesis + extra
 
 
-def _chunk(args: tuple[int, int, int, str, bool]) -> str:
+def _chunk(args: tuple[int, int, int, str, bool, bool]) -> str:
     """Writes messages [lo, hi) of an m-message history to a part file. Returns its path."""
-    lo, hi, m, out, acks = args
+    lo, hi, m, out, acks, anomalies = args
     period = _period(m)
-    index = 1 + _ops_before(lo, m, acks)
+    index = 1 + _ops_before(lo, m, acks, anomalies)
     lines: list[str] = []
 
     def add(line: str) -> None:
@@ -127,6 +153,11 @@ def _chunk(args: tuple[int, int, int, str, bool]) -> str:
                         "stop-partition", "{}")
                 else:
                     f, v = ("kill", '{"nodes":["n2"]}') if start else ("start", '{"nodes":["n2"]}')
+                if anomalies:
+                    add(_sample("depth", f'{{"nodes":{{"n1":{{"ready":{k % 5000},"unacked":8}}}}}}',
+                                index, base))
+                    add(_sample("placement", '{"leader":"n1","members":["n1","n2","n3"]}',
+                                index, base))
                 add(_nemesis("invoke", f, '{"fault":"x"}', index, base))
                 add(_nemesis("info", f, v, index, base + 1))
             p, seq = k % PUBLISHERS + 1, k // PUBLISHERS
@@ -136,14 +167,15 @@ def _chunk(args: tuple[int, int, int, str, bool]) -> str:
             lat = 20_000 + (k * 7919) % 60_000
             add(_pub(outcome, p, mid, index, base + 2 + lat, seq,
                      "null" if outcome == "ok" else '"x"'))
-            if enqueued:
+            if enqueued and not _lost(k, anomalies):
                 c = 100 + k % CONSUMERS
                 add(_dlv(c, mid, index, base + 90_000, p, seq, "false"))
                 if acks:
                     add(_ack(c, mid, index, base + 91_000, p, seq))
-            if k % 10000 == 0:
+            if k % 10000 == 0 or _duplicated(k, anomalies):
                 c2 = 100 + (k + 1) % CONSUMERS
-                add(_dlv(c2, mid, index, base + 95_000, p, seq, "true"))
+                flag = "false" if _duplicated(k, anomalies) else "true"
+                add(_dlv(c2, mid, index, base + 95_000, p, seq, flag))
                 if acks:
                     add(_ack(c2, mid, index, base + 96_000, p, seq))
             if len(lines) >= 20_000:
@@ -151,7 +183,8 @@ def _chunk(args: tuple[int, int, int, str, bool]) -> str:
                 lines.clear()
         if lines:
             fh.write("\n".join(lines) + "\n")
-    assert index == 1 + _ops_before(hi, m, acks), "op count formula out of step with the generator"
+    assert index == 1 + _ops_before(hi, m, acks, anomalies), \
+        "op count formula out of step with the generator"
     return out
 
 
@@ -161,9 +194,10 @@ def messages_for(ops: int, acks: bool = True) -> int:
 
 
 def generate(ops: int, out: Path, workers: int | None = None,
-             acks: bool = True) -> tuple[Path, float]:
-    """Takes a target op count, a path and whether consumers record acks. Writes a synthetic
-    history there unless it exists. Returns (path, seconds spent generating)."""
+             acks: bool = True, anomalies: bool = False) -> tuple[Path, float]:
+    """Takes a target op count, a path, whether consumers record acks and whether to plant
+    anomalies (the module docstring). Writes a synthetic history there unless it exists.
+    Returns (path, seconds spent generating)."""
     if out.exists():
         return out, 0.0
     t0 = time.monotonic()
@@ -171,19 +205,24 @@ def generate(ops: int, out: Path, workers: int | None = None,
     out.parent.mkdir(parents=True, exist_ok=True)
     parts_dir = out.with_suffix(".parts")
     parts_dir.mkdir(exist_ok=True)
-    tasks = [(lo, min(lo + CHUNK, m), m, str(parts_dir / f"{i:06d}"), acks)
+    tasks = [(lo, min(lo + CHUNK, m), m, str(parts_dir / f"{i:06d}"), acks, anomalies)
              for i, lo in enumerate(range(0, m, CHUNK))]
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
         parts = list(pool.map(_chunk, tasks))
     tmp = out.with_suffix(".tmp")
-    last_index, last_time = 1 + _ops_before(m, m, acks), 100_000 * m + 2_000_000
+    last_index, last_time = 1 + _ops_before(m, m, acks, anomalies), 100_000 * m + 2_000_000
+    tail = [_harness("main", "end", last_index, last_time)]
+    if anomalies:
+        tail.append(_sample("recover-node", '{"node":"n2","action":"restart-app"}',
+                            last_index + len(tail), last_time + len(tail)))
+    for ph, st in (("drain", "start"), ("drain", "end")):
+        tail.append(_harness(ph, st, last_index + len(tail), last_time + len(tail)))
     with open(tmp, "wb") as fh:
         fh.write((_harness("main", "start", 0, 0) + "\n").encode())
         for part in parts:
             with open(part, "rb") as src:
                 shutil.copyfileobj(src, fh, 16 * 1024 * 1024)
-        for i, (ph, st) in enumerate([("main", "end"), ("drain", "start"), ("drain", "end")]):
-            fh.write((_harness(ph, st, last_index + i, last_time + i) + "\n").encode())
+        fh.write(("\n".join(tail) + "\n").encode())
     tmp.rename(out)
     shutil.rmtree(parts_dir)
     return out, time.monotonic() - t0
@@ -277,6 +316,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="start the JVM without the class-data-sharing archive")
     p.add_argument("--no-acks", action="store_true",
                    help="histories without ack ops (as recorded before consumers logged acks)")
+    p.add_argument("--anomalies", action="store_true",
+                   help="plant lost and duplicated messages, depth and placement samples and a "
+                        "harness restart (an invalid history; see above)")
+    p.add_argument("--generate-only", action="store_true",
+                   help="write the histories (bench-data/) and print their paths; measure nothing")
     p.add_argument("--run-one", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--class-archive", type=Path, help=argparse.SUPPRESS)
@@ -290,7 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [*args.ops, *([100_000_000] if args.huge else [])]
     rows = []
     archive = None if args.no_class_archive else args.dir / "spark-classes.jsa"
-    flavour = "-noacks" if args.no_acks else ""
+    flavour = ("-noacks" if args.no_acks else "") + ("-anomalies" if args.anomalies else "")
+    if args.generate_only:
+        for ops in sizes:
+            path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}{flavour}"
+                                   ".jsonl", acks=not args.no_acks, anomalies=args.anomalies)
+            print(f"{path} ({gen_s:.0f} s)", flush=True)
+        return 0
     if archive is not None and not archive.exists():
         # A first, unmeasured check writes the JVM's class archive that the measured ones use.
         small, _ = generate(10_000, args.dir / f"history-10000-v{FORMAT_VERSION}.jsonl")
@@ -299,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# wrote the JVM class archive {archive.name}", flush=True)
     for ops in sizes:
         path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}{flavour}.jsonl",
-                               acks=not args.no_acks)
+                               acks=not args.no_acks, anomalies=args.anomalies)
         n = count_ops(path)
         print(f"# {path.name}: {n} ops, {path.stat().st_size / 2**30:.2f} GiB"
               + (f" (generated in {gen_s:.0f}s)" if gen_s else ""), flush=True)
