@@ -35,13 +35,10 @@ from typing import Any, Final
 
 from checkers.broker_log import LogCoverage, LogEvent
 from checkers.phases import HarnessEvent, phase_of
-from history.faults import FaultWindow
+from history.faults import FaultWindow, kind_named
 
 NS: Final = 1_000_000_000
 MS: Final = 1_000_000
-# Fault kinds the distribution notices only by silence: 0.75-1.25 x net_ticktime after the last
-# packet. The others close a connection (a kill, a stop, a restart) and are noticed at once.
-TICK_DETECTED: Final = frozenset({"partition", "pause", "packet"})
 # Effects that hand a queue to another node.
 FAILOVER_KINDS: Final = frozenset({"failover", "promotion", "unsynchronised-promotion"})
 # Log event kinds that are effects, and the name results.json gives each.
@@ -302,7 +299,7 @@ def _evidence_sentence(window: FaultWindow, noticed: bool | str, after: int | No
         return (f"noticed {after / NS:.1f} s in{late} by the {first['detector']} detector: "
                 f"{first['node']} {first['evidence']}")
     rng = ev.detection_range_s()
-    if window.kind in TICK_DETECTED and rng is not None:
+    if kind_named(window.kind).silent and rng is not None:
         return (f"no node logged a detection: it healed after {lasted:.1f} s; with net_ticktime "
                 f"{ev.net_ticktime_s:g} s detection takes {rng[0]:g}-{rng[1]:g} s")
     return f"no node logged a detection in the {lasted:.1f} s it lasted or just after"
@@ -381,7 +378,7 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
     elif not noticed:
         weak = True
         reason = f"none of {_kinds_text(faults)} was noticed by RabbitMQ"
-        short = [f for f in faults if f["kind"] in TICK_DETECTED]
+        short = [f for f in faults if kind_named(str(f["kind"])).silent]
         if short and rng is not None and len(short) == n:
             lasted = sorted({round(f["duration_ms"] / 1000) for f in short})
             each = (f"each healed after {lasted[0]} s" if len(lasted) == 1

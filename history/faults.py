@@ -40,7 +40,10 @@ class FaultKind:
     """One kind of fault: its name, the fs that start and stop it, a label and a colour.
 
     `stop_f` is None for heal, which stops nothing of its own but ends every
-    open fault (`ends_all`).
+    open fault (`ends_all`). `silent`: RabbitMQ can notice the fault only by the
+    silence it makes (no connection closes), through its tick (0.75-1.25 x
+    net_ticktime) or a quorum queue's election timeout, so a shorter fault may heal
+    unnoticed; a kill, a stop or a restart closes connections and is noticed at once.
     """
 
     name: str
@@ -49,15 +52,16 @@ class FaultKind:
     label: str
     colour: str
     ends_all: bool = False
+    silent: bool = False
 
 
 PARTITION: Final = FaultKind("partition", "start-partition", "stop-partition",
-                             "network partition", "#1f77b4")
+                             "network partition", "#1f77b4", silent=True)
 KILL: Final = FaultKind("kill", "kill", "start", "kill (SIGKILL)", "#9467bd")
 STOP: Final = FaultKind("stop", "stop", "start", "graceful stop", "#8c564b")
-PAUSE: Final = FaultKind("pause", "pause", "resume", "pause (SIGSTOP)", "#17becf")
+PAUSE: Final = FaultKind("pause", "pause", "resume", "pause (SIGSTOP)", "#17becf", silent=True)
 PACKET: Final = FaultKind("packet", "start-packet", "stop-packet",
-                          "packet loss / delay / limit", "#e377c2")
+                          "packet loss / delay / limit", "#e377c2", silent=True)
 ROLLING_RESTART: Final = FaultKind("rolling-restart", "start-rolling-restart",
                                    "stop-rolling-restart", "rolling restart", "#7f7f7f")
 FULL_RESTART: Final = FaultKind("full-restart", "start-full-restart", "stop-full-restart",

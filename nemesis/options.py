@@ -46,6 +46,10 @@ ORDERS: tuple[str, ...] = ("random", "cycle")
 PACKET_SCOPES: tuple[str, ...] = ("peers", "all")
 # A tbf bucket smaller than one full Ethernet frame would drop every large packet.
 MIN_BURST_BYTES = 1600
+# What a fault lasts when nothing says (duration_s None) and no spec has set it from the
+# cluster's net_ticktime: twice the harness's default net_ticktime (10 s), past its
+# 7.5-12.5 s detection of a silent peer.
+AUTO_DURATION_S = 20.0
 # The keys every fault entry takes, and the option each sets.
 TIMING_KEYS: Mapping[str, str] = {"duration": "duration_s", "interval": "interval_s"}
 
@@ -57,7 +61,10 @@ class NemesisOptions:
     - faults: fault entries (see the module's docstring): a fault name (see nemesis.faults)
       with optional targets and options of its own ("kill@leader:duration=10"); empty for none
     - order: "random" (each fault drawn at random) or "cycle" (in the order given, repeated)
-    - interval_s: healthy seconds before each fault; duration_s: seconds each fault lasts
+    - interval_s: healthy seconds before each fault; duration_s: seconds each fault lasts,
+      None for "long enough for RabbitMQ to notice it": the test spec sets it from the
+      cluster's failure-detection time (harness.spec: 2 x net_ticktime); a nemesis used
+      without a spec plays AUTO_DURATION_S
     - targets: target spec for faults that pick nodes (see nemesis.targets)
     - packet_loss: probability a packet is dropped, per direction; packet_scope:
       "peers" (cluster traffic only) or "all" (everything on the interface, clients too)
@@ -72,7 +79,7 @@ class NemesisOptions:
     faults: tuple[str, ...] = ("partition-random-halves",)
     order: Order = "random"
     interval_s: float = 10.0
-    duration_s: float = 10.0
+    duration_s: float | None = None
     targets: str = "one"
     packet_loss: float = 0.2
     packet_scope: PacketScope = "peers"
@@ -125,8 +132,10 @@ class NemesisOptions:
     def _check_values(self, fault: str | None = None) -> None:
         """Raises NemesisConfigError for a time or setting out of range; given a fault's name,
         also for a setting that fault cannot play with."""
-        for name in ("interval_s", "duration_s", "heal_wait_s"):
-            _non_negative(name, getattr(self, name))
+        _non_negative("heal_wait_s", self.heal_wait_s)
+        _positive("interval_s", self.interval_s)
+        if self.duration_s is not None:
+            _positive("duration_s", self.duration_s)
         _positive("command_timeout_s", self.command_timeout_s)
         if not 0 < self.packet_loss <= 1:
             raise NemesisConfigError(
@@ -212,7 +221,8 @@ class NemesisOptions:
 QUEUE_SELECTORS: frozenset[str] = frozenset({"leader", "follower", "followers"})
 # Each option an entry may set, and the type its text is read as.
 _TYPES: Mapping[str, type] = {
-    f.name: type(f.default) for f in fields(NemesisOptions) if f.name not in ("faults", "order")
+    f.name: float if f.name == "duration_s" else type(f.default)
+    for f in fields(NemesisOptions) if f.name not in ("faults", "order")
 }
 
 
@@ -294,6 +304,7 @@ def _non_negative(name: str, value: float) -> None:
 
 
 def _positive(name: str, value: float) -> None:
-    _non_negative(name, value)
-    if value == 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise NemesisConfigError(f"{name} must be a finite number, got {value!r}")
+    if value <= 0:
         raise NemesisConfigError(f"{name} must be > 0, got {value!r}")

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from nemesis.options import NemesisOptions
+from nemesis.options import AUTO_DURATION_S, NemesisOptions
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def schedule(options: NemesisOptions, rng: random.Random) -> Iterator[Step]:
             entry = rng.choice(options.faults)
         own = resolved[entry]
         yield Step("healthy", own.interval_s)
-        yield Step("fault", own.duration_s, entry)
+        yield Step("fault", AUTO_DURATION_S if own.duration_s is None else own.duration_s, entry)
 
 
 def plan(options: NemesisOptions, seed: int | str, count: int) -> list[Step]:

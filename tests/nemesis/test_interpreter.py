@@ -39,8 +39,8 @@ class Rig:
         self.broker = FakeBroker(names=[n.name for n in self.cluster.nodes])
         self.path = tmp_path / name
         self.history = HistoryWriter(self.path)
-        opts.setdefault("interval_s", 0.0)
-        opts.setdefault("duration_s", 0.0)
+        opts.setdefault("interval_s", 0.001)  # a fault's times must be > 0
+        opts.setdefault("duration_s", 0.001)
         self.options = NemesisOptions(faults=faults, **opts)
         self.interpreter = NemesisInterpreter(
             self.cluster, self.broker, self.history, self.options, seed, queue,
