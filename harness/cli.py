@@ -82,8 +82,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="no live progress on stderr (a line redrawn on a terminal, else a "
                         "line every 10 s)")
     b = p.add_argument_group("broker")
-    b.add_argument("--partition-handling", choices=("ignore", "autoheal", "pause_minority"))
-    b.add_argument("--net-ticktime", type=int, help="seconds (default 10; RabbitMQ's own is 60)")
+    b.add_argument("--partition-handling", choices=("ignore", "autoheal", "pause_minority"),
+                   help="cluster_partition_handling (default pause_minority, RabbitMQ's "
+                        "recommendation for 3+ nodes; RabbitMQ's own default is ignore)")
+    b.add_argument("--net-ticktime", type=int,
+                   help="seconds (default 10, so partitions are noticed in 7.5-12.5 s and runs "
+                        "stay short; RabbitMQ's own is 60)")
     q = p.add_argument_group("queue")
     q.add_argument("--queue", dest="queue_name", help="queue name")
     q.add_argument("--queue-type", choices=tuple(KINDS),
@@ -149,8 +153,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="healthy seconds before each fault (default 10, or the scenario's), "
                         "unless its entry says")
     n.add_argument("--nemesis-duration", type=float,
-                   help="seconds each fault lasts (default 10, or the scenario's), unless its "
-                        "entry says")
+                   help="seconds each fault lasts, unless its entry says (default: the "
+                        "scenario's, else 2 x net_ticktime, 20 s at the default 10 s, so that "
+                        "RabbitMQ notices it; a shorter partition or pause is played with a "
+                        "warning, and the run may come out valid but weak)")
     n.add_argument("--nemesis-targets",
                    help="one, random, minority, majority, all, leader, follower, followers, "
                         "or n1,n2")
@@ -288,7 +294,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         placement_interval_s=a.placement_interval,
         workload=workload, nemesis=nemesis, check=check,
         backend=options_from_args(a, base.backend),
-    ).for_queue()
+    ).for_queue().resolved()
     spec.validate()
     check_spark_master(spec.check.spark_master)  # a master that does not answer: exit 2 now
     return spec.with_seed()
@@ -485,6 +491,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
                              "neither --repeat nor --scenario")
         replay_of = str(a.replay.resolve())
     spec = spec_from_args(a)
+    for warning in spec.warnings():
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     if a.repeat is None:
         _require_root([spec])
         code, outcome = _run_and_report(spec, replay_of, progress=not a.no_progress)
@@ -681,15 +689,32 @@ def _cmd_scenarios(_a: argparse.Namespace) -> int:
 
 
 def _cmd_archive(a: argparse.Namespace) -> int:
+    from harness.scenarios import SCENARIOS
     from harness.series import archive
 
     _require_files(a.matrix_files)
     if a.out.suffix != ".jsonl":
         raise UsageError(f"an archive is a .jsonl file, not {a.out}")
-    added, replaced = archive(a.matrix_files, a.out)
+    added, replaced = archive(a.matrix_files, a.out,
+                              {n: sc.expect for n, sc in SCENARIOS.items()})
     print(f"archived {added} run(s) in {a.out}; {replaced} run(s) judged again since: their "
-          "results replaced")
+          "results or judgements replaced")
     return 0
+
+
+# Spec fields as the command line names them, for error messages (a fault entry's own
+# duration= or interval= is named by its entry already).
+FLAGS = {"duration_s": "--nemesis-duration", "interval_s": "--nemesis-interval"}
+
+
+def name_the_options(message: str) -> str:
+    """Takes an error message. Returns it with the spec's field names (duration_s) followed by
+    the option that sets them (--nemesis-duration), where the message is not about an entry."""
+    if message.startswith("fault entry"):
+        return message
+    for field_name, flag in FLAGS.items():
+        message = message.replace(f"{field_name} must", f"{field_name} ({flag}) must")
+    return message
 
 
 COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
@@ -705,7 +730,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _setup_logging(a.verbose)
         return COMMANDS[a.cmd](a)
     except (UsageError, SpecError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {name_the_options(str(e))}", file=sys.stderr)
         return 2
     except (ValueError, RuntimeError) as e:  # a malformed history, a held lock, a dead cluster
         print(f"error: {e}", file=sys.stderr)

@@ -133,6 +133,11 @@ class Run:
             "spec": spec.to_dict(), "seed": spec.seed, "backend": spec.backend.kind,
             "nodes": {n.name: n.ip for n in self.cluster.nodes},
             "versions": {},
+            # Where the broker differs from RabbitMQ's defaults, and when RabbitMQ notices a
+            # silent fault (the report and the strength verdict read these).
+            "broker_differences": spec.broker_differences(),
+            "detection_s": list(spec.detection_s()),
+            "fault_warnings": spec.warnings(),
         }
         self._phase_started = 0.0
 
@@ -311,7 +316,9 @@ def run_test(spec: TestSpec, store_root: Path, observer: RunObserver | None = No
              replay_of: str | None = None) -> tuple[int, RunOutcome]:
     """Takes a validated spec with a seed, the store root, an optional observer of the ops as
     they are recorded and, for a replay, the path of the run it repeats (test.json's
-    `replay_of`). Runs it. Returns (exit code, outcome)."""
+    `replay_of`). Runs it, its untimed faults lasting long enough to be noticed
+    (TestSpec.resolved). Returns (exit code, outcome)."""
+    spec = spec.resolved()
     with run_lock():
         run_dir = store.new_run_dir(store_root, spec.name)
         handler = attach_log(run_dir)

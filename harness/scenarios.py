@@ -40,8 +40,11 @@ class Scenario:
     twin: str | None = None
 
 
-def _faults(*faults: str, interval: float = 10, duration: float = 20, targets: str = "one",
-            **extra: object) -> NemesisOptions:
+def _faults(*faults: str, interval: float = 10, duration: float | None = None,
+            targets: str = "one", **extra: object) -> NemesisOptions:
+    """Fault options; a duration left None lasts 2 x net_ticktime (harness.spec.resolved), long
+    enough for RabbitMQ to notice a partition or a pause whatever net_ticktime is. Kills, stops
+    and restarts are noticed at once and keep durations of their own."""
     return NemesisOptions(faults=faults, interval_s=interval, duration_s=duration,
                           targets=targets, **extra)  # type: ignore[arg-type]
 

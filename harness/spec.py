@@ -7,6 +7,14 @@ validated before anything starts: an impossible option raises `SpecError`
 own settings object (`checkers.CheckOptions`, `TestSpec.check`): test.json
 records its recorded settings only, and a stored check section missing some
 (a run stored before they existed) reads with their defaults.
+
+Faults bite by default: a fault whose duration nobody set lasts
+`DETECTION_FACTOR` x the broker's net_ticktime (`resolved`), so that RabbitMQ,
+which declares a silent peer down after 0.75-1.25 x net_ticktime, notices it and
+has time to act on it while it lasts; changing net_ticktime moves it. A shorter
+fault asked for by name is played as asked, with a warning (`warnings`) before
+the run and the strength verdict after it. `broker_differences` says where the
+harness's broker settings differ from RabbitMQ's own defaults, and why.
 """
 
 from __future__ import annotations
@@ -27,6 +35,15 @@ from workloads.queue_spec import QueueConfigError, QueueSpec
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
 MAX_NODES = 9
+# A fault nobody timed lasts this many net_ticktimes: detection by 1.25, then time to act.
+DETECTION_FACTOR = 2.0
+# RabbitMQ's own defaults where the harness sets its own, and why it does.
+RABBITMQ_DEFAULTS: dict[str, tuple[Any, str]] = {
+    "partition_handling": ("ignore", "pause_minority is RabbitMQ's recommended setting for "
+                           "three or more nodes and heals the cluster without an operator"),
+    "net_ticktime": (60, "a partition is noticed in 7.5-12.5 s instead of 45-75 s, so runs "
+                     "stay minutes long"),
+}
 
 
 class SpecError(ValueError):
@@ -100,6 +117,50 @@ class TestSpec:
             check_options(self.backend, self.nodes)
         except BackendConfigError as e:
             raise SpecError(str(e)) from e
+
+    def resolved(self) -> TestSpec:
+        """Returns the spec with the faults nobody timed lasting DETECTION_FACTOR x net_ticktime
+        (the module's docstring); idempotent."""
+        if self.nemesis.duration_s is not None:
+            return self
+        auto = DETECTION_FACTOR * self.broker.net_ticktime
+        return dataclasses.replace(self, nemesis=dataclasses.replace(self.nemesis,
+                                                                     duration_s=auto))
+
+    def detection_s(self) -> tuple[float, float]:
+        """Returns when RabbitMQ declares a silent peer down, (0.75, 1.25) x net_ticktime."""
+        return 0.75 * self.broker.net_ticktime, 1.25 * self.broker.net_ticktime
+
+    def warnings(self) -> list[str]:
+        """Returns a sentence for each fault entry that RabbitMQ can notice only by its silence
+        (a partition, a pause, a packet fault) and that heals before its failure detector can
+        fire: it may heal unnoticed (the run's strength will say)."""
+        from history.faults import kind_named
+        from nemesis.faults import fault_info
+
+        low, high = self.detection_s()
+        spec = self.resolved()
+        out = []
+        for entry in spec.nemesis.entries():
+            info = fault_info(entry.fault)
+            lasts = spec.nemesis.resolve(entry).duration_s
+            if kind_named(info.kind.name).silent and lasts is not None and lasts < high:
+                out.append(
+                    f"fault {entry.text} lasts {lasts:g} s, but RabbitMQ declares a silent peer "
+                    f"down only after {low:g}-{high:g} s (net_ticktime "
+                    f"{self.broker.net_ticktime} s): it may heal unnoticed, and the run's "
+                    f"verdict will say so (valid but weak)")
+        return out
+
+    def broker_differences(self) -> list[dict[str, Any]]:
+        """Returns where the broker settings differ from RabbitMQ's own defaults: each
+        {"setting", "harness", "rabbitmq", "why"} (test.json's `broker_differences`)."""
+        out = []
+        for name, (theirs, why) in RABBITMQ_DEFAULTS.items():
+            ours = getattr(self.broker, name)
+            if ours != theirs:
+                out.append({"setting": name, "harness": ours, "rabbitmq": theirs, "why": why})
+        return out
 
     def for_queue(self) -> TestSpec:
         """Returns the spec with the check rules its queue kind imposes (workloads.kinds): for a

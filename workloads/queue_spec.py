@@ -10,6 +10,7 @@ it: `queue_arguments` and `ha_policy` (what the broker is given) and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +34,11 @@ class QueueSpec:
     # quorum queues (and streams: their initial cluster size)
     quorum_initial_group_size: int | None = None
     delivery_limit: int | None = None
-    # classic mirrored queues (applied by policy)
+    # classic mirrored queues (applied by policy); where unset, RabbitMQ's own defaults (manual
+    # synchronisation: a new mirror starts empty and stays so until the old messages are gone)
     ha_mode: str = "all"
     ha_params: int | list[str] | None = None
-    ha_sync_mode: str = "automatic"
+    ha_sync_mode: str = "manual"
     ha_promote_on_shutdown: str | None = None
     ha_promote_on_failure: str | None = None
     queue_master_locator: str | None = None
@@ -69,6 +71,21 @@ class QueueSpec:
             if self.max_length is None:
                 raise QueueConfigError("an overflow behaviour needs a max length")
         kind.validate(self, node_count)
+
+
+# The settings only a mirrored queue reads (its policy).
+MIRROR_FIELDS: tuple[str, ...] = ("ha_mode", "ha_params", "ha_sync_mode", "ha_promote_on_shutdown",
+                                  "ha_promote_on_failure", "queue_master_locator")
+
+
+def settings_that_matter(spec: QueueSpec) -> dict[str, Any]:
+    """Takes a QueueSpec. Returns its fields as data without the mirroring policy's when the
+    queue is not mirrored (they do nothing there), to tell whether two specs test the same."""
+    d = dataclasses.asdict(spec)
+    if spec.type != "mirrored":
+        for name in MIRROR_FIELDS:
+            d.pop(name, None)
+    return d
 
 
 def reads_whole_log(spec: QueueSpec) -> bool:

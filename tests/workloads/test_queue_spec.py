@@ -40,7 +40,16 @@ def test_mirrored_policy_with_every_setting():
 
 def test_exactly_takes_a_count():
     assert ha_policy(QueueSpec(type="mirrored", ha_mode="exactly", ha_params=2), NAMES) == {
-        "ha-mode": "exactly", "ha-params": 2, "ha-sync-mode": "automatic"}
+        "ha-mode": "exactly", "ha-params": 2, "ha-sync-mode": "manual"}
+
+
+def test_a_mirrored_queue_nobody_configured_synchronises_as_rabbitmq_does_by_default():
+    """RabbitMQ's ha-sync-mode default is manual: a new mirror starts empty. A run "with
+    defaults" tests that, not a safer configuration few users have."""
+    policy = ha_policy(QueueSpec(type="mirrored"), NAMES)
+    assert policy["ha-sync-mode"] == "manual"
+    assert ha_policy(QueueSpec(type="mirrored", ha_sync_mode="automatic"), NAMES)[
+        "ha-sync-mode"] == "automatic"
 
 
 @pytest.mark.parametrize("spec,msg", [
