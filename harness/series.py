@@ -23,6 +23,7 @@ from typing import Any
 from harness import matrix
 from harness.matrix import Expectation
 from harness.spec import SpecError, TestSpec, spec_from_dict
+from workloads.queue_spec import settings_that_matter
 
 SEED_RANGE = 2**31
 
@@ -97,8 +98,14 @@ def same_scenario(stored: dict[str, Any], current: TestSpec) -> bool:
     stored spec is read as a spec (fields added since take their defaults, retired ones are
     ignored); one that no longer reads is not the same scenario."""
     def norm(spec: TestSpec) -> dict[str, Any]:
-        d = {k: v for k, v in spec.to_dict().items() if k not in RUN_FIELDS}
+        # Compared as run: fault durations resolved from net_ticktime, and a queue's settings
+        # without those its kind never reads (a quorum queue has no ha-sync-mode).
+        resolved = spec.resolved()
+        d = {k: v for k, v in resolved.to_dict().items() if k not in RUN_FIELDS}
         d["check"] = {k: v for k, v in d["check"].items() if k != "spark_master"}
+        d["queue"] = settings_that_matter(resolved.queue)
+        if not resolved.nemesis.faults:
+            d["nemesis"]["duration_s"] = None  # no fault to last: a control run
         return json.loads(json.dumps(d))
     try:
         then = spec_from_dict(stored)
@@ -129,12 +136,29 @@ def _stored(run_dir: Path, name: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def archive(matrix_files: Sequence[Path], out: Path) -> tuple[int, int]:
-    """Takes matrix.json files and an archive path (.jsonl). Adds a line for each run they list
-    that was not interrupted: its row, its spec (test.json) and its compacted results. A run the
-    archive holds already (by run directory name) keeps its line, but takes its run directory's
-    results when they changed since (judged again by `harness check RUN_DIR`). Returns (lines
-    added, results replaced)."""
+# Where archived runs lived: an archived row's run directory is relative to the store.
+STORE = Path(__file__).resolve().parent.parent / "store"
+
+
+def _relative(run_dir: str, store: Path) -> str:
+    """Returns a run directory relative to the store it lives in (as archived), else as given."""
+    path = Path(run_dir)
+    try:
+        return str(path.resolve().relative_to(store.resolve()))
+    except ValueError:
+        return run_dir
+
+
+def archive(matrix_files: Sequence[Path], out: Path,
+            expectations: dict[str, Expectation] | None = None,
+            store: Path = STORE) -> tuple[int, int]:
+    """Takes matrix.json files (or archives), an archive path (.jsonl), each scenario's
+    prediction and the store. Adds a line for each run they list that was not interrupted: its
+    row (its run directory relative to the store), its spec (test.json) and its compacted
+    results. A run the archive holds already (by run directory name) keeps its line, but takes
+    its run directory's results when they changed since (judged again by `harness check
+    RUN_DIR`). Given the predictions, every line's row is judged again from its results, so the
+    archive says what each run shows as it stands now. Returns (lines added, lines changed)."""
     held: dict[str, dict[str, Any]] = {}
     if out.exists():
         held = {Path(r.run_dir).name: rec for r, rec in _archived_lines(out)}
@@ -147,12 +171,35 @@ def archive(matrix_files: Sequence[Path], out: Path) -> tuple[int, int]:
         elif compact is not None and held[key].get("results") != compact:
             held[key] = {**held[key], "results": compact}
             replaced += 1
+    for rec in held.values():
+        before = json.dumps(rec["row"], sort_keys=True)
+        rec["row"] = _rejudged(rec, expectations, store)
+        if json.dumps(rec["row"], sort_keys=True) != before:
+            replaced += 1
     if added or replaced:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(json.dumps(rec, sort_keys=True) + "\n" for rec in held.values()))
         tmp.replace(out)
     return added, replaced
+
+
+def _rejudged(rec: dict[str, Any], expectations: dict[str, Expectation] | None,
+              store: Path) -> dict[str, Any]:
+    """Takes an archive line, the predictions (None: keep the row's judgement) and the store.
+    Returns its row, judged again from its results and with its run directory relative to the
+    store."""
+    r = rec["row"]
+    row = matrix.Row(**{**r, "problems": tuple(r.get("problems", ()))})
+    results = rec.get("results")
+    if expectations is not None and results is not None and row.judgement != matrix.ERROR:
+        again = matrix.make_row(row.scenario, expectations.get(row.scenario, Expectation()),
+                                row.exit_code, row.wall_s, row.run_dir, results, seed=row.seed,
+                                infrastructure=row.infrastructure, tries=row.tries)
+        row = dataclasses.replace(  # what the run said when it ended (its error) stays
+            again, problems=tuple(dict.fromkeys(again.problems + row.problems)))
+    row = dataclasses.replace(row, run_dir=_relative(row.run_dir, store))
+    return json.loads(json.dumps(dataclasses.asdict(row)))
 
 
 def _archived_lines(path: Path) -> list[tuple[matrix.Row, dict[str, Any]]]:
@@ -183,7 +230,7 @@ def _runs(path: Path) -> Iterator[tuple[matrix.Row, dict[str, Any] | None, Path 
     a matrix.json or an archive lists."""
     if path.suffix == ".jsonl":
         for row, spec, results in read_archive(path):
-            run_dir = Path(row.run_dir)
+            run_dir = STORE / row.run_dir  # an absolute run_dir (older lines) stays as it is
             yield row, spec, run_dir if run_dir.is_dir() else None, results
         return
     for row in matrix.read_rows(path):

@@ -243,3 +243,26 @@ def test_a_spec_records_the_checks_judgement_not_this_machines_spark_tuning():
         "example_size": 20, "quantile_accuracy": 10000, "spark_master": None}
     again = spec_from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again.check == dc_replace(check, driver_memory="2g", work_dir=None)
+
+
+def test_an_archive_keeps_run_directories_relative_to_the_store_and_judgements_current(tmp_path):
+    from harness.series import archive, read_archive
+
+    store = tmp_path / "store"
+    run = store / "a" / "20261125T000000Z"
+    run.mkdir(parents=True)
+    spec = TestSpec(name="a")
+    (run / "test.json").write_text(json.dumps({"spec": spec.to_dict()}))
+    weak = {**OK, "strength": {"weak": True, "reason": "none of 2 partitions was noticed",
+                               "summary": "faults noticed 0 of 2"}}
+    (run / "results.json").write_text(json.dumps(weak))
+    # Judged when it ended, before strength was judged: "as expected".
+    matrix.write([matrix.make_row("a", matrix.Expectation(), 0, 50, run, OK, seed=1)], [],
+                 tmp_path / "m")
+    out = tmp_path / "detection.jsonl"
+    assert archive([tmp_path / "m" / "matrix.json"], out, {"a": matrix.Expectation()},
+                   store=store) == (1, 1)
+    [(row, _spec, results)] = read_archive(out)
+    assert row.run_dir == "a/20261125T000000Z"
+    assert row.judgement == matrix.WEAK and results["strength"]["weak"] is True
+    assert archive([out], out, {"a": matrix.Expectation()}, store=store) == (0, 0)
