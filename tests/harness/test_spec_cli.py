@@ -26,6 +26,9 @@ from workloads.queue_spec import queue_arguments
     (["run", "--quorum-initial-group-size", "5"], "initial group size"),
     (["run", "--queue-type", "mirrored", "--ha-mode", "exactly"], "ha-params"),
     (["run", "--nemesis-duration", "-1"], "duration"),
+    (["run", "--nemesis-duration", "0"], "duration_s (--nemesis-duration) must be > 0"),
+    (["run", "--nemesis-interval", "0"], "interval_s (--nemesis-interval) must be > 0"),
+    (["run", "--nemesis", "pause:duration=-2"], "fault entry 'pause:duration=-2': duration_s must"),
     (["run", "--consumers", "0", "--consume-rate", "30"], "needs consumers"),
     (["run", "--consume-rate", "0"], "consume rate must be > 0"),
     (["run", "--consumers", "0", "--pause-consumers-in-faults"], "needs consumers"),
@@ -202,3 +205,43 @@ def test_a_malformed_fault_entry_exits_2_saying_what_is_wrong(entry, msg, capsys
     monkeypatch.setattr(harness.runner, "run_test", lambda *a, **k: pytest.fail("run started"))
     assert main(["run", "--nemesis", f"partition-one,{entry}"]) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_a_fault_nobody_timed_lasts_long_enough_for_rabbitmq_to_notice_it():
+    spec = TestSpec().resolved()
+    assert spec.nemesis.duration_s == 20.0  # 2 x net_ticktime 10: noticed by 12.5 s
+    assert spec.detection_s() == (7.5, 12.5)
+    slow = dataclasses.replace(TestSpec(), broker=dataclasses.replace(TestSpec().broker,
+                                                                      net_ticktime=30))
+    assert slow.resolved().nemesis.duration_s == 60.0  # it moves with net_ticktime
+    assert spec.warnings() == [] and slow.warnings() == []
+    asked = dataclasses.replace(TestSpec(), nemesis=dataclasses.replace(
+        TestSpec().nemesis, duration_s=5.0)).resolved()
+    assert asked.nemesis.duration_s == 5.0  # a shorter fault is played as asked...
+    [warning] = asked.warnings()  # ...with a warning before the run
+    assert warning.startswith("fault partition-random-halves lasts 5 s, but RabbitMQ declares a "
+                              "silent peer down only after 7.5-12.5 s (net_ticktime 10 s)")
+
+
+def test_every_catalogue_partition_and_pause_follows_net_ticktime():
+    a = build_parser().parse_args(["run", "--scenario", "partition", "--net-ticktime", "30"])
+    assert spec_from_args(a).nemesis.duration_s == 60.0
+    for name, sc in SCENARIOS.items():
+        spec = sc.spec.resolved()
+        assert spec.warnings() == [], name  # no scenario plays a fault too short to notice
+
+
+def test_kills_are_noticed_at_once_and_a_short_one_is_no_warning():
+    spec = dataclasses.replace(TestSpec(), nemesis=dataclasses.replace(
+        TestSpec().nemesis, faults=("kill", "partition-one:duration=30"), duration_s=3.0))
+    assert spec.warnings() == []
+
+
+def test_the_broker_settings_that_differ_from_rabbitmqs_are_said():
+    diff = TestSpec().broker_differences()
+    assert [(d["setting"], d["harness"], d["rabbitmq"]) for d in diff] == [
+        ("partition_handling", "pause_minority", "ignore"), ("net_ticktime", 10, 60)]
+    assert all(d["why"] for d in diff)
+    same = dataclasses.replace(TestSpec(), broker=dataclasses.replace(
+        TestSpec().broker, partition_handling="ignore", net_ticktime=60))
+    assert same.broker_differences() == []
