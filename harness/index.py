@@ -2,7 +2,9 @@
 
 `write_index(store_root)` rewrites `<store>/index.html`: one row per run
 directory `<store>/<test>/<timestamp>/` (time, test name, backend, verdict and
-why, lost / duplicated / reordered counts, duration, a link to its report),
+why, with the test's strength beneath it, lost / duplicated / reordered counts,
+duration, a link to its report); a valid run whose faults tested nothing reads
+"valid but weak" (harness.verdict), never "valid",
 and, when the store holds scenario matrices (`<store>/matrix/<timestamp>/
 matrix.json`), a section linking a page rendered for each (harness.matrix_page).
 A run without results.json (still running, or it crashed before its check) is
@@ -38,10 +40,13 @@ from harness.page import (
     page,
     parse_stamp,
     read_json_quietly,
+    results_key,
     stamp_text,
+    strength_of,
     table,
     td,
     td_html,
+    td_note,
     write_atomic,
 )
 from harness.report_results import verdict_sentence
@@ -54,7 +59,7 @@ RUN_FILES = ("test.json", "history.jsonl", "results.json")
 TAIL_BYTES = 65536
 MAX_WHY = 120
 # Verdict keys in the order the summary line counts them.
-TALLY_ORDER = ("false", "unknown", "none", "true")
+TALLY_ORDER = ("false", "unknown", "none", "weak", "true")
 
 
 def history_seconds(path: Path) -> float | None:
@@ -78,7 +83,8 @@ def history_seconds(path: Path) -> float | None:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One run as the index lists it. `verdict` is "true", "false", "unknown" or "none"."""
+    """One run as the index lists it. `verdict` is "true", "weak" (valid but weak), "false",
+    "unknown" or "none"; `strength` the strength summary ("" for runs without one)."""
 
     rel: str
     test: str
@@ -93,6 +99,7 @@ class RunSummary:
     reordered: int | None = None
     duration: str = NA
     has_report: bool = False
+    strength: str = ""
 
 
 def summarise_run(store_root: Path, run_dir: Path) -> RunSummary:
@@ -102,8 +109,7 @@ def summarise_run(store_root: Path, run_dir: Path) -> RunSummary:
     queue = as_dict(results.get("queue")) if isinstance(results, dict) else {}
     ordering = as_dict(results.get("ordering")) if isinstance(results, dict) else {}
     if isinstance(results, dict):
-        v = results.get("valid")
-        verdict = "true" if v is True else "false" if v is False else "unknown"
+        verdict = results_key(results)
         sentence = verdict_sentence(results)
     else:
         verdict = "none"
@@ -133,6 +139,7 @@ def summarise_run(store_root: Path, run_dir: Path) -> RunSummary:
         reordered=as_int(ordering.get("violation_count")),
         duration=duration,
         has_report=(run_dir / REPORT_HTML).is_file(),
+        strength=st.line() if (st := strength_of(results)) is not None else "",
     )
 
 
@@ -183,7 +190,7 @@ def run_rows(runs: list[RunSummary]) -> list[list[str]]:
             td(r.test),
             td(r.backend),
             f'<td title="{e(r.sentence)}">{badge(r.verdict)}</td>',
-            td(why(r.sentence), cls="why"),
+            td_note(why(r.sentence), r.strength, cls="why"),
             _lost_cell(r),
             td(dup_text(r.duplicated, r.unflagged), num=True),
             td(count(r.reordered) if r.reordered is not None else "-", num=True),
@@ -213,9 +220,10 @@ def index_html(runs: list[RunSummary], matrices: list[MatrixSummary]) -> str:
     body = [
         "<h1>Runs in the store</h1>",
         f'<p class="sub">{len(runs)} run{plural}' + (f" ({e(said)})" if said else "")
-        + ", newest first. Times are UTC. Duplicated: all duplicates (those without the "
-        "redelivered flag in brackets); lost in brackets: the drain did not complete, so not "
-        "proven lost.</p>",
+        + ", newest first. Times are UTC. Valid but weak: no anomaly, but RabbitMQ noticed "
+        "none of the faults or nothing was at risk, so not a pass. Duplicated: all duplicates "
+        "(those without the redelivered flag in brackets); lost in brackets: the drain did not "
+        "complete, so not proven lost.</p>",
     ]
     if matrices:
         body.append('<p class="nav"><a href="#matrices">scenario matrices</a></p>')

@@ -7,9 +7,12 @@ and GitLab test reporters and junitparser): <testsuites> holding one
 is a FINDING or MISSED carries a <failure> with a one-sentence message and the
 run directory; an infrastructure error or a run with no verdict an <error>
 (never a failure: it proves nothing about RabbitMQ); a run not started for
-lack of budget a <skipped>. Passing runs carry their run directory in
-<system-out>. `sentence` says in one sentence what a run showed; the nightly's
-HTML page uses it too.
+lack of budget a <skipped>. A weak run (valid, but RabbitMQ noticed none of
+its faults or nothing was at risk: harness.verdict) is never a pass: it is a
+<skipped type="weak"> saying why, so CI shows it apart from findings and
+infrastructure errors. Passing runs carry what they showed and their run
+directory in <system-out>. `sentence` says in one sentence what a run showed, with the
+test's strength when the run has one; the nightly's HTML page uses it too.
 """
 
 from __future__ import annotations
@@ -23,15 +26,19 @@ from typing import Literal
 
 from harness import matrix
 from harness.matrix import Row
+from harness.page import row_strength
 
 Kind = Literal["passed", "failure", "error", "skipped"]
 
 KIND_OF: dict[str, Kind] = {
     matrix.AS_EXPECTED: "passed", matrix.DETECTED: "passed",
     matrix.FINDING: "failure", matrix.MISSED: "failure",
-    matrix.ERROR: "error", matrix.UNKNOWN: "error",
+    matrix.ERROR: "error", matrix.UNKNOWN: "error", matrix.WEAK: "skipped",
 }
 
+
+# The <skipped> type of a weak run, apart from runs skipped for lack of budget (no type).
+WEAK_TYPE = "weak"
 
 # Characters XML 1.0 cannot hold at all (a broker's error text may carry control characters).
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -69,10 +76,29 @@ def _anomalies(row: Row) -> list[str]:
     return found
 
 
+def is_weak_row(row: Row) -> bool:
+    """Takes a matrix row. Returns whether its run was valid but weak (judged "weak", or its
+    strength fields say so)."""
+    st = row_strength(row)
+    return row.judgement == matrix.WEAK or (st is not None and st.weak)
+
+
 def sentence(row: Row) -> str:
-    """Takes a matrix row. Returns one sentence saying what the run showed against its
-    prediction."""
+    """Takes a matrix row. Returns what the run showed against its prediction, in one sentence,
+    then the test's strength when the row has one ("Test strength: faults noticed ...")."""
+    said = _what_it_showed(row)
+    st = row_strength(row)
+    return f"{said} {st.line()}" if st is not None and st.line() else said
+
+
+def _what_it_showed(row: Row) -> str:
     seed = f"seed {row.seed}"
+    if is_weak_row(row):
+        st = row_strength(row)
+        why = (st.reason.rstrip(".") if st is not None and st.reason
+               else "its faults tested nothing")
+        return (f"Valid but weak ({seed}): {why}. No anomaly was found, but the run tested "
+                "nothing: not a pass.")
     if row.judgement == matrix.FINDING:
         found = ", ".join(_anomalies(row)) or "see results.json"
         wanted = "a valid run" if row.expect_valid else f"the documented anomaly '{row.expect}'"
@@ -95,7 +121,7 @@ def sentence(row: Row) -> str:
 def case_for_row(row: Row, retried: str | None = None) -> Case:
     """Takes a matrix row and, when it is a second try, why the first was retried. Returns its
     Case."""
-    kind = KIND_OF.get(row.judgement, "error")
+    kind: Kind = "skipped" if is_weak_row(row) else KIND_OF.get(row.judgement, "error")
     lines = [f"run directory: {row.run_dir or 'none'}"]
     if retried:
         lines.append(f"retried once with the same seed after: {retried}")
@@ -103,10 +129,11 @@ def case_for_row(row: Row, retried: str | None = None) -> Case:
     text = "\n".join(lines)
     say = sentence(row)
     if kind == "passed":
-        return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, output=text)
+        return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, output=say + "\n" + text)
+    kind_type = ("infrastructure" if row.judgement == matrix.ERROR
+                 else WEAK_TYPE if kind == "skipped" else row.judgement)
     return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, message=say,
-                type="infrastructure" if row.judgement == matrix.ERROR else row.judgement,
-                detail=say + "\n" + text, output=text)
+                type=kind_type, detail=say + "\n" + text, output=text)
 
 
 def skipped_case(scenario: str, seed: int | None, reason: str) -> Case:
@@ -134,7 +161,9 @@ def junit_xml(cases: Sequence[Case], suite: str, timestamp: str,
         tc = ET.SubElement(ts, "testcase", classname=clean(c.classname), name=clean(c.name),
                            time=f"{c.time_s:.1f}")
         if c.kind == "skipped":
-            ET.SubElement(tc, "skipped", message=clean(c.message))
+            el = ET.SubElement(tc, "skipped", message=clean(c.message))
+            if c.type:
+                el.set("type", clean(c.type))
         elif c.kind in ("failure", "error"):
             el = ET.SubElement(tc, c.kind, message=clean(c.message), type=clean(c.type))
             el.text = clean(c.detail)

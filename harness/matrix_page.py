@@ -1,8 +1,10 @@
 """Scenario matrix pages: `<store>/matrix/<timestamp>/matrix.html`, drawn from its matrix.json.
 
-The page shows each row (one scenario run: expectation, verdict, judgement,
-counts, a link to its report when the run is in this store), the per-scenario
-summaries when the matrix has them, and the problems it noted. matrix.json is
+The page shows each row (one scenario run: expectation, verdict with the
+test's strength beneath it when the matrix records one, judgement, counts, a link to its report when the run
+is in this store), the per-scenario summaries when the matrix has them, and
+the problems it noted. A valid run whose faults tested nothing reads "valid but
+weak" (harness.verdict), never "valid"; its row says why. matrix.json is
 read leniently (harness.matrix writes it; its fields grow): a field that is
 missing reads "-", an expectation is taken from `expect` (text) or
 `expect_valid` (true: valid; null: loss possible). Runs are found by the last
@@ -29,6 +31,7 @@ from harness.page import (
     page,
     parse_stamp,
     read_json_quietly,
+    row_strength,
     stamp_text,
     table,
     td,
@@ -48,6 +51,8 @@ INDEX_HTML = "index.html"
 ROW_COUNTS = ("attempts", "acknowledged", "lost")
 ROW_COUNTS_AFTER = ("recovered", "ordering_violations", "wall_s")
 SUMMARY_FIELDS = ("runs", "valid", "invalid", "unknown", "rate", "min_rate", "verdict")
+# Shown after "unknown" when the matrix counts weak runs (harness.matrix, issue 19).
+WEAK_FIELD = "weak"
 
 
 @dataclass(frozen=True)
@@ -102,14 +107,29 @@ def _cell(x: Any) -> str:
     return str(x) or "-"
 
 
+def strength_text(r: dict[str, Any]) -> str:
+    """Takes a matrix row. Returns what its verdict cell says beneath the badge: why a weak run
+    is weak, then its strength summary; the summary alone for a strong run; "" for a row that
+    says nothing of strength (older matrices)."""
+    st = row_strength(r)
+    if st is None:
+        return ""
+    why = st.reason.rstrip(".") if st.weak else ""
+    return "; ".join(x for x in (why, st.summary) if x)
+
+
 def _row_cells(store_root: Path, matrix_dir: Path, r: dict[str, Any]) -> list[str]:
-    key = verdict_of(r.get("valid"))
+    st = row_strength(r)
+    key = "weak" if st is not None and st.weak else verdict_of(r.get("valid"))
     to = run_link(store_root, matrix_dir, r.get("run_dir"))
+    said = strength_text(r)
+    # The strength sits under the verdict: a column of its own overflowed the page.
+    note = f'<span class="cell-note">{e(said)}</span>' if said else ""
     return [
         td(r.get("scenario") or NA),
         td(expectation(r)),
         td(_cell(r.get("seed")), num=True),
-        td_html(badge(key)),
+        td_html(badge(key) + note),
         td(r.get("judgement") or NA),
         *(td(_cell(r.get(k)), num=True) for k in ROW_COUNTS),
         td(dup_text(r.get("duplicated"), r.get("unflagged_duplicated")), num=True),
@@ -122,12 +142,16 @@ def _summaries(doc: dict[str, Any]) -> str:
     summaries = [s for s in doc.get("summaries") or [] if isinstance(s, dict)]
     if not summaries:
         return ""
+    fields = list(SUMMARY_FIELDS)
+    if any(WEAK_FIELD in s for s in summaries):
+        fields.insert(fields.index("unknown") + 1, WEAK_FIELD)
     rows = [[td(s.get("scenario") or NA), td(expectation(s)),
-             *(td(_cell(s.get(k)), num=k != "verdict") for k in SUMMARY_FIELDS),
+             *(td(_cell(s.get(k)), num=k != "verdict") for k in fields),
              td(_cell(s.get("judgements")))] for s in summaries]
     return ("<h2>Per scenario</h2>"
-            + table(["scenario", "expected", *(k.replace("_", " ") for k in SUMMARY_FIELDS),
-                     "judgements"], rows, len(rows), wide=True, num_cols=range(2, 8)))
+            + table(["scenario", "expected", *(k.replace("_", " ") for k in fields),
+                     "judgements"], rows, len(rows), wide=True,
+                    num_cols=range(2, 2 + len(fields) - 1)))
 
 
 def matrix_html(store_root: Path, matrix_dir: Path, doc: dict[str, Any]) -> str:
@@ -146,7 +170,7 @@ def matrix_html(store_root: Path, matrix_dir: Path, doc: dict[str, Any]) -> str:
         f"<h1>Scenario matrix {e(stamp_text(matrix_dir.name))} UTC</h1>",
         f'<p class="sub">{len(rows)} scenario runs; exit code '
         f"{e(code if isinstance(code, int) else NA)} (0: all as expected, 1: a finding, "
-        f"2: an unknown verdict). Files: {', '.join(files)}.</p>",
+        f"2: an unknown verdict or a weak run). Files: {', '.join(files)}.</p>",
         table(["scenario", "expected", "seed", "verdict", "judgement", "attempts", "acked",
                "lost", "dup (unflagged)", "recovered", "order viol.", "wall s", "run"], rows,
               wide=True, num_cols=[2, 5, 6, 7, 8, 9, 10, 11]),

@@ -16,7 +16,9 @@ kept in matrix.json under `retries`; the final row says `tries` and its
 `infrastructure` reason. After every run `store/matrix/<time>/` holds
 matrix.json (the matrix's fields plus `nightly`, `retries`, `skipped`),
 matrix.md, junit.xml (harness.junit) and index.html: the summary table and
-one row per run linking to its report.html, relatively. Nothing here prints:
+one row per run linking to its report.html, relatively; a weak run (valid,
+but its faults tested nothing) shows as "valid but weak", never as a pass, and
+every run with a strength says it. Nothing here prints:
 the CLI hands in the function that runs one test and the one that prints.
 """
 
@@ -269,7 +271,21 @@ class Nightly:
 # -- the page ---------------------------------------------------------------------------
 
 _BADGE = {matrix.AS_EXPECTED: "true", matrix.DETECTED: "true", matrix.FINDING: "false",
-          matrix.MISSED: "false", matrix.UNKNOWN: "unknown", matrix.ERROR: "unknown"}
+          matrix.MISSED: "false", matrix.UNKNOWN: "unknown", matrix.ERROR: "unknown",
+          matrix.WEAK: "weak"}
+
+
+def _run_badge(row: Row) -> str:
+    """A run's judgement as a badge: a weak run's in the weak colour, whatever its judgement."""
+    if junit.is_weak_row(row):
+        return badge("weak")
+    return badge(_BADGE.get(row.judgement, "unknown"), row.judgement)
+
+
+def _summary_badge(verdict: str) -> str:
+    key = ("true" if verdict == "ok" else "false" if verdict == matrix.FINDING
+           else "weak" if verdict == matrix.WEAK else "unknown")
+    return badge(key, verdict)
 
 
 def _report_link(out_dir: Path, run_dir: str, text: str = "report") -> str:
@@ -290,16 +306,16 @@ def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.
     (budget, time used, seed). Returns the page: plain HTML, relative links, no scripts."""
     sums = [[
         td(s.scenario), td(s.expect), td(s.runs, num=True), td(f"{s.held}/{s.runs}", num=True),
+        td(s.weak, num=True),
         td(f"{s.min_rate:.0%}", num=True),
-        td_html(badge("true" if s.verdict == "ok" else
-                      "false" if s.verdict == matrix.FINDING else "unknown", s.verdict)),
+        td_html(_summary_badge(s.verdict)),
         td("-" if s.lost_min is None else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}",
            num=True),
         td(f"{s.wall_s_median:.0f}", num=True),
     ] for s in summaries]
     runs = [[
         td(r.scenario), td(r.seed, num=True),
-        td_html(badge(_BADGE.get(r.judgement, "unknown"), r.judgement)),
+        td_html(_run_badge(r)),
         td(junit.sentence(r) + (f" Retried once after: {retried[i]}."
                                 if i in retried and r.judgement != matrix.ERROR else "")),
         td(f"{r.wall_s:.0f}", num=True), td_html(_report_link(out_dir, r.run_dir)),
@@ -310,13 +326,14 @@ def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.
         f'<p class="nav">{link("../../index.html", "← all runs in the store")}</p>',
         f"<h1>Nightly scenario matrix {e(out_dir.name)}</h1>",
         f'<p class="sub">{len(rows)} run(s), {len(skipped)} skipped; exit code {code} (0: all '
-        "as expected, 1: a finding, 2: unknown, insensitive or infrastructure error). "
+        "as expected, 1: a finding, 2: unknown, weak, insensitive or infrastructure error). "
         + "; ".join(f"{e(k)}: {e(v)}" for k, v in facts.items()) + ". Files: "
         + ", ".join(link(f, f) for f in ("matrix.json", "matrix.md", JUNIT_XML, "matrix.html")
                     if f != "matrix.html" or (out_dir / f).is_file()) + ".</p>",
         "<h2>Scenarios</h2>",
-        table(["scenario", "expected", "runs", "held", "needs", "verdict",
-               "lost min / median / max", "wall s (median)"], sums, len(sums), num_cols=[2, 3, 4, 6, 7])
+        table(["scenario", "expected", "runs", "held", "weak", "needs", "verdict",
+               "lost min / median / max", "wall s (median)"], sums, len(sums),
+              num_cols=[2, 3, 4, 5, 7, 8])
         if sums else '<p class="note">No run finished.</p>',
         "<h2>Runs</h2>",
         table(["scenario", "seed", "judgement", "what it showed", "wall s", "report"], runs,

@@ -126,3 +126,23 @@ def test_history_seconds_reads_the_tail(tmp_path: Path) -> None:
     h.write_text('{"time": 1000000000}\n{"time": 2500000000}\n{"time": 30')
     assert index.history_seconds(h) == 2.5
     assert index.history_seconds(tmp_path / "none") is None
+
+
+def test_a_weak_run_is_listed_valid_but_weak_with_its_strength(tmp_path: Path) -> None:
+    from harness.page import VERDICTS
+    from tests.harness.strength_store import STRONG_SUMMARY, WEAK_SUMMARY, make_strength_store
+
+    store = tmp_path / "store"
+    make_strength_store(store)
+    html = index.write_index(store).read_text()
+    rows = {r[1]: r for r in rows_of(html)}
+    weak = rows[VALID[0]]
+    assert weak[3] == "valid but weak"
+    # the sentence cut to fit, the strength beneath it
+    assert weak[4] == ("Neither of 2 faults was noticed by RabbitMQ. No anomaly was found (all "
+                       f"208 confirmed messages were delivered), but a ru…"
+                       f"Test strength: {WEAK_SUMMARY}.")
+    assert f'<span class="badge" style="background:{VERDICTS["weak"][1]}">valid but weak' in html
+    assert rows[INVALID[0]][4].endswith(f"Test strength: {STRONG_SUMMARY}.")
+    assert rows[UNKNOWN[0]][4].endswith("messages still q…")  # no strength to show
+    assert "4 runs (1 INVALID, 1 unknown, 1 no results, 1 valid but weak)" in html

@@ -308,3 +308,46 @@ def test_the_nightly_workflow_runs_make_nightly_as_root_on_debian_and_always_upl
     paths = [s["with"]["path"] for s in uploads]
     assert "store/" in paths and any(p.endswith("junit.xml") for p in paths)
     assert steps.index(runs[0]) < min(steps.index(s) for s in uploads)
+
+
+WEAK_STRENGTH = {"faults": 2, "noticed": 0, "failovers": 0, "max_at_risk": 0, "weak": True,
+                 "reason": "neither of 2 faults was noticed by RabbitMQ",
+                 "summary": "faults noticed 0 of 2, failovers 0, most messages at risk 0"}
+STRONG_STRENGTH = {"faults": 2, "noticed": 2, "failovers": 1, "max_at_risk": 40, "weak": False,
+                   "reason": "", "summary": "faults noticed 2 of 2, failovers 1, most messages "
+                   "at risk 40"}
+
+
+def test_a_weak_run_is_never_a_pass_in_junit_or_on_the_page(tmp_path):
+    clock = Clock()
+    n = Nightly(entries("w", "s", "q"), 10_000, tmp_path, base_seed=3, clock=clock)
+    script = {("w", 1): {**OK, "strength": WEAK_STRENGTH},
+              ("s", 1): {**OK, "strength": STRONG_STRENGTH},
+              ("q", 1): {**LOST, "strength": STRONG_STRENGTH}}
+    assert n.execute(FakeRuns(tmp_path, clock, script), lambda _s: None) == 2
+    xml = JUnitXml.fromfile(str(n.out_dir / "junit.xml"))
+    (suite,) = list(xml)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (3, 1, 0, 1)
+    cases = {c.classname: c for c in suite}
+    (weak,) = cases["w"].result
+    assert isinstance(weak, Skipped) and weak.type == "weak"
+    seed = n.series.rows[0].seed
+    assert weak.message == (
+        f"Valid but weak (seed {seed}): neither of 2 faults was noticed by RabbitMQ. No anomaly "
+        "was found, but the run tested nothing: not a pass. Test strength: faults noticed 0 of "
+        "2, failovers 0, most messages at risk 0.")
+    assert cases["s"].result == [] and cases["s"].system_out.startswith(
+        f"Valid, as expected (seed {seed}). Test strength: faults noticed 2 of 2, failovers 1, "
+        "most messages at risk 40.\nrun directory: ")
+    (finding,) = cases["q"].result
+    assert isinstance(finding, Failure) and finding.message.endswith(
+        "5 confirmed messages lost. Test strength: faults noticed 2 of 2, failovers 1, most "
+        "messages at risk 40.")
+    html = (n.out_dir / "index.html").read_text()
+    runs = html[html.index("<h2>Runs</h2>"):]
+    assert re.search(r'<td><span class="badge" style="background:#6a1b9a">valid but weak</span>'
+                     r"</td><td>Valid but weak \(seed \d+\): neither of 2 faults", runs)
+    assert ">as expected</span></td><td>Valid, as expected (seed" in runs
+    sums = html[html.index("<h2>Scenarios</h2>"):html.index("<h2>Runs</h2>")]
+    assert '<th class="num">weak</th>' in sums and ">weak</span>" in sums
+    assert "exit code 2 (0: all as expected, 1: a finding, 2: unknown, weak," in html
