@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from clusters.base import Node
@@ -39,7 +40,7 @@ class RecoveryReport:
 
     healthy: bool = False
     seconds: float = 0.0
-    actions: list[dict[str, str]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
     last_status: list[dict[str, object]] = field(default_factory=list)
 
 
