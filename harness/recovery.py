@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError, NodeStatus, RabbitBroker
