@@ -198,6 +198,8 @@ class Summary:
     judgements: dict[str, int] = field(default_factory=dict)
     errors: int = 0
     weak: int = 0
+    # Runs checked before test strength was judged (no strength in their results).
+    unmeasured: int = 0
 
     @property
     def rate(self) -> float:
@@ -244,6 +246,7 @@ def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list
             wall_s_median=round(statistics.median(r.wall_s for r in mine), 1),
             judgements=judgements, errors=len(mine) - len(tested),
             weak=sum(r.judgement == WEAK for r in mine),
+            unmeasured=sum(r.strength is None and r.judgement != ERROR for r in mine),
         ))
     return out
 
@@ -320,13 +323,19 @@ def summary_table(summaries: Sequence[Summary]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _weak_cell(s: Summary) -> str:
+    """Returns how many runs were weak, and how many were never judged for strength (checked
+    before it was)."""
+    return f"{s.weak} ({s.unmeasured} not judged)" if s.unmeasured else str(s.weak)
+
+
 def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> str:
     """Takes summaries and each scenario's safe twin (None for none). Returns a Markdown table
     with a line per unsafe scenario that has runs: how often it showed its anomaly, its lost
     min / median / max, and how often its twin was valid; on both sides, how many runs had no
     verdict (unknown: the drain could not prove the queue empty) and how many were weak (their
-    faults went unnoticed or found nothing at risk: neither a detection nor a pass)
-    (README.md's table)."""
+    faults went unnoticed or found nothing at risk: neither a detection nor a pass; runs checked
+    before strength was judged are counted as not judged) (README.md's table)."""
     by_name = {s.scenario: s for s in summaries}
     head = ["unsafe scenario (predicts lost)", "runs", "shown in", "no verdict", "weak",
             "lost min / median / max", "safe twin (predicts valid)", "runs", "valid in",
@@ -338,10 +347,10 @@ def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> st
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min:,} / {s.lost_median:,.0f} / {s.lost_max:,}")
         twin = by_name.get(twins.get(s.scenario) or "")
-        cells = [s.scenario, str(s.runs), str(s.held), str(s.unknown), str(s.weak), lost,
+        cells = [s.scenario, str(s.runs), str(s.held), str(s.unknown), _weak_cell(s), lost,
                  twins.get(s.scenario) or "-", str(twin.runs) if twin else "0",
                  str(twin.held) if twin else "-", str(twin.unknown) if twin else "-",
-                 str(twin.weak) if twin else "-"]
+                 _weak_cell(twin) if twin else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
