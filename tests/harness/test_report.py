@@ -43,7 +43,8 @@ def test_window_opens_at_completion_and_closes_at_stop_completion() -> None:
     ops = nem_pair(1 * S, "start-partition", grudge) + nem_pair(3 * S, "stop-partition")
     assert fault_windows(ops) == [
         FaultWindow(
-            "start-partition", 1 * S + 10 * MS, 3 * S + 10 * MS, grudge, None, "stop-partition"
+            "start-partition", 1 * S + 10 * MS, 3 * S + 10 * MS, grudge, None, "stop-partition",
+            invoke_ns=1 * S,
         )
     ]
 
