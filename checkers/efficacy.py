@@ -218,16 +218,17 @@ def _promotion(e: LogEvent, placements: Sequence[HarnessEvent]) -> dict[str, Any
 
 
 def _promotions(span: _Span, placements: Sequence[HarnessEvent]) -> list[dict[str, Any]]:
-    """A mirrored queue's master moving to another node between two placement samples inside
-    the span (for runs whose logs do not say): synchronised if the new master was a
-    synchronised mirror in the sample before."""
+    """A mirrored queue's master (a placement with mirrors) moving to another node between two
+    placement samples inside the span (for runs whose logs do not say): synchronised if the new
+    master was a synchronised mirror in the sample before."""
     out = []
     for before, after in itertools.pairwise(placements):
         if not span.begin <= after.time < span.horizon:
             continue
         old, new = before.value.get("leader"), after.value.get("leader")
-        if after.value.get("type") != "mirrored" or not old or not new or old == new:
-            continue
+        mirrored = before.value.get("mirrors") or after.value.get("mirrors")
+        if not mirrored or not old or not new or old == new:
+            continue  # a quorum queue's leader moves by election, told by its members' logs
         synced = new in (before.value.get("synchronised_mirrors") or [])
         kind = "promotion" if synced else "unsynchronised-promotion"
         text = (f"master moved from {old} to {new}, "

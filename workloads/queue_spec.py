@@ -73,17 +73,13 @@ class QueueSpec:
         kind.validate(self, node_count)
 
 
-# The settings only a mirrored queue reads (its policy).
-MIRROR_FIELDS: tuple[str, ...] = ("ha_mode", "ha_params", "ha_sync_mode", "ha_promote_on_shutdown",
-                                  "ha_promote_on_failure", "queue_master_locator")
-
-
 def settings_that_matter(spec: QueueSpec) -> dict[str, Any]:
-    """Takes a QueueSpec. Returns its fields as data without the mirroring policy's when the
-    queue is not mirrored (they do nothing there), to tell whether two specs test the same."""
+    """Takes a QueueSpec. Returns its fields as data without those only other kinds read (a
+    quorum queue has no ha-sync-mode), to tell whether two specs test the same."""
     d = dataclasses.asdict(spec)
-    if spec.type != "mirrored":
-        for name in MIRROR_FIELDS:
+    mine = set(kind_of(spec).own_fields)
+    for kind in KINDS.values():
+        for name in set(kind.own_fields) - mine:
             d.pop(name, None)
     return d
 

@@ -15,8 +15,9 @@ from harness.scenarios import SCENARIOS
 
 @pytest.fixture
 def stored(tmp_path):
-    """A stored run of mirrored-partition with seed 4242 (test.json as the runner writes it)."""
-    spec = dataclasses.replace(SCENARIOS["mirrored-partition"].spec, seed=4242)
+    """A stored run of mirrored-partition with seed 4242 (test.json as the runner writes it: its
+    faults' durations resolved from net_ticktime)."""
+    spec = dataclasses.replace(SCENARIOS["mirrored-partition"].spec, seed=4242).resolved()
     run = tmp_path / "store" / "mirrored-partition" / "20260101T000000.000000Z"
     run.mkdir(parents=True)
     (run / "test.json").write_text(json.dumps({"name": spec.name, "spec": spec.to_dict(),

@@ -69,6 +69,9 @@ class QueueKind:
     reads_whole_log = False
     # The least prefetch its consumers may ask for (0: unlimited is allowed).
     min_prefetch = 0
+    # The QueueSpec fields only this kind reads (a mirrored queue's policy settings); other
+    # kinds ignore them (workloads.queue_spec.settings_that_matter).
+    own_fields: tuple[str, ...] = ()
 
     def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Takes the queue spec and the cluster size. Raises QueueConfigError for a setting this

@@ -30,6 +30,8 @@ class Mirrored(QueueKind):
 
     name = "mirrored"
     summary = "a classic queue mirrored by an ha-mode policy"
+    own_fields = ("ha_mode", "ha_params", "ha_sync_mode", "ha_promote_on_shutdown",
+                  "ha_promote_on_failure", "queue_master_locator")
 
     def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Checks the mirroring settings. Raises QueueConfigError."""
