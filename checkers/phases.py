@@ -35,11 +35,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class HarnessEvent:
-    """One harness op: its time (ns), f and decoded value."""
+    """One harness op: its time (ns), f and decoded value, and the node it names and where it
+    sits in the file (checkers.spark_io.loc), where known."""
 
     time: int
     f: str
     value: Any
+    node: str | None = None
+    loc: int | None = None
 
 
 # A consume refused because the queue's record exists but its process cannot be reached.
@@ -114,3 +117,9 @@ def main_phase(events: Iterable[HarnessEvent], first: int, last: int) -> tuple[i
     start = next((e.time for e in evs if phase_of(e) == ("main", "start")), first)
     end = next((e.time for e in evs if phase_of(e) == ("main", "end")), last)
     return start, end
+
+
+def phase_start(events: Iterable[HarnessEvent], phase: str) -> int | None:
+    """Takes harness events in order and a phase name. Returns the time (ns) of the phase's
+    first start event, or None."""
+    return next((e.time for e in events if phase_of(e) == (phase, "start")), None)

@@ -116,7 +116,7 @@ def queue_section(
         anomalies.append("unflagged_after_ack")
     if counts["redelivered_duplicated_count"] and options.flagged_duplicates_invalid:
         anomalies.append("redelivered_duplicated")
-    drained = drain.complete or not options.require_drain
+    drained = lost_proven(drain, options)
     lost = counts["lost_count"] > 0
     section: dict[str, Any] = {}
     if anomalies or (lost and drained):
@@ -139,6 +139,12 @@ def queue_section(
     section["fail_reasons"] = dict(fail_reasons or {})
     section["explanations"] = explanations(counts, samples, drain.complete)
     return section
+
+
+def lost_proven(drain: DrainState, options: CheckOptions) -> bool:
+    """Takes the drain's outcome and the options. Returns whether a message never read back
+    counts as lost: the drain proved the queue empty, or the options do not require it."""
+    return drain.complete or not options.require_drain
 
 
 def top_reasons(reasons: Mapping[str | None, int], limit: int) -> dict[str, int]:

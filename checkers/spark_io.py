@@ -57,7 +57,7 @@ SPLIT_CONFS = (
     "spark.sql.files.minPartitionNum",
 )
 
-# The fields the checkers read; the others (queue, phase, unknown keys) are skipped.
+# The fields the checkers read; the others (queue, unknown keys) are skipped.
 SCHEMA = T.StructType([
     T.StructField("index", T.LongType()),
     T.StructField("time", T.LongType()),
@@ -71,6 +71,7 @@ SCHEMA = T.StructType([
     T.StructField("consumer", T.StringType()),
     T.StructField("redelivered", T.BooleanType()),
     T.StructField("error", T.StringType()),
+    T.StructField("phase", T.StringType()),
     T.StructField(CORRUPT, T.StringType()),
 ])
 
@@ -110,7 +111,9 @@ def read_jsonl(spark: SparkSession, path: Path) -> DataFrame:
 PUBLISH_ROW, DELIVERY_ROW, ACK_ROW = 1, 2, 3
 CODE_NAMES = {v: k for k, v in OUTCOME_CODES.items()}
 PREPARED = ("_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem", "proc",
-            "f", "node", "error", "consumer", "pub", "seq", "redelivered", "reason")
+            "f", "node", "error", "consumer", "pub", "seq", "redelivered", "reason", "phase")
+# Prepared columns a Parquet history converted by an older version may lack: read as null.
+OPTIONAL = {"phase": "string"}
 
 
 def _problem(pid: Column, code: Column) -> Column:
@@ -142,10 +145,13 @@ def prepare(raw: DataFrame) -> DataFrame:
     Per row: its outcome `code` (invoke 0, ok 1, fail 2, info 3), client process
     number `pid`, class `cls` (publish op, delivery, ack, or null), and `problem`
     (null if fine). Fields only some rows need are kept only there, null (and
-    nearly free in Parquet) elsewhere: `proc`, `f`, `node`, `error` for
-    nemesis and harness ops; `consumer` for deliveries and acks; `pub`, `seq`
-    (from the fields, else the id), `redelivered` for deliveries; `reason`
-    (the error text) for failed publish completions.
+    nearly free in Parquet) elsewhere: `proc` for nemesis and harness ops; `f`
+    for those and deliveries (consume or drain); `node` for those and publish
+    ops; `error` for those and publish completions; `consumer` for deliveries
+    and acks; `pub`, `seq` (from the fields, else the id), `redelivered` and
+    `phase` for deliveries; `reason` (the error text) for failed publish
+    completions. (The node, f, error and phase of client ops are read only
+    for the few messages an explanation tells: checkers.evidence.)
     """
     pid = F.when(F.col("process").rlike(PROCESS_INT_PATTERN), F.col("process").try_cast("bigint"))
     code = F.when(F.col("type") == "invoke", F.lit(0))
@@ -161,21 +167,24 @@ def prepare(raw: DataFrame) -> DataFrame:
     classed = staged.select("*", cls.alias("cls"), problem.alias("problem"))
     side = F.col("pid").isNull()
     dlv = F.col("cls") == DELIVERY_ROW
-    failed = (F.col("cls") == PUBLISH_ROW) & (F.col("code") == OUTCOME_CODES["fail"])
+    publish = F.col("cls") == PUBLISH_ROW
+    failed = publish & (F.col("code") == OUTCOME_CODES["fail"])
 
     def only(cond: Column, col: str | Column) -> Column:
         return F.when(cond, F.col(col) if isinstance(col, str) else col)
 
     return classed.select(
         "_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem",
-        only(side, "process").alias("proc"), only(side, "f").alias("f"),
-        only(side, "node").alias("node"), only(side, "error").alias("error"),
+        only(side, "process").alias("proc"), only(side | dlv, "f").alias("f"),
+        only(side | publish | dlv, "node").alias("node"),
+        only(side | (publish & (F.col("code") > 0)), "error").alias("error"),
         only(dlv | (F.col("cls") == ACK_ROW),
              F.coalesce(F.col("consumer"), F.lit(""))).alias("consumer"),
         only(dlv, F.coalesce(F.col("publisher"), _from_id(1))).alias("pub"),
         only(dlv, F.coalesce(F.col("seq"), _from_id(2))).alias("seq"),
         only(dlv, F.coalesce(F.col("redelivered"), F.lit(False))).alias("redelivered"),
         only(failed, "error").alias("reason"),
+        only(dlv, "phase").alias("phase"),
     )
 
 
@@ -213,6 +222,9 @@ def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int) -> 
         meta = json.loads(side.read_text()) if side.exists() else {}
         src = Path(meta["source"]) if meta.get("source") else None
         df = spark.read.parquet(str(path))
+        for name, kind in OPTIONAL.items():
+            if name not in df.columns:
+                df = df.withColumn(name, F.lit(None).cast(kind))
         missing = set(PREPARED) - set(df.columns)
         if missing:
             raise HistoryError(f"not a checkers Parquet history: no columns {sorted(missing)} "
