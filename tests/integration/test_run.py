@@ -22,8 +22,9 @@ def _run_dir(proc: subprocess.CompletedProcess) -> Path:
 
 
 def test_partition_run_end_to_end(tmp_path):
+    # The partitions last as long as nobody says: 2 x net_ticktime, long enough to be noticed.
     proc = harness("run", "--scenario", "partition", "--time-limit", "45",
-                   "--nemesis-interval", "5", "--nemesis-duration", "12", "--seed", "42",
+                   "--nemesis-interval", "5", "--seed", "42",
                    "--rate", "60", "--store", str(tmp_path))
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     run = _run_dir(proc)
@@ -51,6 +52,18 @@ def test_partition_run_end_to_end(tmp_path):
     assert "valid" in results and str(proc.returncode) in {"0", "1"}
     assert f"valid: {results['valid']}" in proc.stdout
 
+    # Test strength from the brokers' own logs: the first 20 s partition was noticed (RabbitMQ
+    # declares a silent peer down within 12.5 s at net_ticktime 10), with its evidence.
+    faults, strength = results["faults"], results["strength"]
+    assert len(faults) == len(starts) and strength["faults"] == len(faults)
+    first = faults[0]
+    assert first["duration_ms"] > 19_000 and first["noticed"] is True, first
+    assert first["detections"] and first["detections"][0]["evidence"].startswith("n")
+    assert first["at_risk"]["count"] is not None
+    assert all(f["noticed"] in (True, False) for f in faults)  # the logs cover every fault
+    assert strength["weak"] is False and f"strength: {strength['summary']}" in proc.stdout
+    assert test["broker_differences"] and test["detection_s"] == [7.5, 12.5]
+
     # A re-check of the stored run reproduces the counts.
     again = harness("check", str(run))
     assert again.returncode == proc.returncode, again.stderr[-2000:]
@@ -70,6 +83,26 @@ def test_partition_run_end_to_end(tmp_path):
             check = browser.inspect(page, page.parent / shot, width=WIDTH)
             assert problems(page, check) == [], page
             assert check.screenshot is not None and check.screenshot.stat().st_size > 10_000
+
+
+def test_faults_shorter_than_detection_come_out_valid_but_weak(tmp_path):
+    proc = harness("run", "--scenario", "partition", "--nemesis", "partition-one",
+                   "--nemesis-duration", "4", "--nemesis-interval", "6", "--time-limit", "25",
+                   "--rate", "60", "--seed", "21", "--store", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "warning: fault partition-one lasts 4 s, but RabbitMQ declares a silent peer down " \
+           "only after 7.5-12.5 s" in proc.stderr
+    run = _run_dir(proc)
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True
+    strength = results["strength"]
+    assert strength["weak"] is True and strength["noticed"] == 0 and strength["faults"] >= 2
+    assert strength["reason"].startswith(f"none of {strength['faults']} partitions was noticed")
+    assert "valid but weak" in proc.stdout and "[weak: not a pass]" in proc.stdout
+    assert {f["noticed"] for f in results["faults"]} == {False}
+    # Valid but weak exits 0, unless strength is required.
+    again = harness("check", str(run), "--require-strength")
+    assert again.returncode == 2, again.stdout[-2000:] + again.stderr[-2000:]
 
 
 def test_healthy_run_reports_no_false_alarms(tmp_path):
