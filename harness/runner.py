@@ -203,7 +203,8 @@ class Run:
         nemesis = self.nemesis
         with self.phase("main"):
             self.workload.start(stop, fault_active=lambda: nemesis.active is not None)
-            self.nemesis.start()
+            # No fault starts that the time limit would cut short.
+            self.nemesis.start(deadline=time.monotonic() + self.spec.time_limit_s)
             sampler.start()
             try:
                 stop.wait(self.spec.time_limit_s)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from typing import Any
 
 from clusters.base import Broker, Cluster, QueueAdmin
@@ -101,6 +102,7 @@ class NemesisInterpreter:
         self._active_ctx: FaultContext = self._ctx
         self._active_node: str | None = None
         self._thread: threading.Thread | None = None
+        self._deadline: float | None = None
 
     @property
     def active(self) -> str | None:
@@ -120,10 +122,14 @@ class NemesisInterpreter:
             if isinstance(fault, Preflight):
                 fault.preflight(self._ctxs[entry])
 
-    def start(self) -> threading.Thread:
-        """Starts `run` in a daemon thread named "nemesis". Returns the thread."""
+    def start(self, deadline: float | None = None) -> threading.Thread:
+        """Takes, optionally, when the main phase ends (time.monotonic()): no fault starts that
+        could not last its whole duration by then, so every fault played is as long as asked
+        (a fault cut short may heal before RabbitMQ notices it). Starts `run` in a daemon
+        thread named "nemesis". Returns the thread."""
         if self._thread is not None:
             raise RuntimeError("the nemesis interpreter was already started")
+        self._deadline = deadline
         self._thread = threading.Thread(target=self.run, name="nemesis", daemon=True)
         self._thread.start()
         return self._thread
@@ -152,6 +158,12 @@ class NemesisInterpreter:
                     break
                 if step.kind == "healthy" or step.fault is None:
                     self.stop_event.wait(step.seconds)
+                elif self._deadline is not None and \
+                        time.monotonic() + step.seconds > self._deadline:
+                    log.info("nemesis: no time left for %s's %g s; healthy to the end",
+                             step.fault, step.seconds)
+                    self.stop_event.wait(max(0.0, self._deadline - time.monotonic()))
+                    break
                 else:
                     self._fault_period(step.fault, step.seconds)
         except Exception as e:

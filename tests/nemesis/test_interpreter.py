@@ -399,3 +399,19 @@ def test_faults_that_ask_where_the_queue_lives_need_its_admin(tmp_path: Path) ->
     with pytest.raises(NemesisConfigError, match=r"kill@leader need\(s\) a queue admin"):
         NemesisInterpreter(FakeCluster(3), FakeBroker(), HistoryWriter(tmp_path / "h.jsonl"),
                            NemesisOptions(faults=("kill@leader",)), seed=1, queue="q")
+
+
+def test_no_fault_starts_that_the_main_phase_would_cut_short(tmp_path: Path) -> None:
+    """A fault cut by the time limit may heal before RabbitMQ notices it: it is not played."""
+    rig = Rig(tmp_path, ("kill",), targets="n2", interval_s=0.001, duration_s=5.0)
+    t0 = time.monotonic()
+    rig.interpreter.start(deadline=t0 + 0.5)
+    assert rig.interpreter.join(3)
+    assert 0.4 < time.monotonic() - t0 < 2  # healthy to the deadline, then done
+    assert rig.ops() == []
+    fits = Rig(tmp_path, ("kill",), targets="n2", interval_s=0.001, duration_s=0.05,
+               name="fits.jsonl")
+    fits.interpreter.start(deadline=time.monotonic() + 0.5)
+    wait_until(lambda: len(fits.completions("kill")) >= 1)
+    fits.interpreter.stop()
+    assert fits.interpreter.join(3)
