@@ -8,8 +8,12 @@ queue's leader or master at that time (from the sampled placement); every
 delivery (node, consumer, redelivered flag, acked, phase); and the broker log
 lines of that stretch of time that matter (partitions detected, autoheal
 decisions and restarts, promotions, a master stopping with no synchronised
-mirror, nodes going down, pause_minority). The history is read once, keeping
-only the sampled ids, so memory stays bounded by the samples.
+mirror, nodes going down, pause_minority). `tell` reads the traces the Spark
+check gathered (checkers.traces: the sampled ids' ops and the few nemesis and
+harness ops), never the history; `explain` gathers the same traces from a
+history in one plain pass, for a history the check did not read. Whether the
+history records acks is the queue check's word (`acks_recorded`), not
+guessed from the sampled messages (which may all be lost).
 
 Broker logs carry wall-clock timestamps; test.json's `history_start_unix` (the
 wall clock at history time 0) lines them up with the history (older runs fall
@@ -26,14 +30,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from history import HARNESS, NEMESIS, Op, iter_history
+from checkers.traces import MEND_FS, Traces, traces_from_file
+from history import Op
 from history.faults import FaultWindow, fault_windows
 
 log = logging.getLogger(__name__)
 
 NS = 1_000_000_000
-# The harness's own restarts to mend the cluster or the queue (harness.recovery).
-MEND_FS = ("recover-node", "recover-queue")
 # How far around a message's life log lines are looked for.
 LOG_MARGIN_S = 5.0
 MAX_LOG_LINES = 12
@@ -61,17 +64,19 @@ _LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[+-]\d\d:\d\d) \[(
 
 @dataclass(frozen=True)
 class LogLine:
-    """One broker log line that matters: when (history ns), where, what kind, and its text."""
+    """One broker log line that matters: when (history ns), where, what kind, its text, and
+    where it came from (`evidence`: its file under nodes/ and line number, "n1/rabbit.log:88")."""
 
     time_ns: int
     node: str
     label: str
     text: str
+    evidence: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """Returns the JSON-able form, time in seconds since the history started."""
         return {"t_s": round(self.time_ns / NS, 3), "node": self.node, "label": self.label,
-                "text": self.text[:300]}
+                "text": self.text[:300], "evidence": self.evidence}
 
 
 def read_log_lines(nodes_dir: Path, start_unix: float) -> list[LogLine]:
@@ -81,7 +86,7 @@ def read_log_lines(nodes_dir: Path, start_unix: float) -> list[LogLine]:
     for path in sorted(nodes_dir.glob("*/rabbit*.log")):
         node = path.parent.name
         with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
+            for lineno, line in enumerate(fh, 1):
                 m = _LOG_TIME.match(line.rstrip("\n"))
                 if not m:
                     continue
@@ -89,7 +94,8 @@ def read_log_lines(nodes_dir: Path, start_unix: float) -> list[LogLine]:
                 if label is None:
                     continue
                 t = datetime.fromisoformat(m.group(1)).timestamp() - start_unix
-                found.append(LogLine(int(t * NS), node, label, m.group(3).strip()))
+                found.append(LogLine(int(t * NS), node, label, m.group(3).strip(),
+                                     f"{node}/{path.name}:{lineno}"))
     return sorted(found, key=lambda x: x.time_ns)
 
 
@@ -134,6 +140,33 @@ def explain(history_path: Path, samples: Mapping[str, Sequence[str]], *,
             limit: int = 10) -> dict[str, list[dict[str, Any]]]:
     """Takes a history, the anomaly samples ({class: [ids]}), the run's nodes/ directory and the
     wall clock at history time 0 (both optional), and how many ids per class to explain.
+    Returns `tell`'s stories, from traces read from the history in one plain pass
+    (checkers.traces.traces_from_file: for a history the check did not gather them from)."""
+    wanted = _wanted(samples, limit)
+    if not wanted:
+        return {}
+    traces = traces_from_file(history_path, {i for v in wanted.values() for i in v})
+    return tell(traces, wanted, log_lines(nodes_dir, start_unix))
+
+
+def log_lines(nodes_dir: Path | None, start_unix: float | None) -> list[LogLine]:
+    """Takes the run's nodes/ directory and the wall clock at history time 0 (either may be
+    None). Returns `read_log_lines`, or none when either is missing."""
+    if nodes_dir is None or start_unix is None or not nodes_dir.exists():
+        return []
+    return read_log_lines(nodes_dir, start_unix)
+
+
+def _wanted(samples: Mapping[str, Sequence[str]], limit: int) -> dict[str, list[str]]:
+    return {cls: list(ids)[:limit] for cls, ids in samples.items() if ids}
+
+
+def tell(traces: Traces, samples: Mapping[str, Sequence[str]], lines: Sequence[LogLine] = (),
+         *, limit: int = 10, acks_recorded: bool | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Takes the traces (checkers.traces: the sampled ids' ops, the nemesis and harness ops),
+    the anomaly samples ({class: [ids]}, every id among the traced ones), the broker log lines
+    (`read_log_lines`), how many ids per class to tell, and whether the history records acks
+    (the queue check's `acks_recorded`; None: the traces' own word, the same rule).
 
     Returns {class: [one dict per explained id]}, each with "id", "publish" (process, node,
     invoke and completion time, type, error), "faults_at_publish", "faults_at_confirm",
@@ -141,70 +174,31 @@ def explain(history_path: Path, samples: Mapping[str, Sequence[str]], *,
     "harness_mends_after_confirm" (the harness's own restarts after the broker confirmed it:
     a loss may be theirs) and "log" (the most telling broker log lines from LOG_MARGIN_S
     before the invoke to LOG_MARGIN_S after the last delivery, or to the end of the history).
+    In a history without acks every delivery counts as acked ("acked" null).
     """
-    wanted = {cls: list(ids)[:limit] for cls, ids in samples.items() if ids}
-    ids = {i for v in wanted.values() for i in v}
-    if not ids:
-        return {}
-    per: dict[str, dict[str, Any]] = {i: {"publish": {}, "deliveries": []} for i in ids}
-    nemesis: list[Op] = []
-    placements: list[tuple[int, str | None]] = []
-    mends: list[dict[str, Any]] = []
-    pending_ack: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
-    last_time = 0
-    for op in iter_history(history_path):
-        last_time = max(last_time, op.time)
-        if op.process == NEMESIS:
-            nemesis.append(op)
-            continue
-        if op.process == HARNESS:
-            if op.f == "placement" and isinstance(op.value, dict):
-                placements.append((op.time, op.value.get("leader")))
-            elif op.f in MEND_FS and isinstance(op.value, dict):
-                mends.append({"f": op.f, "node": op.value.get("node") or op.node,
-                              "action": op.value.get("action"), "t_ns": op.time})
-            continue
-        if op.value not in ids:
-            continue
-        rec = per[op.value]
-        if op.f == "publish":
-            pub = rec["publish"]
-            if op.type == "invoke":
-                pub.update(process=op.process, node=op.node, invoke_s=round(op.time / NS, 3),
-                           invoke_ns=op.time)
-            else:
-                pub.update(type=op.type, error=op.error, complete_s=round(op.time / NS, 3),
-                           complete_ns=op.time)
-        elif op.f in ("consume", "drain") and op.type == "ok":
-            d = {"node": op.node, "consumer": op.consumer, "redelivered": op.redelivered,
-                 "acked": False, "phase": op.phase, "t_s": round(op.time / NS, 3),
-                 "t_ns": op.time}
-            rec["deliveries"].append(d)
-            pending_ack.setdefault((op.value, op.consumer), []).append(d)
-        elif op.f == "ack":
-            waiting = pending_ack.get((op.value, op.consumer))
-            if waiting:
-                waiting.pop(0)["acked"] = True
-    acks_recorded = any(d["acked"] for r in per.values() for d in r["deliveries"])
-    windows = fault_windows(nemesis, end_ns=last_time)
-    lines = (read_log_lines(nodes_dir, start_unix)
-             if nodes_dir is not None and start_unix is not None and nodes_dir.exists() else [])
+    wanted = _wanted(samples, limit)
+    acks = traces.acks_recorded if acks_recorded is None else acks_recorded
+    placements = [(op.time, op.value.get("leader")) for op in traces.harness
+                  if op.f == "placement" and isinstance(op.value, dict)]
+    mends: list[dict[str, Any]] = [
+        {"f": op.f, "node": op.value.get("node") or op.node, "action": op.value.get("action"),
+         "t_ns": op.time} for op in traces.harness
+        if op.f in MEND_FS and isinstance(op.value, dict)]
+    windows = fault_windows(traces.nemesis, end_ns=traces.end_ns)
     out: dict[str, list[dict[str, Any]]] = {}
     for cls, cls_ids in wanted.items():
         out[cls] = []
         for mid in cls_ids:
-            rec = per[mid]
-            pub = rec["publish"]
+            pub, deliveries = _life(traces.ops.get(mid, ()))
             t_inv, t_done = pub.pop("invoke_ns", None), pub.pop("complete_ns", None)
-            deliveries = rec["deliveries"]
-            if not acks_recorded:  # an older history: every delivery counts as acked
+            if not acks:  # an older history: every delivery counts as acked
                 for d in deliveries:
                     d["acked"] = None
             first = t_inv if t_inv is not None else min((d["t_ns"] for d in deliveries),
                                                         default=0)
             last = max([d["t_ns"] for d in deliveries] + [t_done or 0, first])
             lo = first - int(LOG_MARGIN_S * NS)
-            hi = (last + int(LOG_MARGIN_S * NS)) if deliveries else last_time
+            hi = (last + int(LOG_MARGIN_S * NS)) if deliveries else traces.end_ns
             near = [x.as_dict() for x in pick_lines([x for x in lines if lo <= x.time_ns <= hi])]
             mended = [{"t_s": round(m["t_ns"] / NS, 3), "node": m["node"], "action": m["action"],
                        "f": m["f"]} for m in mends if t_done is not None and m["t_ns"] > t_done]
@@ -218,6 +212,34 @@ def explain(history_path: Path, samples: Mapping[str, Sequence[str]], *,
                 "log": near,
             })
     return out
+
+
+def _life(ops: Sequence[Op]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Takes one message's client ops in file order. Returns its publish (process, node, times,
+    outcome) and its deliveries, each acked when an ack of its consumer follows it (first in,
+    first out)."""
+    pub: dict[str, Any] = {}
+    deliveries: list[dict[str, Any]] = []
+    pending_ack: dict[str | None, list[dict[str, Any]]] = {}
+    for op in ops:
+        if op.f == "publish":
+            if op.type == "invoke":
+                pub.update(process=op.process, node=op.node, invoke_s=round(op.time / NS, 3),
+                           invoke_ns=op.time)
+            else:
+                pub.update(type=op.type, error=op.error, complete_s=round(op.time / NS, 3),
+                           complete_ns=op.time)
+        elif op.f in ("consume", "drain") and op.type == "ok":
+            d = {"node": op.node, "consumer": op.consumer, "redelivered": op.redelivered,
+                 "acked": False, "phase": op.phase, "t_s": round(op.time / NS, 3),
+                 "t_ns": op.time}
+            deliveries.append(d)
+            pending_ack.setdefault(op.consumer, []).append(d)
+        elif op.f == "ack":
+            waiting = pending_ack.get(op.consumer)
+            if waiting:
+                waiting.pop(0)["acked"] = True
+    return pub, deliveries
 
 
 def _s(x: Any) -> str:

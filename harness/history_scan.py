@@ -6,7 +6,10 @@ reservoir sample of client latencies per (f, type), the nemesis fault
 windows and heals, the harness phases, queue depth samples (`depth` ops),
 queue placement changes (`placement` ops) and a capped list of other
 harness events (recovery actions). Memory is O(buckets + sample size + open
-ops), so a 10M-op history scans like a small one.
+ops), so a 10M-op history scans like a small one. What became of each
+message is not the scan's to judge: it carries the checker's fates (the
+`fates` section of results.json, `CheckedFates`), which the fates
+plot draws.
 
 Fault windows follow the one declaration of fault kinds (history.faults): a
 window opens at the completion (info/ok) of a start f and closes at the
@@ -20,9 +23,9 @@ from __future__ import annotations
 import json
 import logging
 import random
-import zlib
 from array import array
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -139,80 +142,44 @@ class Thinned(Generic[T]):
 Key = tuple[str, str]
 
 
-# What happened to each message, in the order the fate plot stacks them (the last is the worst).
-FATES: tuple[str, ...] = (
-    "delivered in the main phase", "delivered in the drain", "duplicated",
-    "recovered (unconfirmed, delivered)", "delivered after a nack",
-    "unconfirmed, never delivered", "not read back (drain unproven)", "lost",
-)
-MAX_FATES = 100_000
+@dataclass(frozen=True)
+class CheckedFates:
+    """What became of the messages, as the checker judged them (results.json's fates,
+    checkers.fates): per fate, its total and its counts per bucket of publish time."""
+
+    bucket_s: float
+    drained: bool
+    totals: dict[str, int]
+    series: dict[str, list[tuple[float, int]]]
+
+    @staticmethod
+    def from_results(results: Mapping[str, Any] | None) -> CheckedFates | None:
+        """Takes results.json's content. Returns its fates, or None when it has none (no
+        results, or results checked before the checker counted fates)."""
+        fates = (results or {}).get("fates")
+        if not isinstance(fates, dict) or not isinstance(fates.get("series"), dict):
+            return None
+        try:
+            series = {str(f): [(float(t) / 1000, int(n)) for t, n in pts]
+                      for f, pts in fates["series"].items()}
+            return CheckedFates(float(fates.get("bucket_ms") or 0) / 1000,
+                                bool(fates.get("drained")),
+                                {str(f): int(n) for f, n in (fates.get("totals") or {}).items()},
+                                series)
+        except (TypeError, ValueError):
+            log.warning("results.json's fates are malformed; none plotted")
+            return None
 
 
-class FateTracker:
-    """Follows each message from its publish to its deliveries and acks, in bounded memory.
-
-    Keeps every message while there are at most MAX_FATES; past that, a deterministic hash
-    sample (1 in 2, then 1 in 4, ...), so a plot of a huge history shows a fair share of it.
-    """
-
-    def __init__(self, limit: int = MAX_FATES) -> None:
-        self.limit = limit
-        self.shift = 0  # keep ids whose hash has this many low zero bits
-        # id -> [invoke ns, completion type, delivered main, delivered drain, acked main,
-        #        acked drain]
-        self.msgs: dict[str, list[Any]] = {}
-        self.acks_seen = False
-        self.drain_complete: bool | None = None
-
-    def _kept(self, mid: str) -> bool:
-        return self.shift == 0 or zlib.crc32(mid.encode()) & ((1 << self.shift) - 1) == 0
-
-    def feed(self, f: str, typ: Any, mid: Any, t: int, phase: Any) -> None:
-        """Takes one client op's f, type, value (the message id), time and phase."""
-        if not isinstance(mid, str) or not self._kept(mid):
-            return
-        m = self.msgs.get(mid)
-        if m is None:
-            if f != "publish" or typ != "invoke":
-                return  # an id never invoked is the checker's "unexpected", not plotted
-            m = self.msgs[mid] = [t, None, 0, 0, 0, 0]
-            if len(self.msgs) > self.limit:
-                self.shift += 1
-                self.msgs = {k: v for k, v in self.msgs.items() if self._kept(k)}
-            return
-        drain = 1 if phase == "drain" else 0
-        if f == "publish" and typ != "invoke":
-            m[1] = typ
-        elif f in ("consume", "drain") and typ == "ok":
-            m[2 + drain] += 1
-        elif f == "ack" and typ == "ok":
-            self.acks_seen = True
-            m[4 + drain] += 1
-
-    @property
-    def sampled(self) -> int:
-        """Returns 1 in how many messages the tracker kept."""
-        return 1 << self.shift
-
-    def fates(self) -> list[tuple[float, str]]:
-        """Returns (publish time s, fate) for every kept message, in publish order."""
-        out = []
-        for t, typ, dm, dd, am, ad in self.msgs.values():
-            main, drain = (am, ad) if self.acks_seen else (dm, dd)
-            n = main + drain
-            if n == 0:
-                fate = ("unconfirmed, never delivered" if typ != "ok"
-                        else "lost" if self.drain_complete else "not read back (drain unproven)")
-            elif n > 1:
-                fate = "duplicated"
-            elif typ in (None, "info"):
-                fate = "recovered (unconfirmed, delivered)"
-            elif typ == "fail":
-                fate = "delivered after a nack"
-            else:
-                fate = "delivered in the drain" if drain else "delivered in the main phase"
-            out.append((t / NS_PER_S, fate))
-        return sorted(out)
+def sibling_results(history: Path) -> dict[str, Any] | None:
+    """Takes a history path. Returns the results.json beside it (the run's), or None when
+    there is none or it cannot be read."""
+    path = Path(history).with_name("results.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass
@@ -243,8 +210,8 @@ class HistoryScan:
     # Harness events other than phases, depth and placement (recovery actions, ...).
     events: list[Op] = field(default_factory=list)
     events_dropped: int = 0
-    # What became of each message (sampled past MAX_FATES messages).
-    fates: FateTracker = field(default_factory=FateTracker)
+    # What became of the messages, as the checker judged them (None: no checked fates).
+    fates: CheckedFates | None = None
 
     @property
     def latency_seen(self) -> int:
@@ -321,9 +288,11 @@ def scan_history(
     max_points: int = DEFAULT_MAX_POINTS,
     seed: int = 0,
     max_events: int = DEFAULT_MAX_EVENTS,
+    results: Mapping[str, Any] | None = None,
 ) -> HistoryScan:
     """Takes a history path, the rate bucket width, the latency sample size per
-    (f, type), the sampling seed and how many harness events to keep.
+    (f, type), the sampling seed, how many harness events to keep, and the run's
+    results (default: the results.json beside the history), whose fates it carries.
 
     Returns a HistoryScan. Lines that are not JSON objects with an integer time
     (e.g. the torn last line of a killed run) are counted in `bad_lines`, not raised.
@@ -332,6 +301,8 @@ def scan_history(
     if bucket_ns <= 0 or max_points <= 0:
         raise ValueError("bucket_ns and max_points must be positive")
     scan = HistoryScan(bucket_ns=bucket_ns)
+    scan.fates = CheckedFates.from_results(results if results is not None
+                                           else sibling_results(path))
     rng = random.Random(seed)
     tracker = WindowTracker()
     # Open client invocations by (process, value): a pipelining publisher has several.
@@ -368,7 +339,6 @@ def scan_history(
             if _is_client(process):
                 scan.client_counts[(f, typ)] += 1
                 value = d.get("value")
-                scan.fates.feed(f, typ, value, t, d.get("phase"))
                 if typ == "invoke":
                     pending[(process, value)] = (f, t)
                     continue
@@ -419,10 +389,6 @@ def _harness_op(
         return
     if op.f == PHASE_F:
         _track_phase(op, open_phases, scan.phases)
-        v = op.value if isinstance(op.value, dict) else {}
-        if v.get("phase") == "drain" and v.get("state") in ("end", "incomplete"):
-            # The drain's own word (checkers.phases reads it the same way).
-            scan.fates.drain_complete = v.get("state") == "end" and v.get("complete") is not False
     if len(scan.events) < max_events:
         scan.events.append(op)
     else:
@@ -442,11 +408,10 @@ def _track_phase(op: Op, open_phases: dict[str, int], spans: list[PhaseSpan]) ->
 
 __all__ = [
     "DEFAULT_MAX_POINTS",
-    "FATES",
     "NS_PER_MS",
     "NS_PER_S",
+    "CheckedFates",
     "DepthSample",
-    "FateTracker",
     "FaultWindow",
     "HistoryScan",
     "PhaseSpan",

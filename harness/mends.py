@@ -5,12 +5,14 @@ it (harness.recovery): it restarts a node's app or kills and restarts it
 (`recover-node`), or restarts every node's app so the queue can be read
 (`recover-queue`). Those restarts can discard messages themselves (a mirrored
 queue's master stopping with no synchronised mirror), so a loss seen after one
-is not plainly RabbitMQ's doing under the faults. `mend_section` reads the
-history once and compares the queue depth sampled just before the first mend
-with the messages delivered and acked after it: at least their difference
-vanished across the harness's restarts (a lower bound: a split brain's two sides
-hold partly different messages), so at least that many of the lost went with them. It is informational (valid true): the loss
-verdict stays the queue section's.
+is not plainly RabbitMQ's doing under the faults. `weigh` reads the check's
+traces (checkers.traces: the harness ops, and the count of messages delivered
+after the first mend, which the Spark check counts) and compares the queue
+depth sampled just before the first mend with the messages delivered and
+acked after it: at least their difference vanished across the harness's
+restarts (a lower bound: a split brain's two sides hold partly different
+messages), so at least that many of the lost went with them. It is
+informational (valid true): the loss verdict stays the queue section's.
 """
 
 from __future__ import annotations
@@ -18,41 +20,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from history import HARNESS, iter_history
+from checkers.traces import MEND_FS, Traces, traces_from_file
 
 NS = 1_000_000_000
-MEND_FS = ("recover-node", "recover-queue")
 
 
 def mend_section(history_path: Path, lost_count: int) -> dict[str, Any]:
-    """Takes a history and the queue section's lost count. Returns the "mends" section: the
-    harness's restarts, the depth before the first, what was delivered after it, and a sentence
-    saying how much of the loss may be theirs."""
+    """Takes a history and the queue section's lost count. Returns `weigh`'s section, from the
+    history read once in plain Python (checkers.traces_from_file: for a history the check did
+    not gather the traces from)."""
+    return weigh(traces_from_file(history_path, ()), lost_count)
+
+
+def weigh(traces: Traces, lost_count: int) -> dict[str, Any]:
+    """Takes the check's traces (checkers.traces: the harness ops, and how many messages were
+    delivered after the first mend) and the queue section's lost count. Returns the "mends"
+    section: the harness's restarts, the depth before the first, what was delivered after it,
+    and a sentence saying how much of the loss may be theirs."""
     mends: list[dict[str, Any]] = []
     last_depth: dict[str, Any] | None = None
     before: dict[str, Any] | None = None
-    delivered_after: set[str] = set()
-    acks_seen = False
-    for op in iter_history(history_path):
-        if op.process == HARNESS:
-            if op.f in MEND_FS and isinstance(op.value, dict):
-                if not mends:
-                    before = last_depth
-                mends.append({"t_s": round(op.time / NS, 3), "f": op.f,
-                              "node": op.value.get("node") or op.node,
-                              "action": op.value.get("action")})
-            elif op.f == "depth" and isinstance(op.value, dict):
-                last_depth = {"t_s": round(op.time / NS, 3), **op.value}
-            continue
-        if not mends or op.type != "ok" or not isinstance(op.value, str):
-            continue
-        if op.f == "ack":
-            if not acks_seen:  # from the first ack on, only acked deliveries count
-                acks_seen = True
-                delivered_after.clear()
-            delivered_after.add(op.value)
-        elif op.f in ("consume", "drain") and not acks_seen:
-            delivered_after.add(op.value)
+    for op in traces.harness:
+        if op.f in MEND_FS and isinstance(op.value, dict):
+            if not mends:
+                before = last_depth
+            mends.append({"t_s": round(op.time / NS, 3), "f": op.f,
+                          "node": op.value.get("node") or op.node,
+                          "action": op.value.get("action")})
+        elif op.f == "depth" and isinstance(op.value, dict):
+            last_depth = {"t_s": round(op.time / NS, 3), **op.value}
     section: dict[str, Any] = {"valid": True, "mends": mends}
     if not mends:
         section["statement"] = ("The harness restarted nothing to mend the cluster or the queue: "
@@ -60,7 +56,7 @@ def mend_section(history_path: Path, lost_count: int) -> dict[str, Any]:
         return section
     first = mends[0]
     depth = _held(before)
-    after = len(delivered_after)
+    after = traces.delivered_after_first_mend or 0
     vanished = None if depth is None else max(0, depth - after)
     section.update(first_mend_s=first["t_s"], depth_before_first_mend=before,
                    delivered_after_first_mend=after, vanished_across_mends_at_least=vanished)

@@ -11,9 +11,10 @@ report their times line up:
 - `plot_rate` -> rate.png: completions per second by f and type;
 - `plot_depth` -> depth.png: sampled queue depth (ready and unacked, the
   largest any node reported), from `depth` ops;
-- `plot_fates` -> fates.png: one point per message at its publish time, on
-  the row of its fate (delivered in the main phase or the drain, duplicated,
-  recovered, lost in red), fault periods shaded, queue depth beneath;
+- `plot_fates` -> fates.png: the checker's fates (results.json's fates:
+  delivered in the main phase or the drain, duplicated, recovered, lost in
+  red, ...) per bucket of publish time, one row per fate, fault periods
+  shaded, queue depth beneath; the plot judges nothing itself;
 - `plot_placement` -> placement.png: which node led the queue when, and which
   held its other replicas, from `placement` ops.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-import random
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +42,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator
 
+from checkers.fates import FATE_LABELS, FATE_ORDER
 from harness.history_scan import (
     DEFAULT_MAX_POINTS,
-    FATES,
     NS_PER_MS,
     NS_PER_S,
     FaultWindow,
@@ -157,9 +158,9 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def _legend(ax: Axes, handles: list[Any]) -> None:
+def _legend(ax: Axes, handles: list[Any], fontsize: str = "small") -> None:
     if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=fontsize,
                   borderaxespad=0.0)
 
 
@@ -338,25 +339,32 @@ def plot_depth(scan: HistoryScan, path: Path, title: str) -> Path:
 
 
 FATE_COLOURS: dict[str, str] = {
-    "delivered in the main phase": "#2ca02c", "delivered in the drain": "#98df8a",
-    "duplicated": "#ff7f0e", "recovered (unconfirmed, delivered)": "#1f77b4",
-    "delivered after a nack": "#9467bd", "unconfirmed, never delivered": "#7f7f7f",
-    "not read back (drain unproven)": "#e6a0a0", "lost": "#d62728",
+    "delivered": "#2ca02c", "delivered_in_drain": "#98df8a",
+    "redelivered_duplicated": "#ffbb78", "unflagged_duplicated": "#ff7f0e",
+    "recovered": "#1f77b4", "delivered_failed": "#9467bd", "unconfirmed": "#7f7f7f",
+    "unproven": "#e6a0a0", "lost": "#d62728",
 }
-
-
 FATE_ROWS: dict[str, str] = {
-    "delivered in the main phase": "main", "delivered in the drain": "drain",
-    "duplicated": "duplicated", "recovered (unconfirmed, delivered)": "recovered",
-    "delivered after a nack": "after nack", "unconfirmed, never delivered": "unconfirmed",
-    "not read back (drain unproven)": "unproven", "lost": "LOST",
+    "delivered": "main", "delivered_in_drain": "drain", "redelivered_duplicated": "flagged dup",
+    "unflagged_duplicated": "DUPLICATED", "recovered": "recovered",
+    "delivered_failed": "after nack", "unconfirmed": "unconfirmed", "unproven": "unproven",
+    "lost": "LOST",
 }
+# Legend labels wrap at this many characters, so the legend fits the right margin.
+LEGEND_WRAP = 30
+
+
+def _wrapped(label: str) -> str:
+    return "\n".join(textwrap.wrap(_plain(label), LEGEND_WRAP)) or label
 
 
 def plot_fates(scan: HistoryScan, path: Path, title: str) -> Path:
-    """Takes a scan, the PNG path and a title. Returns the path, after drawing one point per
-    message at its publish time, on the row of its fate (lost in red), fault periods shaded,
-    and beneath, on the same time axis, the sampled queue depth."""
+    """Takes a scan, the PNG path and a title. Returns the path, after drawing what the checker
+    said became of the messages (results.json's fates, checkers.fates; none drawn when
+    the results have none): one row per fate, a bar per bucket of publish time, its height
+    the bucket's count against the row's largest (each row its own scale, so a handful of
+    lost messages shows as plainly as a million delivered ones; totals in the legend); fault
+    periods shaded; beneath, on the same time axis, the sampled queue depth."""
     height = 6.4
     fig = Figure(figsize=(FIG_WIDTH_IN, height), dpi=DPI)
     FigureCanvasAgg(fig)
@@ -365,33 +373,32 @@ def plot_fates(scan: HistoryScan, path: Path, title: str) -> Path:
     grid = fig.add_gridspec(2, 1, height_ratios=[3, 1])
     ax = fig.add_subplot(grid[0])
     below = fig.add_subplot(grid[1], sharex=ax)
-    ax.set_title(_plain(f"{title}: what became of each message"))
     ax.grid(True, which="major", axis="x", alpha=0.3)
     ax.tick_params(labelbottom=False)
-    points = scan.fates.fates()
-    rows = [f for f in FATES if any(fate == f for _t, fate in points)] or list(FATES[:1])
-    ys = {f: i for i, f in enumerate(rows)}
-    jitter = random.Random(0)
+    fates = scan.fates
+    scale = "" if fates is None else f" ({fates.bucket_s:g} s buckets, each row to its own scale)"
+    ax.set_title(_plain(f"{title}: what became of the messages, by publish time{scale}"))
+    rows = [f for f in FATE_ORDER if fates is not None and fates.series.get(f)]
     handles: list[Any] = []
-    for fate in rows:
-        xs = [t for t, f in points if f == fate]
-        if not xs:
-            continue
-        y = [ys[fate] + jitter.uniform(-0.3, 0.3) for _ in xs]
-        big = fate == "lost"
-        ax.scatter(xs, y, s=9 if big else 2, color=FATE_COLOURS[fate], alpha=0.9 if big else 0.5,
-                   linewidths=0, zorder=3 if big else 2, rasterized=True)
-        handles.append(Line2D([], [], linestyle="none", marker="o", color=FATE_COLOURS[fate],
-                              label=f"{fate} ({len(xs) * scan.fates.sampled:,})"))
-    ax.set_yticks(range(len(rows)), [FATE_ROWS[r] for r in rows], fontsize=8)
-    ax.set_ylim(-0.6, len(rows) - 0.4)
-    if not points:
+    for y, fate in enumerate(rows):
+        assert fates is not None
+        pts = fates.series[fate]
+        top = max(n for _t, n in pts)
+        ax.bar([t for t, _n in pts], [0.8 * n / top for _t, n in pts], bottom=y - 0.4,
+               width=fates.bucket_s, align="edge", color=FATE_COLOURS.get(fate, "#333333"),
+               linewidth=0, zorder=3 if fate == "lost" else 2)
+        total = fates.totals.get(fate, sum(n for _t, n in pts))
+        handles.append(Patch(color=FATE_COLOURS.get(fate, "#333333"),
+                             label=_wrapped(f"{FATE_LABELS.get(fate, fate)} ({total:,})")))
+    ax.set_yticks(range(len(rows)), [FATE_ROWS.get(r, r) for r in rows], fontsize=8)
+    ax.set_ylim(-0.6, max(len(rows), 1) - 0.4)
+    if fates is None:
+        _no_data(ax, "results.json has no message fates: check the run again "
+                     "(python -m harness check RUN_DIR)")
+    elif not rows:
         _no_data(ax, "no published messages")
-    if scan.fates.sampled > 1:
-        ax.text(0.99, 0.01, f"1 in {scan.fates.sampled} messages shown", ha="right",
-                va="bottom", transform=ax.transAxes, fontsize=8, color="#555555")
     handles += _decorate(ax, scan)
-    _legend(ax, handles)
+    _legend(ax, handles, fontsize="x-small")
     below.set_ylabel("queue depth", fontsize=8)
     depth = [(s.time_ns / NS_PER_S, s.ready) for s in scan.depth if s.ready is not None]
     if depth:
@@ -401,6 +408,12 @@ def plot_fates(scan: HistoryScan, path: Path, title: str) -> Path:
     _decorate(below, scan)
     below.set_xlabel("time (s) the message was published")
     return _save(fig, path)
+
+
+def fates_missing(scan: HistoryScan) -> str | None:
+    """Takes a scan. Returns why there is no fates plot to draw (no message published), or None."""
+    published = scan.client_counts.get(("publish", "invoke"), 0)
+    return None if published or scan.fates is not None else "no published messages in the history"
 
 
 def placement_nodes(placements: list[PlacementSample], others: Iterable[str] = ()) -> list[str]:
@@ -499,6 +512,7 @@ __all__ = [
     "NS_PER_S",
     "FaultWindow",
     "HistoryScan",
+    "fates_missing",
     "fault_colour",
     "fault_windows",
     "placement_nodes",

@@ -42,7 +42,14 @@ from harness.page import (
     td,
     write_atomic,
 )
-from harness.plots import plot_depth, plot_fates, plot_latency, plot_placement, plot_rate
+from harness.plots import (
+    fates_missing,
+    plot_depth,
+    plot_fates,
+    plot_latency,
+    plot_placement,
+    plot_rate,
+)
 from harness.report_results import (
     anomalies_section,
     counts_section,
@@ -128,10 +135,11 @@ def plot_specs() -> list[PlotSpec]:
                  "follow deliveries, not drawn).",
                  lambda _s: None),
         PlotSpec("fates.png", "Message fates", plot_fates,
-                 "One point per message at the time it was published, on the row of what became "
-                 "of it (lost in red: confirmed, and a proven-complete drain never read it); "
-                 "fault periods shaded; the sampled queue depth beneath.",
-                 lambda s: None if s.fates.msgs else "no published messages in the history"),
+                 "What the checker said became of the messages (results.json's fates), "
+                 "by the time they were published: a row per fate, a bar per time bucket, each "
+                 "row to its own scale (lost in red: confirmed, and a proven-complete drain "
+                 "never read it); fault periods shaded; the sampled queue depth beneath.",
+                 fates_missing),
         PlotSpec("depth.png", "Queue depth", plot_depth,
                  "Messages ready and unacked in the queue, the largest count any node "
                  "reported at each sample; a cross marks a sample a node did not answer.",

@@ -35,7 +35,7 @@ MAX_DETAIL_COLUMNS = 8
 # Sections with a place of their own on the page; any other is listed under "other checks".
 KNOWN_SECTIONS = ("queue", "ordering", "perf", "run")
 # Sections that inform and judge nothing (no "valid"): never a check's badge or verdict.
-INFO_SECTIONS = ("faults", "strength", "incidents", "versions")
+INFO_SECTIONS = ("faults", "strength", "incidents", "versions", "fates")
 # The per-message details column that repeats the same excerpt for every message of a stretch:
 # an incident tells it once.
 DETAIL_LOG_COLUMN = "broker log"

@@ -509,36 +509,6 @@ def test_render_200k_ops(tmp_path: Path) -> None:
     assert "200,002" in html and "sample of" in html
 
 
-def test_message_fates_follow_acks_and_the_drain_and_sample_past_the_limit() -> None:
-    from harness.history_scan import FateTracker
-
-    t = FateTracker()
-    for mid, steps in {
-        "0-1": [("publish", "invoke"), ("publish", "ok"), ("consume", "ok"), ("ack", "ok")],
-        "0-2": [("publish", "invoke"), ("publish", "ok"), ("consume", "ok")],  # never acked
-        "0-3": [("publish", "invoke"), ("publish", "info"), ("drain", "ok"), ("ack", "ok")],
-        "0-4": [("publish", "invoke"), ("publish", "fail")],
-        "0-5": [("publish", "invoke"), ("publish", "ok"), ("consume", "ok"), ("ack", "ok"),
-                ("drain", "ok"), ("ack", "ok")],
-        "9-9": [("consume", "ok"), ("ack", "ok")],  # never published: not plotted
-    }.items():
-        for k, (f, typ) in enumerate(steps):
-            phase = "drain" if f == "drain" or (f == "ack" and k and steps[k - 1][0] == "drain") \
-                else "main"
-            t.feed(f, typ, mid, 1_000_000_000 * int(mid[-1]), phase)
-    t.drain_complete = False
-    assert [f for _t, f in t.fates()] == [
-        "delivered in the main phase", "not read back (drain unproven)",
-        "recovered (unconfirmed, delivered)", "unconfirmed, never delivered", "duplicated"]
-    t.drain_complete = True
-    assert t.fates()[1] == (2.0, "lost")
-    big = FateTracker(limit=100)
-    for i in range(1000):
-        big.feed("publish", "invoke", f"0-{i}", i, "main")
-    assert big.sampled >= 16 and 0 < len(big.msgs) <= 100
-    assert len(big.msgs) * big.sampled > 500
-
-
 # --- one latency-quantile definition ----------------------------------------------------------
 
 
