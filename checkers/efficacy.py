@@ -99,7 +99,9 @@ def _cut(window: FaultWindow) -> Callable[[str, str | None], bool]:
         return cut
     if window.kind in ("rolling-restart", "full-restart") or not target:
         return lambda _node, _peer: True
-    return lambda node, peer: (peer in target) if peer is not None else node not in target
+    # A fault on nodes: a line by or about one of them (a node losing 90% of its packets
+    # declares its peers down itself; a killed or paused one cannot).
+    return lambda node, peer: peer is None or peer in target or node in target
 
 
 def _about(window: FaultWindow, e: LogEvent) -> bool:
@@ -274,6 +276,20 @@ def _log_effects(span: _Span, ev: Evidence, leaders: _Leaders,
     return out
 
 
+def _once(effects: Sequence[dict[str, Any]], within_ms: float = 2000.0) -> list[dict[str, Any]]:
+    """Returns the effects without repeats: the same kind on the same node again within
+    `within_ms` (RabbitMQ logs pause_minority's line twice, a few ms apart)."""
+    out: list[dict[str, Any]] = []
+    last: dict[tuple[str, Any], float] = {}
+    for e in effects:
+        key = (e["kind"], e["node"])
+        if key in last and e["at_ms"] - last[key] <= within_ms:
+            continue
+        last[key] = e["at_ms"]
+        out.append(e)
+    return out
+
+
 def _depth_before(t: int, harness: Sequence[HarnessEvent]) -> dict[str, Any] | None:
     best = None
     for h in harness:
@@ -328,7 +344,7 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
             effects.append(_effect("connections-dropped", None, w.start_ns, "history",
                                    f"{cut} publishes ended unknown (info) during the fault: "
                                    f"a connection lost or a confirm that never came"))
-        effects.sort(key=lambda x: (x["at_ms"], x["kind"]))
+        effects = _once(sorted(effects, key=lambda x: (x["at_ms"], x["kind"])))
         out.append({
             "index": i, "f": w.f, "fault": w.fault, "kind": w.kind,
             "target": list(w.target) if w.target else None,

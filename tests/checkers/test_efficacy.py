@@ -242,3 +242,17 @@ def test_a_killed_master_hands_the_queue_to_a_mirror_that_was_never_synchronised
     promoted = kill["effects"][0]
     assert promoted["evidence"].startswith("n2/rabbit.log:")
     assert promoted["text"] == "n2 promoted to master: not a synchronised mirror in the sample before"
+
+
+def test_ninety_percent_packet_loss_stalls_tcp_long_enough_to_be_noticed_by_its_victim():
+    """20% loss went unnoticed (above); at 90% the victim itself declared its peers down and
+    paused (pause_minority), 18.6 s and 11.6 s in: a line *by* the faulty node counts."""
+    faults, st, _ = load(FIXTURES / "packet-loss-90")
+    first, second = faults
+    assert first["noticed"] is True and first["noticed_when"] == "during"
+    assert 18_000 < first["noticed_ms"] < 19_000
+    assert first["detections"][0]["node"] == "n1" == first["target"][0]
+    assert 11_000 < second["noticed_ms"] < 12_000
+    # pause_minority's line comes twice a few ms apart: one pause, said once.
+    assert [k for k in kinds(first) if k[0] == "pause-minority"] == [("pause-minority", "n1")]
+    assert st["noticed"] == 2 and st["noticed_after_heal"] == 0

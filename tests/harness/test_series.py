@@ -169,9 +169,12 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
 
     stored = json.loads(STORED_CATALOGUE.read_text())
     assert set(stored) == set(SCENARIOS)
+    # Redefined since, on purpose: 20% packet loss was never noticed by RabbitMQ (a weak run
+    # every time); the scenario now loses 90%. Its older runs are left out of tables.
+    redefined = {"quorum-packet-loss"}
     for name, spec in stored.items():
         assert spec_from_dict(spec).nemesis.validate()
-        assert same_scenario(spec, SCENARIOS[name].spec), name
+        assert same_scenario(spec, SCENARIOS[name].spec) is (name not in redefined), name
     unsynced = stored["mirrored-unsynced-promotion"]
     other = json.loads(json.dumps(unsynced))
     other["nemesis"]["duration_s"] = 10
