@@ -159,14 +159,19 @@ def _fault_events(w: Mapping[str, Any], perf_window: Mapping[str, Any] | None
     for e in w.get("effects") or []:
         out.append({"at_ms": e.get("at_ms"), "what": e.get("kind"), "node": e.get("node"),
                     "text": e.get("text") or ""})
+    closed_by = w.get("closed_by") or (perf_window or {}).get("closed_by")
     out.append({"at_ms": w.get("end_ms"), "what": "heal", "node": None,
-                "text": str(w.get("closed_by") or "the fault ended")})
+                "text": f"ended by {closed_by}" if closed_by else "the fault ended"})
     recovery = (perf_window or {}).get("recovery_ms")
     if recovery is not None and w.get("end_ms") is not None:
         out.append({"at_ms": round(float(w["end_ms"]) + float(recovery), 3), "what": "recovery",
-                    "node": None, "text": f"first confirm {float(recovery) / 1000:g} s after "
+                    "node": None, "text": f"first confirm {_duration(float(recovery))} after "
                                           f"the heal"})
     return out
+
+
+def _duration(ms: float) -> str:
+    return f"{ms:.3g} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
 def _mend_and_phase_events(results: Mapping[str, Any], phases: Sequence[Mapping[str, Any]],

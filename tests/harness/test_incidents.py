@@ -112,8 +112,8 @@ def test_older_results_without_faults_take_the_perf_windows() -> None:
     (inc,) = assemble(r)
     assert inc["faults"] == [0] and inc["end_ms"] == 25.0
     assert [(e["what"], e["text"]) for e in inc["timeline"]] == [
-        ("fault start", "kill on n2"), ("heal", "start"),
-        ("recovery", "first confirm 0.005 s after the heal")]
+        ("fault start", "kill on n2"), ("heal", "ended by start"),
+        ("recovery", "first confirm 5 ms after the heal")]
     assert inc["summary"] == "1 lost under the kill of n2"
 
 
