@@ -8,6 +8,8 @@
 #
 # Exit 0 built or present, 2 when a prerequisite is missing or a step failed.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib/debian-rootfs.sh"
+ROOTFS_TAG=build-docker-image
 
 IMAGE=${1:-${RMQH_DOCKER_IMAGE:-rmqh/rabbitmq:3.10-local}}
 SUITE=${SUITE:-bookworm}
@@ -33,33 +35,14 @@ start=$(date +%s)
 root="$WORK/rootfs"
 cleanup() {
   # Whatever happens, unmount what we mounted inside the tree, then drop the tree.
-  for m in "$root/proc" "$root/dev/pts"; do
-    if mountpoint -q "$m" 2>/dev/null; then umount -l "$m" || true; fi
-  done
+  rootfs_unmount "$root"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 rm -rf "$WORK"
 mkdir -p "$WORK"
 
-echo "build-docker-image: debootstrap $SUITE (minbase) from $MIRROR"
-debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR" >"$WORK.debootstrap.log" 2>&1 \
-  || { tail -20 "$WORK.debootstrap.log" >&2; fail "debootstrap failed (log: $WORK.debootstrap.log)"; }
-
-# No service may start inside the chroot while packages install.
-printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
-chmod +x "$root/usr/sbin/policy-rc.d"
-mount -t proc proc "$root/proc"
-echo "build-docker-image: installing ${PKGS[*]}"
-chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C apt-get update -qq
-chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
-  apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >"$WORK.apt.log" 2>&1 \
-  || { tail -20 "$WORK.apt.log" >&2; fail "apt-get install in the chroot failed"; }
-chroot "$root" apt-get clean
-umount "$root/proc"
-rm -f "$root/usr/sbin/policy-rc.d"
-rm -rf "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* \
-       "$root"/var/cache/apt/*.bin "$root"/tmp/*
+rootfs_bootstrap "$root" "$SUITE" "$MIRROR" "$WORK" "${PKGS[@]}"
 # The broker is started by the harness (through `docker exec`); the container only idles.
 version=$(chroot "$root" dpkg-query -W -f='${Version}' rabbitmq-server)
 
