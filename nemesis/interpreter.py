@@ -124,9 +124,10 @@ class NemesisInterpreter:
 
     def start(self, deadline: float | None = None) -> threading.Thread:
         """Takes, optionally, when the main phase ends (time.monotonic()): no fault starts that
-        could not last its whole duration by then, so every fault played is as long as asked
-        (a fault cut short may heal before RabbitMQ notices it). Starts `run` in a daemon
-        thread named "nemesis". Returns the thread."""
+        could not last its duration by then (less `_slack`: the schedule's own steps take a
+        moment), so every fault played is about as long as asked (a fault cut short may heal
+        before RabbitMQ notices it). Starts `run` in a daemon thread named "nemesis". Returns
+        the thread."""
         if self._thread is not None:
             raise RuntimeError("the nemesis interpreter was already started")
         self._deadline = deadline
@@ -159,7 +160,7 @@ class NemesisInterpreter:
                 if step.kind == "healthy" or step.fault is None:
                     self.stop_event.wait(step.seconds)
                 elif self._deadline is not None and \
-                        time.monotonic() + step.seconds > self._deadline:
+                        time.monotonic() + step.seconds - _slack(step.seconds) > self._deadline:
                     log.info("nemesis: no time left for %s's %g s; healthy to the end",
                              step.fault, step.seconds)
                     self.stop_event.wait(max(0.0, self._deadline - time.monotonic()))
@@ -280,3 +281,10 @@ class NemesisInterpreter:
             if strict:
                 raise
             log.exception("could not record nemesis op %s %s", type_, f)
+
+
+def _slack(seconds: float) -> float:
+    """Takes a fault's duration. Returns by how much the main phase's end may cut it: 5% or a
+    second, whichever is more (a scenario of 10 s healthy, 20 s faulty, twice, in 60 s plays both
+    faults although the nemesis's own steps take a few hundred ms)."""
+    return max(1.0, 0.05 * seconds)

@@ -415,3 +415,9 @@ def test_no_fault_starts_that_the_main_phase_would_cut_short(tmp_path: Path) -> 
     wait_until(lambda: len(fits.completions("kill")) >= 1)
     fits.interpreter.stop()
     assert fits.interpreter.join(3)
+
+
+def test_a_fault_may_lose_a_little_of_its_length_to_the_main_phases_end() -> None:
+    from nemesis.interpreter import _slack
+
+    assert _slack(20.0) == 1.0 and _slack(100.0) == 5.0
