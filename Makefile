@@ -48,6 +48,12 @@ NIGHTLY_SCENARIOS ?=
 nightly: setup
 	$(PY) -m harness nightly --budget $(NIGHTLY_BUDGET) $(if $(NIGHTLY_SCENARIOS),--scenarios $(NIGHTLY_SCENARIOS)) $(RUN_ARGS)
 
+# The Debian 13 root filesystem RabbitMQ 4.0 nodes will run from (issue 20): built once into
+# .state/rootfs/, rebuilt only when scripts/rootfs/rabbitmq-4.0.recipe changes (~1 min, 232 MB).
+.PHONY: rootfs
+rootfs: setup
+	@bash scripts/build-rootfs.sh 4.0
+
 scenarios: setup
 	@$(PY) -m harness scenarios
 
