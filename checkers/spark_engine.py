@@ -27,8 +27,9 @@ from pyspark.sql import functions as F
 from checkers.faults import fault_windows
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
-from checkers.phases import HarnessEvent, drain_state, main_phase
-from checkers.results import check_safe, compose, ordering_section, queue_section
+from checkers.phases import HarnessEvent, drain_state, main_phase, phase_start
+from checkers.results import check_safe, compose, lost_proven, ordering_section, queue_section
+from checkers.spark_fates import fates_of
 from checkers.spark_io import (
     CODE_NAMES,
     History,
@@ -43,6 +44,7 @@ from checkers.spark_io import (
 from checkers.spark_order import ordering_facts
 from checkers.spark_perf import perf_facts
 from checkers.spark_queue import (
+    SAMPLED,
     ack_problem,
     fail_reasons,
     messages,
@@ -50,6 +52,8 @@ from checkers.spark_queue import (
     queue_facts,
 )
 from checkers.spark_session import session
+from checkers.spark_traces import gather
+from checkers.traces import CheckedResults
 from history import Op, OpType
 
 log = logging.getLogger(__name__)
@@ -75,7 +79,7 @@ def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
                              value=decode_value(r["value"]), node=r["node"], index=r["index"],
                              time=r["time"], error=r["error"]))
                for r in rows if r["proc"] == NEMESIS]
-    harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]))
+    harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]), r["node"], r["loc"])
                for r in rows if r["proc"] == HARNESS]
     return nemesis, harness
 
@@ -141,9 +145,12 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         return queue_section(counts, samples, drain_state(harness), options,
                              fail_reasons=reasons, acks_recorded=acks)
 
+    reordered: list[dict[str, Any]] = []  # the ordering violations attributed to faults
+
     def ordering() -> dict[str, Any]:
         facts = ordering_facts(h, msgs, options.strict_order, options.example_size,
-                               options.sample_size)
+                               options.sample_size, windows)
+        reordered.extend(facts.pop("by_fault", []))
         return ordering_section(options.strict_order, **facts)
 
     def perf() -> dict[str, Any]:
@@ -156,7 +163,36 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     results = compose(dict(zip(names, sections, strict=True)))
     log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
              results["valid"])
-    return results
+    t1 = time.monotonic()
+    try:
+        results["fates"] = fates_of(msgs, results["queue"], windows,
+                                    lost_proven(drain_state(harness), options),
+                                    phase_start(harness, "drain"), (first, last), reordered)
+    except Exception:  # a courtesy for the plots and incidents: never lose the verdict over it
+        log.warning("could not count the messages' fates", exc_info=True)
+    log.info("counted the fates in %.1fs", time.monotonic() - t1)
+    return _with_traces(results, h, [op for _, op in nemesis], harness, last, acks)
+
+
+# The ids of each sampled queue class whose ops the traces carry (harness.explain tells them).
+TRACED_PER_CLASS: Final = 10
+
+
+def _with_traces(results: dict[str, Any], h: History, nemesis: list[Op],
+                 harness: list[HarnessEvent], last: int, acks: bool) -> CheckedResults:
+    """Takes the results and what the check read. Returns them as CheckedResults carrying the
+    traces (checkers.traces) of the first TRACED_PER_CLASS ids of each sampled queue class;
+    without traces if gathering them failed (the verdict stands without them)."""
+    out = CheckedResults(results)
+    queue = results.get("queue") or {}
+    ids = {i for k in SAMPLED for i in (queue.get(k) or [])[:TRACED_PER_CLASS]}
+    t0 = time.monotonic()
+    try:
+        out.traces = gather(h, ids, nemesis, harness, last, acks)
+    except Exception:  # a courtesy for the explanations: never lose the verdict over it
+        log.warning("could not gather the traces of the sampled messages", exc_info=True)
+    log.info("gathered the traces of %d messages in %.1fs", len(ids), time.monotonic() - t0)
+    return out
 
 
 def check(path: Path, options: CheckOptions, spark_master: str | None = None,

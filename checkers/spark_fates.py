@@ -89,7 +89,7 @@ def publish_time() -> Column:
 def queue_by_fault(msgs: DataFrame, windows: Sequence[FaultWindow],
                    classes: Sequence[str]) -> list[dict[str, object]]:
     """Takes the message table, the fault windows and the ATTRIBUTED classes with messages.
-    Returns the queue section's by_fault (checkers.fates)."""
+    Returns their by_fault entries (checkers.fates)."""
     kinds = [k for k in ATTRIBUTED if k in classes]
     if not kinds:
         return []

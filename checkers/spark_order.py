@@ -72,6 +72,7 @@ of a publisher's messages, so its window runs on one task per publisher.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark import StorageLevel
@@ -80,7 +81,9 @@ from pyspark.sql import functions as F
 
 from checkers.model import OUTCOME_CODES, consumer_identity
 from checkers.results import Delivery, Violation
+from checkers.spark_fates import violations_by_fault
 from checkers.spark_io import History, is_delivery
+from history.faults import FaultWindow
 
 log = logging.getLogger(__name__)
 
@@ -158,11 +161,14 @@ def _violation(r: Row) -> Violation:
 
 
 def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
-                   sample_size: int) -> dict[str, Any]:
-    """Takes a History, its message table and the options. Returns the ordering section's facts
-    (see the module docstring). One job counts the deliveries checked and the candidates; only when
-    there are candidates, a second classifies and counts them (consumers affected are few: one
-    per consumer process) and a third fetches up to example_size examples of each kind."""
+                   sample_size: int, windows: Sequence[FaultWindow] = ()) -> dict[str, Any]:
+    """Takes a History, its message table, the options and the fault windows. Returns the
+    ordering section's facts (see the module docstring). One job counts the deliveries checked
+    and the candidates; only when there are candidates, a second classifies and counts them
+    (consumers affected are few: one per consumer process), a third fetches up to example_size
+    examples of each kind, and, when there are violations, a fourth attributes them to the
+    fault windows (checkers.fates). That attribution, `by_fault`, is not the ordering
+    section's: the caller takes it out of the facts (checkers.spark_engine)."""
     d = checked_deliveries(h)
     row = with_previous(d.select("pid", "tag", "pub", "seq", "index", "redelivered"),
                         strict, full=False).agg(
@@ -173,7 +179,7 @@ def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
         "deliveries_checked": row["checked"], "violation_count": 0,
         "consumers_affected_count": 0, "consumers_affected": [], "examples": [],
         "flagged_violation_count": 0, "flagged_examples": [],
-        "unconfirmed_reorder_count": 0, "unconfirmed_examples": [],
+        "unconfirmed_reorder_count": 0, "unconfirmed_examples": [], "by_fault": [],
     }
     if not row["candidates"]:
         return facts
@@ -194,6 +200,13 @@ def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
             consumers_affected_count=len(affected),
             consumers_affected=[consumer_identity(a["pid"], a["tag"])
                                 for a in affected[:sample_size]])
+        if counts["violation"]:
+            try:
+                facts["by_fault"] = violations_by_fault(c.where(kind == "violation"), msgs,
+                                                        windows)
+            except Exception:  # a courtesy for the incidents: never lose the verdict over it
+                log.warning("could not attribute the ordering violations to faults",
+                            exc_info=True)
         if example_size:
             # A strict-mode violation of a flagged delivery is an example of both kinds.
             tagged = c.select("*", F.explode(F.array(

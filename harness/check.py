@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import store
+from harness import incidents, store
 
 if TYPE_CHECKING:
     from checkers import CheckOptions
@@ -123,6 +123,7 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     results["run"] = run_section(test_info)
     _explain_anomalies(run_dir, results, test_info)
     _weigh_mends(run_dir, results)
+    incidents.add_incidents(run_dir, results, test_info)
     sections = {k: v for k, v in results.items() if k != "valid"}
     results = {"valid": compose_valid(sections), **sections}
     store.write_json(out or run_dir / store.RESULTS, results)
@@ -153,22 +154,32 @@ EXPLAIN_LIMIT = 10
 def _explain_anomalies(run_dir: Path, results: dict[str, Any],
                        test_info: dict[str, Any] | None) -> None:
     """Adds queue.details: for up to EXPLAIN_LIMIT sampled ids of each anomaly class, what
-    happened to the message and around it (harness.explain), in readable columns."""
-    from harness.explain import explain, readable
+    happened to the message and around it (harness.explain), in readable columns. The stories
+    come from the traces the Spark check gathered (checkers.traces); only results that carry
+    none (or not of every id told) send it back to the history, in one plain pass."""
+    from checkers.traces import traces_from_file, traces_of
+    from harness.explain import log_lines, readable, tell
 
     queue = results.get("queue")
     if not isinstance(queue, dict):
         return
-    samples = {c: queue.get(c) or [] for c in EXPLAINED if queue.get(f"{c}_count")}
+    samples = {c: (queue.get(c) or [])[:EXPLAIN_LIMIT] for c in EXPLAINED
+               if queue.get(f"{c}_count")}
     if not samples:
         return
     info = test_info or {}
     start = info.get("history_start_unix")
     if start is None and info.get("start_time"):
         start = datetime.fromisoformat(info["start_time"]).timestamp()  # older runs: to 1 s
+    ids = {i for v in samples.values() for i in v}
+    acks = queue.get("acks_recorded")
     try:
-        stories = explain(run_dir / store.HISTORY, samples, nodes_dir=run_dir / store.NODES,
-                          start_unix=start, limit=EXPLAIN_LIMIT)
+        traces = traces_of(results)
+        if traces is None or not ids <= set(traces.ops):
+            log.info("no traces of the sampled messages from the check: reading the history")
+            traces = traces_from_file(run_dir / store.HISTORY, ids)
+        stories = tell(traces, samples, log_lines(run_dir / store.NODES, start),
+                       limit=EXPLAIN_LIMIT, acks_recorded=acks if isinstance(acks, bool) else None)
     except (OSError, ValueError) as e:  # a story is a courtesy: never lose the verdict over it
         log.warning("could not explain the anomalies: %s", e)
         return
@@ -177,15 +188,19 @@ def _explain_anomalies(run_dir: Path, results: dict[str, Any],
 
 def _weigh_mends(run_dir: Path, results: dict[str, Any]) -> None:
     """Adds the "mends" section (harness.mends): the harness's own restarts and how much of the
-    loss may be theirs; when something was lost and the harness restarted nodes, the sentence
-    joins the lost messages' explanation."""
-    from harness.mends import mend_section
+    loss may be theirs, from the check's traces (or, for results that carry none, the history
+    read once); when something was lost and the harness restarted nodes, the sentence joins
+    the lost messages' explanation."""
+    from checkers.traces import traces_of
+    from harness.mends import mend_section, weigh
 
     found = results.get("queue")
     queue: dict[str, Any] = found if isinstance(found, dict) else {}
     lost = int(queue.get("lost_count") or 0)
+    traces = traces_of(results)
     try:
-        section = mend_section(run_dir / store.HISTORY, lost)
+        section = (weigh(traces, lost) if traces is not None
+                   else mend_section(run_dir / store.HISTORY, lost))
     except (OSError, ValueError) as e:
         log.warning("could not weigh the harness's restarts: %s", e)
         return
