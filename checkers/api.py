@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from checkers.efficacy import Evidence
 from checkers.errors import HistoryError
 from checkers.options import CheckOptions
 
@@ -23,13 +24,16 @@ def check_history(
     *,
     spark_master: str | None = None,
     options: CheckOptions | None = None,
+    evidence: Evidence | None = None,
 ) -> dict[str, Any]:
     """Takes a history (history.jsonl, or a Parquet directory made by `convert_to_parquet`), an
-    optional Spark master URL (default: the options', else local[*]) and options.
+    optional Spark master URL (default: the options', else local[*]), options and the broker's
+    evidence of the faults (checkers.efficacy.Evidence: its log events; None when there are no
+    logs, and then whether a fault was noticed is "unknown").
 
     Returns results.json as a dict: {"valid": true|false|"unknown", "queue": {...},
-    "ordering": {...}, "perf": {...}}. Raises HistoryError (checkers.errors) when the
-    history breaks the contract, naming the line.
+    "ordering": {...}, "perf": {...}, "faults": [...], "strength": {...}}. Raises
+    HistoryError (checkers.errors) when the history breaks the contract, naming the line.
     """
     from checkers import spark_engine
 
@@ -38,7 +42,8 @@ def check_history(
         raise HistoryError("no such history", None, history_path)
     log.info("checking %s", history_path)
     return spark_engine.check(Path(history_path), options,
-                              spark_master=spark_master or options.spark_master)
+                              spark_master=spark_master or options.spark_master,
+                              evidence=evidence)
 
 
 def convert_to_parquet(

@@ -24,6 +24,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from checkers.efficacy import Evidence, judge_faults, strength
 from checkers.faults import fault_windows
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
@@ -51,6 +52,7 @@ from checkers.spark_queue import (
     publish_problem,
     queue_facts,
 )
+from checkers.spark_risk import risk_facts
 from checkers.spark_session import session
 from checkers.spark_traces import gather
 from checkers.traces import CheckedResults
@@ -106,9 +108,10 @@ def _materialize(spark: SparkSession, df: DataFrame, h: History, work: Path, nam
 
 
 def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOptions,
-                 work: Path) -> dict[str, Any]:
-    """Takes a session, a loaded History, its path, the options and a scratch directory.
-    Returns the results dict; raises HistoryError for a history breaking the contract."""
+                 work: Path, evidence: Evidence | None = None) -> dict[str, Any]:
+    """Takes a session, a loaded History, its path, the options, a scratch directory and the
+    broker's evidence (its logs; None: none). Returns the results dict; raises HistoryError for
+    a history breaking the contract."""
     t0 = time.monotonic()
     small = h.mode == "memory" and path.is_file() and path.stat().st_size <= PARALLEL_LIMIT
     workers = PARALLEL if small else 1
@@ -161,6 +164,10 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     sections = run_all([functools.partial(check_safe, n, f)
                         for n, f in zip(names, (queue, ordering, perf), strict=True)], workers)
     results = compose(dict(zip(names, sections, strict=True)))
+    # Test strength: informational, outside the verdict's composition.
+    faults = judge_faults(windows, risk_facts(h, msgs, windows), harness, evidence)
+    results["faults"] = faults
+    results["strength"] = strength(faults, evidence)
     log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
              results["valid"])
     t1 = time.monotonic()
@@ -196,9 +203,10 @@ def _with_traces(results: dict[str, Any], h: History, nemesis: list[Op],
 
 
 def check(path: Path, options: CheckOptions, spark_master: str | None = None,
-          spark: SparkSession | None = None) -> dict[str, Any]:
-    """Takes a history (JSONL file or Parquet directory), options, and a master URL or a session.
-    Returns the results dict; raises HistoryError. A session it built is stopped at the end."""
+          spark: SparkSession | None = None, evidence: Evidence | None = None) -> dict[str, Any]:
+    """Takes a history (JSONL file or Parquet directory), options, a master URL or a session,
+    and the broker's evidence for the faults' efficacy (None: none). Returns the results dict;
+    raises HistoryError. A session it built is stopped at the end."""
     created = False
     if spark is None:
         spark, created = session(spark_master, options)
@@ -211,7 +219,7 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     try:
         h = load(spark, Path(path), work, MEMORY_LIMIT)
         try:
-            return check_loaded(spark, h, Path(path), options, work)
+            return check_loaded(spark, h, Path(path), options, work, evidence)
         finally:
             h.close()
     finally:

@@ -128,6 +128,9 @@ def messages(h: History, acks: bool) -> DataFrame:
         (F.min(when(dlv, low_flag)) % 2).alias("first_flag"),
         F.min(when(dlv & flag, at)).alias("first_flag_loc"),
         F.max(when(dlv & ~flag, at)).alias("last_unflagged_loc"),
+        # When the message was first consumed: its first ack (first delivery without acks),
+        # for what was at risk when each fault began (checkers.spark_risk).
+        F.min(when(is_ack() if acks else dlv, "time")).alias("consumed_time"),
     ]
     same = {"n_acked": "n_del", "n_acked_unflagged": "n_unflagged",
             "first_acked_flag": "first_flag", "first_flag_ack_loc": "first_flag_loc"}
@@ -146,7 +149,7 @@ def messages(h: History, acks: bool) -> DataFrame:
     return rows.groupBy("id").agg(*aggs).select(
         "id", "n_inv", "comp_code", "inv_time", "comp_time", F.col("pid_min").alias("inv_pid"),
         "n_del", "n_unflagged", "first_flag", "first_flag_loc", "last_unflagged_loc",
-        *acked_cols, problem_loc().alias("problem_at"))
+        "consumed_time", *acked_cols, problem_loc().alias("problem_at"))
 
 
 def problem_loc() -> Column:

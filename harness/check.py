@@ -26,13 +26,15 @@ from harness import incidents, store
 
 if TYPE_CHECKING:
     from checkers import CheckOptions
+    from checkers.efficacy import Evidence
 
 log = logging.getLogger(__name__)
 
 
 def compose_valid(sections: dict[str, Any]) -> bool | str:
-    """Takes results sections (dicts with "valid"). Returns false > unknown > true, as Jepsen merges."""
-    vals = [s.get("valid") for s in sections.values() if isinstance(s, dict)]
+    """Takes results sections (dicts with "valid"; a dict without it, such as `strength`, is
+    information, not a judgement). Returns false > unknown > true, as Jepsen merges."""
+    vals = [s.get("valid") for s in sections.values() if isinstance(s, dict) and "valid" in s]
     if any(v is False for v in vals):
         return False
     if any(v is not True for v in vals):
@@ -119,8 +121,10 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     test_path = run_dir / store.TEST
     test_info = store.read_json(test_path) if test_path.exists() else None
     opts = check_options(test_info, {**(overrides or {}), "spark_master": spark_master})
-    results = check_history(history or run_dir / store.HISTORY, options=opts)
+    results = check_history(history or run_dir / store.HISTORY, options=opts,
+                            evidence=run_evidence(run_dir, test_info))
     results["run"] = run_section(test_info)
+    results["versions"] = dict((test_info or {}).get("versions") or {})  # what was tested
     _explain_anomalies(run_dir, results, test_info)
     _weigh_mends(run_dir, results)
     incidents.add_incidents(run_dir, results, test_info)
@@ -128,6 +132,34 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     results = {"valid": compose_valid(sections), **sections}
     store.write_json(out or run_dir / store.RESULTS, results)
     return results
+
+
+def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | None:
+    """Takes a run directory and its test.json's content. Returns the broker's evidence of the
+    faults (checkers.efficacy): its node logs' events lined up with the history, net_ticktime,
+    the queue's leader at the start; None when the run has no node logs or no clock to line
+    them up with (then whether a fault was noticed is "unknown")."""
+    from checkers.broker_log import read_events
+    from checkers.efficacy import Evidence
+
+    info = test_info or {}
+    nodes_dir = run_dir / store.NODES
+    start = info.get("history_start_unix")
+    if start is None and info.get("start_time"):
+        start = datetime.fromisoformat(info["start_time"]).timestamp()  # older runs: to 1 s
+    if start is None or not nodes_dir.is_dir():
+        return None
+    version = (info.get("versions") or {}).get("rabbitmq")
+    try:
+        events, coverage = read_events(nodes_dir, float(start), info.get("nodes") or {}, version)
+    except OSError as e:
+        log.warning("could not read the node logs: %s", e)
+        return None
+    broker = (info.get("spec") or {}).get("broker") or {}
+    tick = broker.get("net_ticktime")
+    placement = info.get("placement_at_start") or {}
+    return Evidence(events, coverage, float(tick) if tick is not None else None,
+                    placement.get("leader") if isinstance(placement, dict) else None)
 
 
 def check_history_file(history: Path, spark_master: str | None = None, *,
