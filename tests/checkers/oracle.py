@@ -74,6 +74,19 @@ The definitions, as this file applies them:
   time) to the first main-end event (else its last time); the longest stretch
   of it without a confirm counts its edges as boundaries and prefers the
   earliest of equals.
+- Fates. Each attempted message has one fate, the first that applies: lost
+  (unproven when the drain did not complete and it is required), unflagged or
+  flagged duplicate, recovered, delivered after a nack, unconfirmed (never
+  delivered, not confirmed), delivered in the drain (first acked - first
+  delivered without acks - at or after the drain's first start event), else
+  delivered. Counted per bucket of invoke time: the smallest of 1, 2 or 5 x
+  10^k ms, at least 100 ms, giving at most 300 buckets over the history's
+  span. Each message of an anomaly class (lost, lost_unacked, unexpected,
+  unflagged and flagged duplicates, unflagged_after_ack) and each ordering
+  violation's later message belongs to the first window whose end is at or
+  after its publish's completion (else its invocation), or to none; per
+  window, the count of each class and its first 10 ids in results.json's
+  order.
 """
 
 from __future__ import annotations
@@ -158,6 +171,7 @@ class Read:
     harness: list[dict[str, Any]] = field(default_factory=list)
     first_time: int = 0
     last_time: int = 0
+    first_ack: dict[str, int] = field(default_factory=dict)
 
 
 def read(path: Path) -> Read:
@@ -198,10 +212,12 @@ def read(path: Path) -> Read:
             waiting.setdefault((process, d.tag, mid), deque()).append(d)
         elif f == "ack" and type_ == "ok":
             r.acks_recorded = True
+            r.first_ack[mid] = min(r.first_ack.get(mid, op["time"]), op["time"])
             waiting[(process, op.get("consumer") or "", mid)].popleft().ack_index = op["index"]
     if not r.acks_recorded:
         for d in r.deliveries:
             d.ack_index = d.index
+            r.first_ack[d.mid] = min(r.first_ack.get(d.mid, d.time), d.time)
     return r
 
 
@@ -293,21 +309,17 @@ def _side(d: Delivery) -> dict[str, Any]:
             "redelivered": d.flagged}
 
 
-def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
-             sample_size: int = 100) -> dict[str, Any]:
-    """Takes a read history and the mode. Returns the ordering section's verdict, counts,
-    consumers affected and examples."""
+def reorders(r: Read, strict: bool) -> dict[str, list[tuple[Delivery, Delivery]]]:
+    """Takes a read history and the mode. Returns the out-of-order pairs (p, d) of each kind:
+    violation, flagged, unconfirmed."""
     last: dict[tuple[Any, ...], Delivery] = {}
     last_unflagged: dict[tuple[Any, ...], Delivery] = {}
     kinds: dict[str, list[tuple[Delivery, Delivery]]] = {
         "violation": [], "flagged": [], "unconfirmed": []}
-    checked = 0
     for d in r.deliveries:
         if d.publisher is None or d.seq is None:
             continue
         key: tuple[Any, ...] = (d.publisher,) if strict else (d.process, d.tag, d.publisher)
-        if strict or not d.flagged:
-            checked += 1
         if strict:
             p = last.get(key)
             bad = p is not None and (d.seq < p.seq or (d.seq == p.seq and not d.flagged))
@@ -330,6 +342,16 @@ def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
         last[key] = d
         if not d.flagged:
             last_unflagged[key] = d
+    return kinds
+
+
+def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
+             sample_size: int = 100) -> dict[str, Any]:
+    """Takes a read history and the mode. Returns the ordering section's verdict, counts,
+    consumers affected and examples."""
+    kinds = reorders(r, strict)
+    checked = sum(1 for d in r.deliveries if d.publisher is not None and d.seq is not None
+                  and (strict or not d.flagged))
 
     def examples(kind: str) -> list[dict[str, Any]]:
         return [{"consumer": f"{d.process}/{d.tag}", "publisher": d.publisher,
@@ -468,6 +490,94 @@ def perf(r: Read) -> dict[str, Any]:
     }
 
 
+# -- fates and their attribution to faults --------------------------------------------------
+
+
+def bucket_ns(r: Read) -> int:
+    """Takes a read history. Returns the fates' bucket width: the smallest of 1, 2 or 5 times a
+    power of ten ms, at least 100 ms, that cuts the history's span into at most 300."""
+    need = max((r.last_time - r.first_time) / 1e6 / 300, 100)
+    power = 10 ** math.floor(math.log10(need))
+    return int(next(m for m in (1, 2, 5, 10) if m * power >= need) * power * 1_000_000)
+
+
+def fates(r: Read, *, strict: bool = False, require_drain: bool = True) -> dict[str, Any]:
+    """Takes a read history and the options. Returns the fates section: each attempted
+    message's fate (the first that applies of: lost, or unproven without a proven drain;
+    unflagged or flagged duplicate; recovered; delivered after a nack; unconfirmed and never
+    delivered; delivered, in the drain when first consumed at or after the drain's start)
+    counted per bucket of invoke time, and the anomalies by fault window (the first window
+    ending at or after the message's completion, else its invocation; none without a
+    publish), ordering violations by their later delivery's message."""
+    acked: dict[str, list[Delivery]] = {}
+    received: set[str] = set()
+    for d in r.deliveries:
+        received.add(d.mid)
+        if d.ack_index is not None:
+            acked.setdefault(d.mid, []).append(d)
+    drained = drain_complete(r.harness) or not require_drain
+    drain_start = next((e["time"] for e in r.harness if e["f"] == "phase"
+                        and isinstance(e.get("value"), dict)
+                        and e["value"].get("phase") == "drain"
+                        and e["value"].get("state") == "start"), None)
+    width = bucket_ns(r)
+    series: dict[str, Counter[int]] = {}
+    classes: dict[str, set[str]] = {k: set() for k in (
+        "lost", "lost_unacked", "unflagged_duplicated", "redelivered_duplicated",
+        "unflagged_after_ack")}
+    for m, p in r.publishes.items():
+        ds = sorted(acked.get(m, []), key=lambda d: d.index)
+        if p.outcome == "ok" and not ds:
+            fate = "lost" if drained else "unproven"
+            classes["lost"].add(m)
+            if m in received:
+                classes["lost_unacked"].add(m)
+        elif len(ds) > 1:
+            fate = ("unflagged_duplicated" if any(not d.flagged for d in ds[1:])
+                    else "redelivered_duplicated")
+            classes[fate].add(m)
+        elif ds and p.outcome in ("info", None):
+            fate = "recovered"
+        elif ds and p.outcome == "fail":
+            fate = "delivered_failed"
+        elif not ds:
+            fate = "unconfirmed"
+        elif drain_start is not None and r.first_ack.get(m, -1) >= drain_start:
+            fate = "delivered_in_drain"
+        else:
+            fate = "delivered"
+        series.setdefault(fate, Counter())[p.invoked // width] += 1
+    for m, ds in itertools.groupby(sorted(r.deliveries, key=lambda d: d.mid),
+                                   key=lambda d: d.mid):
+        mine = list(ds)
+        flag_acks = [d.ack_index for d in mine if d.flagged and d.ack_index is not None]
+        if flag_acks and any(not d.flagged and d.index > min(flag_acks) for d in mine):
+            classes["unflagged_after_ack"].add(m)
+    tagged = [(m, k) for k, ms_ in classes.items() for m in ms_]
+    tagged += [(m, "unexpected") for m in received - set(r.publishes)]
+    tagged += [(d.mid, "reordered") for _, d in reorders(r, strict)["violation"]]
+    ws = windows(r)
+
+    def window_of(m: str) -> int | None:
+        p = r.publishes.get(m)
+        t = None if p is None else p.completed if p.completed is not None else p.invoked
+        return None if t is None else next((i for i, w in enumerate(ws) if t <= w["end"]), None)
+
+    by: dict[int | None, dict[str, list[str]]] = {}
+    for m, k in tagged:
+        by.setdefault(window_of(m), {}).setdefault(k, []).append(m)
+    by_fault = [{"window": w, "start_ms": ms(ws[w]["start"]) if w is not None else None,
+                 "end_ms": ms(ws[w]["end"]) if w is not None else None,
+                 "counts": {k: len(v) for k, v in by[w].items()},
+                 "examples": {k: sorted(v, key=id_key)[:10] for k, v in by[w].items()}}
+                for w in sorted(by, key=lambda w: (w is None, w or 0))]
+    return {"bucket_ms": ms(width), "drained": drained,
+            "totals": {f: sum(c.values()) for f, c in series.items()},
+            "series": {f: [[ms(b * width), n] for b, n in sorted(c.items())]
+                       for f, c in series.items()},
+            "by_fault": by_fault}
+
+
 def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invalid: bool = True,
           flagged_duplicates_invalid: bool = False, require_drain: bool = True,
           sample_size: int = 100, example_size: int = 20) -> dict[str, Any]:
@@ -483,6 +593,7 @@ def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invali
         "perf": perf(r),
     }
     valids = [s["valid"] for s in sections.values()]
+    sections["fates"] = fates(r, strict=strict_order, require_drain=require_drain)
     valid = False if False in valids else "unknown" if "unknown" in valids else True
     return {"valid": valid, **sections}
 
