@@ -1,6 +1,6 @@
 """Gathering the traces (checkers.traces) in Spark, while the check has the history loaded.
 
-Two small jobs, each a filter collected small: the client ops of the sampled
+One pass over the history, one small aggregate: the client ops of the sampled
 message ids (at most a few hundred ids), and, when the harness restarted a
 node to mend the cluster, how many distinct messages were acked (delivered,
 when no ack follows the mend) after its first restart, in file order. The
@@ -13,8 +13,10 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import cast
 
+from pyspark.sql import Row
 from pyspark.sql import functions as F
 
+from checkers.errors import HistoryError
 from checkers.model import ACK, HARNESS, PUBLISH
 from checkers.phases import HarnessEvent
 from checkers.spark_io import (
@@ -23,7 +25,6 @@ from checkers.spark_io import (
     DELIVERY_ROW,
     PUBLISH_ROW,
     History,
-    collect_small,
     is_ack,
     is_delivery,
     loc,
@@ -50,45 +51,52 @@ def first_mend_loc(events: Sequence[HarnessEvent]) -> int | None:
     return next((e.loc for e in events if e.f in MEND_FS and isinstance(e.value, dict)), None)
 
 
-def delivered_after(h: History, at: int) -> int:
-    """Takes a History and a loc. Returns how many distinct messages were acked after it, or,
-    when no ack comes after it, how many were delivered after it."""
-    row = (h.df.where((is_ack() | is_delivery()) & (loc() > at))
-           .agg(F.count_if(is_ack()).alias("acks"),
-                F.count_distinct(F.when(is_ack(), F.col("value"))).alias("acked"),
-                F.count_distinct(F.when(is_delivery(), F.col("value"))).alias("delivered"))
-           .collect()[0])
-    return int(row["acked"] if row["acks"] else row["delivered"])
+FIELDS = ("loc", "index", "time", "code", "pid", "value", "cls", "f", "node", "error",
+          "consumer", "pub", "seq", "redelivered", "phase")
 
 
-def sampled_ops(h: History, ids: Iterable[str]) -> dict[str, tuple[Op, ...]]:
-    """Takes a History and message ids (few). Returns each id's client ops (publish ops,
-    deliveries, acks) in file order."""
+def _op(r: Row) -> Op:
+    """Takes a collected client row (FIELDS). Returns it as a history op."""
+    f = r["f"] if r["cls"] == DELIVERY_ROW else {PUBLISH_ROW: PUBLISH, ACK_ROW: ACK}[r["cls"]]
+    return Op(type=cast(OpType, CODE_NAMES[r["code"]]), process=r["pid"], f=f, value=r["value"],
+              node=r["node"], index=r["index"], time=r["time"], publisher=r["pub"],
+              seq=r["seq"], consumer=r["consumer"], redelivered=r["redelivered"],
+              phase=r["phase"], error=r["error"])
+
+
+def scan(h: History, ids: Iterable[str], at: int | None
+         ) -> tuple[dict[str, tuple[Op, ...]], int | None]:
+    """Takes a History, message ids (few) and a loc (the first mend's, or None). Returns, from
+    one pass, each id's client ops (publish ops, deliveries, acks) in file order, and how many
+    distinct messages were acked after the loc, or, when no ack comes after it, delivered
+    after it (None without a loc)."""
     wanted = sorted(set(ids))
+    if not wanted and at is None:
+        return {}, None
+    want = F.col("value").isin(wanted) if wanted else F.lit(False)
+    after = (loc() > F.lit(at)) if at is not None else F.lit(False)
+    consumed = is_ack() | is_delivery()
+    row = (h.df.where(F.col("cls").isNotNull() & (want | (after & consumed)))
+           .select(F.when(want, F.struct(loc().alias("loc"), *FIELDS[1:])).alias("op"),
+                   (after & is_ack()).alias("a"), (after & is_delivery()).alias("d"), "value")
+           .agg(F.array_sort(F.collect_list("op")).alias("ops"),
+                F.count_if("a").alias("acks"),
+                F.count_distinct(F.when(F.col("a"), F.col("value"))).alias("acked"),
+                F.count_distinct(F.when(F.col("d"), F.col("value"))).alias("delivered"))
+           .collect()[0])
+    if len(row["ops"]) > MAX_TRACE_OPS:
+        raise HistoryError(f"more than {MAX_TRACE_OPS} ops of the sampled messages: not a "
+                           f"history the checkers can read")
     out: dict[str, list[Op]] = {i: [] for i in wanted}
-    if not wanted:
-        return {}
-    rows = collect_small(
-        h.df.where(F.col("cls").isNotNull() & F.col("value").isin(wanted))
-        .select(loc().alias("loc"), "index", "time", "code", "pid", "value", "cls", "f", "node",
-                "error", "consumer", "pub", "seq", "redelivered", "phase").orderBy("loc"),
-        MAX_TRACE_OPS, "ops of the sampled messages")
-    f_of = {PUBLISH_ROW: PUBLISH, ACK_ROW: ACK}
-    for r in rows:
-        dlv = r["cls"] == DELIVERY_ROW
-        out[r["value"]].append(Op(
-            type=cast(OpType, CODE_NAMES[r["code"]]), process=r["pid"],
-            f=r["f"] if dlv else f_of[r["cls"]], value=r["value"], node=r["node"],
-            index=r["index"], time=r["time"], publisher=r["pub"], seq=r["seq"],
-            consumer=r["consumer"], redelivered=r["redelivered"], phase=r["phase"],
-            error=r["error"]))
-    return {i: tuple(v) for i, v in out.items()}
+    for r in row["ops"]:
+        out[r["value"]].append(_op(r))
+    after_count = None if at is None else int(row["acked"] if row["acks"] else row["delivered"])
+    return {i: tuple(v) for i, v in out.items()}, after_count
 
 
 def gather(h: History, ids: Iterable[str], nemesis: Sequence[Op],
            harness: Sequence[HarnessEvent], end_ns: int, acks: bool) -> Traces:
     """Takes a History, the sampled message ids, the nemesis ops and harness events (file
     order), the history's last time and whether it records acks. Returns the Traces."""
-    at = first_mend_loc(harness)
-    return Traces(sampled_ops(h, ids), tuple(nemesis), harness_ops(harness), end_ns, acks,
-                  None if at is None else delivered_after(h, at))
+    ops, after = scan(h, ids, first_mend_loc(harness))
+    return Traces(ops, tuple(nemesis), harness_ops(harness), end_ns, acks, after)

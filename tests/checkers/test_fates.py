@@ -176,3 +176,22 @@ def test_the_checks_traces_are_the_plain_readings(tmp_path: Path) -> None:
     assert traces.delivered_after_first_mend == plain.delivered_after_first_mend == 1
     # The traces ride along but are never written.
     assert "traces" not in r and dict(r) == r
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_without_acks_after_the_mend_its_deliveries_count(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.deliver(5, "1-0")                       # before the mend: not counted
+        b.op(type="info", process="harness", f="recover-queue",
+             value={"node": "n1", "action": "restart-app"})
+        b.deliver(6, "1-1", f="drain")
+        b.deliver(6, "1-1", f="drain", redelivered=True)
+        b.drained()
+    traces = traces_of(check(p))
+    assert traces is not None
+    assert traces.delivered_after_first_mend == 1
+    assert traces.delivered_after_first_mend == traces_from_file(p, ()).delivered_after_first_mend
