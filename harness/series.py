@@ -163,18 +163,20 @@ def archive(matrix_files: Sequence[Path], out: Path,
     if out.exists():
         held = {Path(r.run_dir).name: rec for r, rec in _archived_lines(out)}
     added = replaced = 0
+    new: set[str] = set()
     for key, row, spec, _run_dir, results in _each_run_once(matrix_files):
         compact = None if results is None else json.loads(json.dumps(_compact(results)))
         if key not in held:
             held[key] = {"row": dataclasses.asdict(row), "spec": spec, "results": compact}
             added += 1
+            new.add(key)
         elif compact is not None and held[key].get("results") != compact:
             held[key] = {**held[key], "results": compact}
             replaced += 1
-    for rec in held.values():
+    for key, rec in held.items():
         before = json.dumps(rec["row"], sort_keys=True)
         rec["row"] = _rejudged(rec, expectations, store)
-        if json.dumps(rec["row"], sort_keys=True) != before:
+        if key not in new and json.dumps(rec["row"], sort_keys=True) != before:
             replaced += 1
     if added or replaced:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -264,7 +264,7 @@ def test_an_archive_keeps_run_directories_relative_to_the_store_and_judgements_c
                  tmp_path / "m")
     out = tmp_path / "detection.jsonl"
     assert archive([tmp_path / "m" / "matrix.json"], out, {"a": matrix.Expectation()},
-                   store=store) == (1, 1)
+                   store=store) == (1, 0)  # added, judged as it stands
     [(row, _spec, results)] = read_archive(out)
     assert row.run_dir == "a/20261125T000000Z"
     assert row.judgement == matrix.WEAK and results["strength"]["weak"] is True
