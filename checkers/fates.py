@@ -31,8 +31,11 @@ one fault window: the first window, in start order, whose end is at or after
 the time the message's publish completed (its confirm; for a publish that
 never completed, its invocation). That is the first fault the message lived
 through once the broker had it, the first suspect. A message published after
-every window ended, or with no publish at all (unexpected), is attributed to
-no window (`window` null). An ordering violation ("reordered") is attributed
+every window ended goes to the last window: what the last fault set off
+outlives its heal (autoheal restarts the losing side a second after it, and
+what that side confirmed in that second is lost with it; the harness's own
+restarts are weighed apart, in `mends`). A message with no publish at all
+(unexpected) is attributed to no window (`window` null). An ordering violation ("reordered") is attributed
 by the message of its later delivery, by the same rule. Per window: the count
 of each class and up to EXAMPLES ids (the first in id order).
 

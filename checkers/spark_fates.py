@@ -58,11 +58,14 @@ def fate_counts(msgs: DataFrame, drained: bool, drain_start: int | None,
 
 def window_of(t: Column, windows: Sequence[FaultWindow]) -> Column:
     """Takes a time column (ns) and the fault windows in start order. Returns the index of the
-    first window whose end is at or after the time, null for none (or a null time)."""
-    out = F.lit(None).cast("int")
+    first window whose end is at or after the time, else the last window (a time after every
+    fault ended: the last fault's aftermath), null for a null time or no windows."""
+    if not windows:
+        return F.lit(None).cast("int")
+    out = F.lit(len(windows) - 1)
     for i in reversed(range(len(windows))):
         out = F.when(t <= F.lit(windows[i].end_ns), F.lit(i)).otherwise(out)
-    return out
+    return F.when(t.isNull(), F.lit(None).cast("int")).otherwise(out)
 
 
 def _attributed(tagged: DataFrame, windows: Sequence[FaultWindow]) -> list[dict[str, object]]:

@@ -15,8 +15,8 @@ A run with 2,400 lost messages under three partitions has a few stories, not
   unflagged duplicates, ... as the check judged them), and "reordered" for
   ordering violations; other attributed classes (flagged duplicates, say) are
   counted in an incident that exists anyway, never make one. Anomalous
-  messages attributed to no window (confirmed after every fault ended, or
-  never published) form an incident with no faults;
+  messages attributed to no window (never published: unexpected; in a run
+  without faults, all of them) form an incident with no faults;
 - its timeline: each fault's start, when RabbitMQ noticed it, its effects and
   its heal (results `faults`, checkers.efficacy; without it, the perf
   section's windows give the start and heal), the first confirm after each

@@ -561,7 +561,9 @@ def fates(r: Read, *, strict: bool = False, require_drain: bool = True) -> dict[
     def window_of(m: str) -> int | None:
         p = r.publishes.get(m)
         t = None if p is None else p.completed if p.completed is not None else p.invoked
-        return None if t is None else next((i for i, w in enumerate(ws) if t <= w["end"]), None)
+        if t is None or not ws:
+            return None
+        return next((i for i, w in enumerate(ws) if t <= w["end"]), len(ws) - 1)
 
     by: dict[int | None, dict[str, list[str]]] = {}
     for m, k in tagged:
