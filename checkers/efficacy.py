@@ -408,7 +408,8 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
                   "waiting to be consumed")
     else:
         weak = False
-    summary = (f"faults noticed {len(noticed)} of {n}"
+    summary = "no faults: a control run" if n == 0 else (
+               f"faults noticed {len(noticed)} of {n}"
                + (f" ({late} only after the heal)" if late else "")
                + (f", {unknown} unknown" if unknown else "")
                + f", failovers {failovers}, most messages at risk "

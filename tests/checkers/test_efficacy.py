@@ -179,6 +179,7 @@ def test_noticed_faults_with_nothing_at_risk_make_a_weak_run():
 def test_a_run_without_faults_is_a_control_not_weak():
     st = strength([], Evidence(net_ticktime_s=10.0))
     assert (st["weak"], st["control"], st["faults"]) == (False, True, 0)
+    assert st["summary"] == "no faults: a control run"
 
 
 @pytest.mark.parametrize("late_s, when", [(0.5, "after_heal"), (30.0, None)])
