@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from checkers.broker_log import LogCoverage, LogEvent
 from checkers.phases import HarnessEvent, phase_of
+from checkers.traces import MEND_FS
 from history.faults import FaultWindow, kind_named
 
 NS: Final = 1_000_000_000
@@ -104,13 +105,6 @@ def _cut(window: FaultWindow) -> Callable[[str, str | None], bool]:
     return lambda node, peer: peer is None or peer in target or node in target
 
 
-def _about(window: FaultWindow, e: LogEvent) -> bool:
-    """Returns whether a detector's event is about this fault (module docstring)."""
-    if e.detector == "raft":
-        return True
-    return _cut(window)(e.node, e.peer)
-
-
 def _covered(window: FaultWindow, coverage: Mapping[str, LogCoverage]) -> bool:
     return any(c.first_ns <= window.start_ns <= c.last_ns for c in coverage.values())
 
@@ -124,12 +118,8 @@ class _Span:
     horizon: int
 
 
-# The harness's own restarts to mend the cluster (harness.recovery): no fault's effects.
-MEND_FS: Final = frozenset({"recover-node", "recover-queue"})
-
-
 def _harness_acts(harness: Sequence[HarnessEvent]) -> list[int]:
-    """Returns when the harness itself began to act on the brokers (a mend, recorded at its end
+    """Returns when the harness itself began to act on the brokers (a mend: MEND_FS, recorded at its end
     with how many `seconds` it took; the teardown), in time order: what follows is no fault's
     doing."""
     acts = []
@@ -153,9 +143,9 @@ def _spans(windows: Sequence[FaultWindow], ev: Evidence, acts: Sequence[int]) ->
               for w in windows]
     spans = []
     for i, w in enumerate(windows):
-        nxt = begins[i + 1] if i + 1 < len(windows) else None
+        following = begins[i + 1] if i + 1 < len(windows) else None
         act = next((t for t in acts if t >= w.end_ns), None)
-        nxt = act if nxt is None else nxt if act is None else min(nxt, act)
+        nxt = min((t for t in (following, act) if t is not None), default=None)
         late = w.end_ns + ev.late_margin_ns()
         horizon = w.end_ns + reach
         if nxt is not None and nxt > w.start_ns:
@@ -177,11 +167,12 @@ def _noticed(window: FaultWindow, span: _Span, ev: Evidence
     detector)."""
     if not ev.coverage or not _covered(window, ev.coverage):
         return "unknown", None, None, []
+    cut = _cut(window)  # a Raft election in the window is about the fault whatever it cut
     first: dict[str, LogEvent] = {}
     for e in ev.events:
         if e.detector is None or not span.begin <= e.time_ns <= span.late_end:
             continue
-        if e.detector not in first and _about(window, e):
+        if e.detector not in first and (e.detector == "raft" or cut(e.node, e.peer)):
             first[e.detector] = e
     if not first:
         return False, None, None, []
