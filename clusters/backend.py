@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from clusters.base import Cluster
+from clusters.releases import Launcher, Release
 from clusters.remote import RemoteError
 
 DEFAULT_DOCKER_IMAGE: Final = "rmqh/rabbitmq:3.10-local"
@@ -83,6 +84,12 @@ class ManagedCluster(Cluster, Protocol):
         """Brings each node's broker logs (and what else the backend keeps) into dest/<node>/."""
         ...
 
+    def launcher(self, release: Release) -> Launcher:
+        """Takes the release line the run asked for. Returns how broker commands reach its
+        binaries, first building what the backend needs for it (a root filesystem). Raises
+        BackendError when it cannot provide that release."""
+        ...
+
     def destroy(self) -> None:
         """Removes everything `create` and the run made: processes, rules, containers, data."""
         ...
@@ -99,8 +106,11 @@ class Backend:
       of that many nodes (reads local files only; reaches no host).
     make(options, nodes, run_id, state_dir): returns the cluster, not yet created.
     cleanup(state_dir): removes what runs of this backend left; returns lines saying what.
+    lines: the RabbitMQ release lines it can provide (clusters.releases), or None when the hosts
+      or image decide (the run compares the version the nodes report with the one asked for).
     """
 
     check: Callable[[BackendOptions, int], None]
     make: MakeCluster
     cleanup: Callable[[Path], list[str]]
+    lines: tuple[str, ...] | None = None

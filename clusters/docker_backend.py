@@ -42,6 +42,7 @@ from clusters.backend import (
 )
 from clusters.base import Node
 from clusters.rabbitmq import RABBIT_BIN
+from clusters.releases import HostLauncher, Launcher, Release
 from clusters.remote import RemoteError
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,11 @@ class DockerCluster:
                                "(the harness runs them inside each container); build one with "
                                "scripts/build-docker-image.sh")
 
+    def launcher(self, release: Release) -> Launcher:
+        """Returns the image's own binaries (the image is the release; the run checks the
+        version its nodes report)."""
+        return HostLauncher()
+
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
         """Copies the brokers' logs out of the containers (tar archives) into dest/<node>/, and
         each container's own output as container.log."""
@@ -328,4 +334,4 @@ def clean(state_dir: Path, connector: Any = None) -> list[str]:
             close()
 
 
-BACKEND = Backend(check=check, make=make, cleanup=clean)
+BACKEND = Backend(check=check, make=make, cleanup=clean, lines=("3.10",))

@@ -36,4 +36,4 @@ def clean(state_dir: Path) -> list[str]:
     return [f"local: {x}" for x in cleanup(DEFAULT_PREFIX)]
 
 
-BACKEND = Backend(check=check, make=make, cleanup=clean)
+BACKEND = Backend(check=check, make=make, cleanup=clean, lines=("3.10", "4.0"))

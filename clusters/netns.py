@@ -20,6 +20,7 @@ import ctypes
 import ipaddress
 import logging
 import os
+import shutil
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -27,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clusters.backend import BackendError
 from clusters.base import Node
+from clusters.releases import ChrootLauncher, HostLauncher, Launcher, Release
 from clusters.remote import CommandResult, LocalRemote, RemoteError, run_local, spawn_local
+from clusters.rootfs import RootfsError, ensure_rootfs
 
 if TYPE_CHECKING:
     from clusters.backend import LogCollector
@@ -280,6 +284,25 @@ class NetnsCluster:
             "created %d namespaces on %s (%s)",
             len(self.nodes), self.plan.bridge, self.plan.subnet,
         )
+
+    def launcher(self, release: Release) -> Launcher:
+        """Returns how broker commands reach the release's binaries: this host's packages, or a
+        Debian root filesystem (built on first use, clusters.rootfs) entered with chroot, the
+        run's data folder bound at its own path inside. Raises BackendError when the tree cannot
+        be built."""
+        if release.rootfs is None:
+            return HostLauncher()
+        t0 = time.monotonic()
+        try:
+            root = ensure_rootfs(release.rootfs)
+        except RootfsError as e:
+            raise BackendError(str(e)) from e
+        log.info("RabbitMQ %s runs from %s (ready in %.1f s)", release.line, root,
+                 time.monotonic() - t0)
+        # Node names are addresses, but the broker's scripts look up this host's name.
+        shutil.copyfile("/etc/hosts", root / "etc" / "hosts")
+        os.makedirs(self.data_root, exist_ok=True)
+        return ChrootLauncher(str(root), (os.path.abspath(self.data_root),))
 
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
         """Copies the brokers' logs into dest/<node>/ (they are files on this machine)."""

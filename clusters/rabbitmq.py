@@ -20,9 +20,16 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from clusters.base import Node
+from clusters.releases import (
+    DEFAULT_LINE,
+    RABBIT_BIN,
+    HostLauncher,
+    Launcher,
+    release,
+)
 from clusters.remote import CommandTimeout, RemoteError
 
 log = logging.getLogger(__name__)
@@ -30,7 +37,6 @@ log = logging.getLogger(__name__)
 PartitionHandling = Literal["ignore", "autoheal", "pause_minority"]
 PARTITION_HANDLINGS: tuple[str, ...] = ("ignore", "autoheal", "pause_minority")
 
-RABBIT_BIN = "/usr/lib/rabbitmq/bin"
 CLI_TIMEOUT = 30.0
 T = TypeVar("T")
 
@@ -46,9 +52,15 @@ class BrokerConfig:
     partition_handling: PartitionHandling = "pause_minority"
     net_ticktime: int = 10
     extra: tuple[tuple[str, str], ...] = ()
+    # The release line (clusters.releases) and its metadata store, Khepri switched on through
+    # its feature flag once the cluster has formed.
+    rabbitmq: str = DEFAULT_LINE
+    metadata_store: str = "mnesia"
 
     def validate(self) -> None:
-        """Raises ValueError for a setting the broker would reject."""
+        """Raises ValueError for a setting the broker would reject (ReleaseError, a ValueError,
+        for a release or metadata store it cannot run)."""
+        release(self.rabbitmq).check_metadata_store(self.metadata_store)
         if self.partition_handling not in PARTITION_HANDLINGS:
             raise ValueError(
                 f"unknown partition handling {self.partition_handling!r}; "
@@ -164,6 +176,17 @@ def parse_cluster_status(node: str, text: str) -> NodeStatus:
     )
 
 
+def enabled_flags(text: str) -> list[str]:
+    """Takes `list_feature_flags --formatter json name state` output. Returns the names of the
+    enabled flags, sorted. Raises ValueError when it is not that."""
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"unparseable feature flags: {e}") from e
+    return sorted(str(r["name"]) for r in rows
+                  if isinstance(r, dict) and r.get("state") == "enabled" and "name" in r)
+
+
 def healthy(statuses: Sequence[NodeStatus], expected: Iterable[str]) -> bool:
     """Takes every node's status and the expected Erlang node names.
 
@@ -189,14 +212,23 @@ class RabbitBroker:
     run code there, so it is never part of the spec, test.json or a report.
     """
 
-    def __init__(self, nodes: Sequence[Node], config: BrokerConfig, data_root: str) -> None:
+    def __init__(self, nodes: Sequence[Node], config: BrokerConfig, data_root: str,
+                 launcher: Launcher | None = None) -> None:
         self.nodes = tuple(nodes)
         self.config = config
         self.data_root = data_root
+        self.release = release(config.rabbitmq)
+        # How broker commands reach the release's binaries; the backend provides it before the
+        # nodes start (`use`), as it may first have to build a root filesystem.
+        self.launcher: Launcher = launcher or HostLauncher()
         self._cookie = secrets.token_hex(24).upper()
         self._epmd: dict[str, int] = {}
 
     # -- paths and CLI -------------------------------------------------------------
+
+    def use(self, launcher: Launcher) -> None:
+        """Takes the launcher the backend provides for this release; call before `start_all`."""
+        self.launcher = launcher
 
     def paths(self, node: Node) -> NodePaths:
         """Returns the node's paths."""
@@ -211,7 +243,7 @@ class RabbitBroker:
         Raises CommandTimeout past the timeout (the call is killed), RemoteError on failure.
         """
         env = node_env(node, self.paths(node))
-        argv = [f"{RABBIT_BIN}/{tool}", "-n", node.erlang_name, *args]
+        argv = self.launcher.wrap([f"{RABBIT_BIN}/{tool}", "-n", node.erlang_name, *args])
         return node.remote.run(argv, timeout=timeout, env=env, check=check).stdout
 
     # -- lifecycle -------------------------------------------------------------------
@@ -239,7 +271,7 @@ class RabbitBroker:
         p = self.paths(node)
         node.remote.run(["rm", "-f", p.pid_file], timeout=10)
         node.remote.spawn(
-            [f"{RABBIT_BIN}/rabbitmq-server"],
+            self.launcher.wrap([f"{RABBIT_BIN}/rabbitmq-server"]),
             env=node_env(node, p),
             log_path=f"{p.log_dir}/startup.out",
         )
@@ -340,17 +372,33 @@ class RabbitBroker:
         """Returns every node's status, asked in parallel."""
         return _parallel(lambda n: self.status(n, timeout), self.nodes)
 
-    def versions(self) -> dict[str, str]:
-        """Returns the RabbitMQ and Erlang versions, as the first node reports them."""
+    def versions(self) -> dict[str, Any]:
+        """Returns what the first node reports: the RabbitMQ and Erlang versions, the release line
+        asked for, the metadata store in use and the enabled feature flags (keys missing when
+        the node would not say)."""
         n = self.nodes[0]
-        out: dict[str, str] = {}
+        out: dict[str, Any] = {"release": self.release.line}
         try:
             out["rabbitmq"] = self.ctl(n, "version", timeout=20).strip()
             erl = self.ctl(n, "erlang_version", tool="rabbitmq-diagnostics", timeout=20)
             out["erlang"] = erl.strip().splitlines()[-1] if erl.strip() else ""
-        except RemoteError as e:
+            flags = enabled_flags(self.ctl(n, "list_feature_flags", "--silent", "--formatter",
+                                           "json", "name", "state", timeout=20))
+            out["metadata_store"] = "khepri" if "khepri_db" in flags else "mnesia"
+            out["feature_flags"] = flags
+        except (RemoteError, ValueError) as e:
             log.warning("could not read versions: %s", e)
         return out
+
+    def enable_metadata_store(self, timeout: float = 120.0) -> None:
+        """Switches the formed cluster to the configured metadata store: Khepri through its
+        feature flag (it migrates Mnesia's records); Mnesia, the default, needs nothing.
+        Raises RemoteError when the broker refuses."""
+        if self.config.metadata_store == "mnesia":
+            return
+        self.ctl(self.nodes[0], "enable_feature_flag", "--experimental", "khepri_db",
+                 timeout=timeout)
+        log.info("metadata store: khepri (feature flag khepri_db enabled)")
 
     def collect_logs(self, dest: Path) -> None:
         """Copies each node's log directory and config into dest/<node>/ (best effort)."""

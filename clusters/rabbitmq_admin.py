@@ -24,6 +24,8 @@ from clusters.remote import RemoteError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# The placement columns of RabbitMQ 3.10 (4.0 has no mirrors: clusters.releases has each
+# release's own list).
 PLACEMENT_COLUMNS = (
     "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids",
 )
@@ -33,15 +35,17 @@ STATS_COLUMNS = PLACEMENT_COLUMNS + DEPTH_COLUMNS
 _NODE_IP = re.compile(r"rabbit@(\d+\.\d+\.\d+\.\d+)")
 
 
-def parse_queue_placement(text: str, queue: str, names_by_ip: dict[str, str]) -> dict[str, Any]:
-    """Takes `list_queues --silent` output of PLACEMENT_COLUMNS, a queue name and a map ip -> node.
+def parse_queue_placement(text: str, queue: str, names_by_ip: dict[str, str],
+                          columns: tuple[str, ...] = PLACEMENT_COLUMNS) -> dict[str, Any]:
+    """Takes `list_queues --silent` output of placement `columns`, a queue name and a map
+    ip -> node.
 
     Returns {"type", "leader", "members", "mirrors", "synchronised_mirrors"} with
     short node names (quorum: leader and members; classic: master pid's node and
-    mirrors), or {} when the queue is not listed. Pids print as
-    `<rabbit@IP.creation.id.serial>`, hence the address pattern.
+    mirrors; a release without mirroring lists none), or {} when the queue is not listed. Pids
+    print as `<rabbit@IP.creation.id.serial>`, hence the address pattern.
     """
-    row = parse_queue_row(text, queue, names_by_ip)
+    row = parse_queue_row(text, queue, names_by_ip, columns)
     if row is None:
         return {}
     return {k: row[k] for k in ("type", "leader", "members", "mirrors", "synchronised_mirrors")}
@@ -51,9 +55,10 @@ def _count(cell: str) -> int | None:
     return int(cell) if cell.strip().isdigit() else None
 
 
-def parse_queue_row(text: str, queue: str, names_by_ip: dict[str, str]) -> dict[str, Any] | None:
-    """Takes `list_queues --silent` output of PLACEMENT_COLUMNS, optionally followed by
-    DEPTH_COLUMNS, a queue name and a map ip -> node.
+def parse_queue_row(text: str, queue: str, names_by_ip: dict[str, str],
+                    columns: tuple[str, ...] = PLACEMENT_COLUMNS) -> dict[str, Any] | None:
+    """Takes `list_queues --silent` output of placement `columns` (name first), optionally
+    followed by DEPTH_COLUMNS, a queue name and a map ip -> node.
 
     Returns the placement (as `parse_queue_placement`) and, when the depth columns are there,
     "ready", "unacked" and "messages" (None where the broker printed no number); None when the
@@ -64,18 +69,18 @@ def parse_queue_row(text: str, queue: str, names_by_ip: dict[str, str]) -> dict[
 
     for line in text.splitlines():
         cells = line.split("\t")
-        if len(cells) < len(PLACEMENT_COLUMNS) or cells[0] != queue:
+        if len(cells) < len(columns) or cells[0] != queue:
             continue
-        _, qtype, leader, members, pid, mirrors, synced = cells[: len(PLACEMENT_COLUMNS)]
-        lead = nodes(leader) or nodes(pid)
+        cell = dict(zip(columns, cells, strict=False))
+        lead = nodes(cell.get("leader", "")) or nodes(cell.get("pid", ""))
         row: dict[str, Any] = {
-            "type": qtype,
+            "type": cell.get("type", ""),
             "leader": lead[0] if lead else None,
-            "members": sorted(nodes(members)),
-            "mirrors": sorted(nodes(mirrors)),
-            "synchronised_mirrors": sorted(nodes(synced)),
+            "members": sorted(nodes(cell.get("members", ""))),
+            "mirrors": sorted(nodes(cell.get("slave_pids", ""))),
+            "synchronised_mirrors": sorted(nodes(cell.get("synchronised_slave_pids", ""))),
         }
-        depth = cells[len(PLACEMENT_COLUMNS):len(STATS_COLUMNS)]
+        depth = cells[len(columns):len(columns) + len(DEPTH_COLUMNS)]
         if depth:
             depth += [""] * (len(DEPTH_COLUMNS) - len(depth))
             row.update(ready=_count(depth[0]), unacked=_count(depth[1]),
@@ -191,6 +196,8 @@ class RabbitAdmin:
     def __init__(self, broker: RabbitBroker) -> None:
         self.broker = broker
         self.nodes = broker.nodes
+        # The placement columns the broker's release has (4.0 has no mirror columns).
+        self.columns: tuple[str, ...] = broker.release.placement_columns
 
     def _names_by_ip(self) -> dict[str, str]:
         return {x.ip: x.name for x in self.nodes}
@@ -211,10 +218,10 @@ class RabbitAdmin:
         """
         for n in self.nodes:
             try:
-                out = self.broker.ctl(n, "list_queues", "--silent", *PLACEMENT_COLUMNS, timeout=10)
+                out = self.broker.ctl(n, "list_queues", "--silent", *self.columns, timeout=10)
             except RemoteError:
                 continue
-            return parse_queue_placement(out, queue, self._names_by_ip())
+            return parse_queue_placement(out, queue, self._names_by_ip(), self.columns)
         return {}
 
     def queue_leader(self, queue: str) -> str | None:
@@ -228,8 +235,9 @@ class RabbitAdmin:
         Returns `parse_queue_row`'s dict, or None when the node lists no such queue. Raises
         CommandTimeout or RemoteError when the node does not answer: never a silent 0.
         """
-        out = self.broker.ctl(node, "list_queues", "--silent", *STATS_COLUMNS, timeout=timeout)
-        return parse_queue_row(out, queue, self._names_by_ip())
+        out = self.broker.ctl(node, "list_queues", "--silent", *self.columns, *DEPTH_COLUMNS,
+                              timeout=timeout)
+        return parse_queue_row(out, queue, self._names_by_ip(), self.columns)
 
     def _parsed(self, node: Node, parse: Callable[[str], T], *args: str, timeout: float,
                 tool: str = "rabbitmqctl") -> T:

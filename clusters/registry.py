@@ -49,10 +49,14 @@ def backend(kind: str) -> Backend:
             f"unknown backend {kind!r}; known: {', '.join(BACKENDS)}") from None
 
 
-def check_options(options: BackendOptions, nodes: int) -> None:
-    """Takes backend options and the node count. Raises BackendConfigError when they cannot make
-    a cluster (unknown backend, missing or malformed inventory, too few hosts, bad subnet)."""
+def check_options(options: BackendOptions, nodes: int, line: str | None = None) -> None:
+    """Takes backend options, the node count and the RabbitMQ release line asked for. Raises
+    BackendConfigError when they cannot make a cluster (unknown backend, missing or malformed
+    inventory, too few hosts, bad subnet, a release the backend cannot provide)."""
     be = backend(options.kind)
+    if line is not None and be.lines is not None and line not in be.lines:
+        raise BackendConfigError(f"the {options.kind} backend provides RabbitMQ "
+                                 f"{' and '.join(be.lines)}, not {line} (--rabbitmq)")
     if options.kind != "ssh" and (options.accept_new_host_keys or options.install_rabbitmq):
         raise BackendConfigError("--accept-new-host-keys and --install-rabbitmq are options of "
                                  "the ssh backend")

@@ -36,6 +36,7 @@ from clusters.backend import (
 from clusters.base import Node
 from clusters.inventory import Inventory, InventoryHost, load_inventory, resolve_ipv4
 from clusters.rabbitmq import RABBIT_BIN, NodePaths
+from clusters.releases import HostLauncher, Launcher, Release
 from clusters.remote import Remote, RemoteError
 from clusters.state import RunRecord
 from clusters.wrap import SudoRemote, TrackingRemote
@@ -253,6 +254,11 @@ class SshHostsCluster:
         for n in self.nodes:
             n.remote.run(["mkdir", "-p", self.data_root], timeout=PROBE_TIMEOUT)
         log.info("ssh cluster: %s", ", ".join(f"{h.name}={h.where}" for h in self.hosts))
+
+    def launcher(self, release: Release) -> Launcher:
+        """Returns the hosts' own binaries (the hosts' packages are the release; the run checks
+        the version their nodes report)."""
+        return HostLauncher()
 
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
         """Copies the brokers' logs from every host over SFTP into dest/<node>/."""

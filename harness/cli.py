@@ -26,6 +26,7 @@ from typing import Any
 
 from checkers.options import CheckOptions
 from clusters.registry import add_backend_options, options_from_args
+from clusters.releases import METADATA_STORES, RELEASES
 from clusters.spark_master import check_spark_master
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from harness.verdict import is_weak
@@ -88,6 +89,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--net-ticktime", type=int,
                    help="seconds (default 10, so partitions are noticed in 7.5-12.5 s and runs "
                         "stay short; RabbitMQ's own is 60)")
+    b.add_argument("--rabbitmq", choices=tuple(RELEASES),
+                   help="the RabbitMQ release line (default 3.10, this host's Debian package; "
+                        "4.0 runs Debian 13's 4.0.5 on Erlang 27 from a root filesystem built "
+                        "on first use, about a minute)")
+    b.add_argument("--metadata-store", choices=METADATA_STORES,
+                   help="4.0: mnesia (default) or khepri, the Raft metadata store (enabled "
+                        "through its feature flag once the cluster has formed; "
+                        "cluster_partition_handling does not apply to it)")
     q = p.add_argument_group("queue")
     q.add_argument("--queue", dest="queue_name", help="queue name")
     q.add_argument("--queue-type", choices=tuple(KINDS),
@@ -253,7 +262,8 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
     base = (replay_spec(replay) if replay is not None
             else scenario(a.scenario) if a.scenario else TestSpec())
     broker = _replace(base.broker, partition_handling=a.partition_handling,
-                      net_ticktime=a.net_ticktime)
+                      net_ticktime=a.net_ticktime, rabbitmq=a.rabbitmq,
+                      metadata_store=a.metadata_store)
     queue = _replace(
         base.queue, name=a.queue_name, type=a.queue_type,
         durable=False if a.transient_queue else None,

@@ -27,6 +27,7 @@ from clusters.backend import BackendError
 from clusters.rabbitmq import BrokerError, RabbitBroker
 from clusters.rabbitmq_admin import RabbitAdmin
 from clusters.registry import make_cluster
+from clusters.releases import line_of
 from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
@@ -174,16 +175,32 @@ class Run:
     def setup(self) -> None:
         """Builds the namespaces, boots and joins the brokers, declares the queue."""
         with self.phase("setup"):
+            self.broker.use(self.cluster.launcher(self.broker.release))
             self.cluster.create()
             self.broker.start_all(self.spec.boot_timeout_s)
             self.broker.form_cluster()
+            self.broker.enable_metadata_store()
             rep = recover(self.broker, self.history, timeout=60, grace=60)
             if not rep.healthy:
                 raise BrokerError(f"fresh cluster is not healthy: {rep.last_status}")
             self.test_info["versions"] = self.broker.versions()
+            self.check_release(self.test_info["versions"])
             self.workload.setup(self.admin)
             self.test_info["placement_at_start"] = self.admin.queue_placement(self.spec.queue.name)
             self.save_test_json()
+
+    def check_release(self, versions: dict[str, Any]) -> None:
+        """Raises BrokerError when the nodes run another release line, or another metadata
+        store, than the spec asked for (an SSH host's or an image's packages decide)."""
+        asked = self.broker.release.line
+        got = line_of(str(versions.get("rabbitmq", "")))
+        if got != asked:
+            raise BrokerError(f"asked for RabbitMQ {asked} (--rabbitmq), but the nodes run "
+                              f"{versions.get('rabbitmq') or 'an unknown version'}")
+        store = versions.get("metadata_store")
+        if store != self.spec.broker.metadata_store:
+            raise BrokerError(f"asked for the {self.spec.broker.metadata_store} metadata store, "
+                              f"but the nodes use {store or 'an unknown one'}")
 
     def main(self) -> None:
         """Runs the workload and the nemesis for the time limit."""

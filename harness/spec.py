@@ -28,6 +28,7 @@ from checkers.options import CheckOptions
 from clusters.backend import BackendConfigError, BackendOptions
 from clusters.rabbitmq import BrokerConfig
 from clusters.registry import check_options
+from clusters.releases import release
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.kinds import kind_of
@@ -113,8 +114,11 @@ class TestSpec:
             self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)])
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
+        why = release(self.broker.rabbitmq).refuses_kind(kind.name)
+        if why:
+            raise SpecError(why)
         try:
-            check_options(self.backend, self.nodes)
+            check_options(self.backend, self.nodes, self.broker.rabbitmq)
         except BackendConfigError as e:
             raise SpecError(str(e)) from e
 
@@ -140,7 +144,7 @@ class TestSpec:
 
         low, high = self.detection_s()
         spec = self.resolved()
-        out = []
+        out = self.not_applying()
         for entry in spec.nemesis.entries():
             info = fault_info(entry.fault)
             lasts = spec.nemesis.resolve(entry).duration_s
@@ -151,6 +155,18 @@ class TestSpec:
                     f"{self.broker.net_ticktime} s): it may heal unnoticed, and the run's "
                     f"verdict will say so (valid but weak)")
         return out
+
+    def not_applying(self) -> list[str]:
+        """Returns a sentence for each broker setting that does not apply to the run's release
+        and metadata store (test.json keeps them with the warnings), rather than passing it
+        silently."""
+        store = self.broker.metadata_store
+        if release(self.broker.rabbitmq).partition_handling_applies(store):
+            return []
+        return [f"cluster_partition_handling = {self.broker.partition_handling} does not apply "
+                f"to the {store} metadata store: it is a Raft store, and a minority stops "
+                f"serving metadata whatever the setting (RabbitMQ documents that Khepri behaves "
+                f"like pause_minority); quorum queues and streams are Raft too"]
 
     def broker_differences(self) -> list[dict[str, Any]]:
         """Returns where the broker settings differ from RabbitMQ's own defaults: each

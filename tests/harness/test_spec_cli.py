@@ -47,6 +47,14 @@ from workloads.queue_spec import queue_arguments
     (["run", "--repeat", "0"], "--repeat must be >= 1"),
     (["matrix", "--scenarios", "healthy", "--repeat", "-2"], "--repeat must be >= 1"),
     (["frobnicate"], "invalid choice"),
+    (["run", "--rabbitmq", "3.8"], "invalid choice"),
+    (["run", "--rabbitmq", "4.0", "--queue-type", "mirrored"],
+     "classic queue mirroring was removed in RabbitMQ 4.0"),
+    (["run", "--rabbitmq", "4.0", "--scenario", "mirrored-master-partition"],
+     "classic queue mirroring was removed in RabbitMQ 4.0"),
+    (["run", "--metadata-store", "khepri"], "RabbitMQ 3.10 has no khepri metadata store"),
+    (["run", "--rabbitmq", "4.0", "--backend", "docker"],
+     "the docker backend provides RabbitMQ 3.10, not 4.0 (--rabbitmq)"),
     (["table", "/nonexistent/matrix.json"], "no such file: /nonexistent/matrix.json"),
     (["archive", "/nonexistent/matrix.json", "--out", "a.jsonl"], "no such file"),
     (["archive", "README.md", "--out", "a.json"], "an archive is a .jsonl file"),
@@ -245,3 +253,16 @@ def test_the_broker_settings_that_differ_from_rabbitmqs_are_said():
     same = dataclasses.replace(TestSpec(), broker=dataclasses.replace(
         TestSpec().broker, partition_handling="ignore", net_ticktime=60))
     assert same.broker_differences() == []
+
+
+def test_a_khepri_run_says_partition_handling_does_not_apply():
+    a = build_parser().parse_args(["run", "--rabbitmq", "4.0", "--metadata-store", "khepri"])
+    spec = spec_from_args(a)
+    spec.validate()
+    assert spec.broker.rabbitmq == "4.0" and spec.broker.metadata_store == "khepri"
+    said = spec.warnings()
+    assert any("cluster_partition_handling = pause_minority does not apply to the khepri "
+               "metadata store" in w for w in said)
+    mnesia = spec_from_args(build_parser().parse_args(["run", "--rabbitmq", "4.0"]))
+    assert mnesia.not_applying() == []
+    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec

@@ -1,0 +1,153 @@
+"""RabbitMQ release lines the harness tests, and what differs between them, in one table.
+
+A run chooses a release line (`--rabbitmq 3.10|4.0`, the spec's `broker.rabbitmq`). Each line is
+one `Release` record: what the broker offers (queue kinds, metadata stores, a quorum queue's
+default delivery limit), how the harness asks it about a queue (the `list_queues` columns that
+exist), and where the local backend gets its binaries (this host's Debian packages, or a Debian
+root filesystem built by clusters.rootfs and entered with chroot). Code elsewhere asks the
+record; nothing else tests a version string. The broker log patterns live with the checkers
+(`checkers.broker_log.patterns_for`), which never import this package, keyed by the same line.
+
+`Launcher`s wrap a broker command so that it runs the chosen release's binaries: the host's own
+as they are, or a root filesystem's through `chroot_argv` (a private mount namespace with /proc
+and the node's data folder mounted at the same paths inside the tree).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+DEFAULT_LINE = "3.10"
+RABBIT_BIN = "/usr/lib/rabbitmq/bin"
+METADATA_STORES: tuple[str, ...] = ("mnesia", "khepri")
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+class ReleaseError(ValueError):
+    """A release line the harness does not know, or an option the release cannot honour."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One RabbitMQ release line and what the harness must know about it.
+
+    line: "3.10", "4.0".
+    rootfs: the root filesystem recipe the local backend runs it from (clusters.rootfs), or None
+      when this host's own packages provide it.
+    removed_kinds: queue kinds the release no longer has, each with the sentence that says so.
+    metadata_stores: the metadata stores it can run (the first is its default).
+    delivery_limit: a quorum queue's delivery limit when none is set (None: unlimited).
+    placement_columns: the `list_queues` columns that say where a queue lives.
+    partition_handling_applies: whether cluster_partition_handling governs its metadata store
+      (Khepri is a Raft store: a minority stops serving metadata whatever the setting).
+    """
+
+    line: str
+    rootfs: str | None
+    removed_kinds: tuple[tuple[str, str], ...] = ()
+    metadata_stores: tuple[str, ...] = ("mnesia",)
+    delivery_limit: int | None = None
+    placement_columns: tuple[str, ...] = (
+        "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids")
+
+    def refuses_kind(self, kind: str) -> str | None:
+        """Takes a queue kind's name. Returns why this release cannot run it, or None."""
+        return dict(self.removed_kinds).get(kind)
+
+    def check_metadata_store(self, store: str) -> None:
+        """Raises ReleaseError when this release cannot run the metadata store."""
+        if store not in METADATA_STORES:
+            raise ReleaseError(f"unknown metadata store {store!r}; known: "
+                               f"{', '.join(METADATA_STORES)}")
+        if store not in self.metadata_stores:
+            raise ReleaseError(f"RabbitMQ {self.line} has no {store} metadata store "
+                               f"(--metadata-store {store} needs 4.0)")
+
+    def partition_handling_applies(self, store: str) -> bool:
+        """Takes the metadata store. Returns whether cluster_partition_handling governs it."""
+        return store == "mnesia"
+
+
+RELEASES: dict[str, Release] = {
+    "3.10": Release("3.10", rootfs=None),
+    "4.0": Release(
+        "4.0", rootfs="4.0",
+        removed_kinds=(("mirrored", "classic queue mirroring was removed in RabbitMQ 4.0; "
+                                    "test quorum queues or streams, or choose --rabbitmq 3.10"),),
+        metadata_stores=("mnesia", "khepri"),
+        delivery_limit=20,
+        placement_columns=("name", "type", "leader", "members", "pid"),
+    ),
+}
+
+
+def release(line: str) -> Release:
+    """Takes a release line ("4.0"). Returns its record. Raises ReleaseError naming those known."""
+    try:
+        return RELEASES[line]
+    except KeyError:
+        raise ReleaseError(f"unknown RabbitMQ release {line!r}; known: "
+                           f"{', '.join(RELEASES)}") from None
+
+
+def line_of(version: str) -> str | None:
+    """Takes a version as a broker reports it ("4.0.5", "3.10.8"). Returns its release line
+    ("4.0"), or None when it names none."""
+    m = _VERSION.search(version or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+class Launcher(Protocol):
+    """Wraps a broker command (rabbitmq-server, rabbitmqctl, ...) so it runs the release's
+    binaries."""
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """Takes a broker command. Returns the command to run in its place."""
+        ...
+
+
+class HostLauncher:
+    """The host's (or container's) own RabbitMQ: commands run as they are."""
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """Returns argv unchanged."""
+        return list(argv)
+
+
+# Run as `sh -c CHROOT_SCRIPT sh ROOT N DIR1..DIRN CMD...`, inside `unshare --mount` so that
+# nothing it mounts is seen outside the command (and goes when its last process ends): /proc for
+# the broker's scripts and Erlang, and each data folder bound at its own path inside the tree,
+# so that paths in the node's environment mean the same inside and out.
+CHROOT_SCRIPT = (
+    'set -e; root="$1"; n="$2"; shift 2; '
+    'mount -t proc proc "$root/proc"; '
+    'while [ "$n" -gt 0 ]; do mkdir -p "$root$1"; mount --bind "$1" "$root$1"; '
+    'shift; n=$((n - 1)); done; '
+    'exec chroot "$root" "$@"'
+)
+
+
+def chroot_argv(root: str, binds: Sequence[str], argv: Sequence[str]) -> list[str]:
+    """Takes a root filesystem, absolute folders to bind at the same paths inside it, and a
+    command. Returns the command that runs it chrooted in a private mount namespace."""
+    bad = [b for b in (root, *binds) if not b.startswith("/")]
+    if bad:
+        raise ReleaseError(f"chroot paths must be absolute: {bad}")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", CHROOT_SCRIPT, "sh",
+            root, str(len(binds)), *binds, *argv]
+
+
+@dataclass(frozen=True)
+class ChrootLauncher:
+    """A release run from a root filesystem: every broker command chrooted into `root`, with
+    `binds` (the run's broker data folder) visible at the same paths."""
+
+    root: str
+    binds: tuple[str, ...]
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """Returns argv wrapped by chroot_argv."""
+        return chroot_argv(self.root, self.binds, argv)

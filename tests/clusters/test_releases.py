@@ -1,0 +1,99 @@
+"""Tests of the release table: what each RabbitMQ line offers, and how a root filesystem's
+binaries are reached (chroot in a private mount namespace, the data folder at its own path)."""
+
+import pytest
+
+from clusters.local import BACKEND as LOCAL
+from clusters.netns import NetnsCluster, make_plan
+from clusters.rabbitmq import BrokerConfig, RabbitBroker, enabled_flags
+from clusters.releases import (
+    RELEASES,
+    ChrootLauncher,
+    HostLauncher,
+    ReleaseError,
+    chroot_argv,
+    line_of,
+    release,
+)
+
+
+def test_every_line_says_what_it_offers():
+    assert set(RELEASES) == {"3.10", "4.0"}
+    old, new = release("3.10"), release("4.0")
+    assert old.rootfs is None and new.rootfs == "4.0"  # 3.10 is this host's package
+    assert old.refuses_kind("mirrored") is None
+    assert "classic queue mirroring was removed in RabbitMQ 4.0" in new.refuses_kind("mirrored")
+    assert new.refuses_kind("quorum") is None and new.refuses_kind("stream") is None
+    assert (old.delivery_limit, new.delivery_limit) == (None, 20)
+    assert "slave_pids" in old.placement_columns and "slave_pids" not in new.placement_columns
+
+
+def test_an_unknown_line_or_store_is_refused_naming_what_is_known():
+    with pytest.raises(ReleaseError, match="unknown RabbitMQ release '3.8'; known: 3.10, 4.0"):
+        release("3.8")
+    with pytest.raises(ReleaseError, match=r"RabbitMQ 3.10 has no khepri metadata store"):
+        release("3.10").check_metadata_store("khepri")
+    with pytest.raises(ReleaseError, match="unknown metadata store 'etcd'"):
+        release("4.0").check_metadata_store("etcd")
+    release("4.0").check_metadata_store("khepri")
+
+
+def test_partition_handling_governs_mnesia_only():
+    assert release("4.0").partition_handling_applies("mnesia")
+    assert not release("4.0").partition_handling_applies("khepri")
+
+
+@pytest.mark.parametrize("text,line", [
+    ("4.0.5", "4.0"), ("3.10.8", "3.10"), ("RabbitMQ 4.0.5 on Erlang 27", "4.0"),
+    ("", None), ("unknown", None),
+])
+def test_the_line_of_a_reported_version(text, line):
+    assert line_of(text) == line
+
+
+def test_a_chrooted_command_mounts_proc_and_binds_the_data_folder_in_a_private_namespace():
+    argv = chroot_argv("/r", ["/data/run1"], ["/usr/lib/rabbitmq/bin/rabbitmqctl", "status"])
+    assert argv[:4] == ["unshare", "--mount", "--propagation", "private"]
+    assert argv[4:6] == ["sh", "-c"]
+    assert argv[7:] == ["sh", "/r", "1", "/data/run1", "/usr/lib/rabbitmq/bin/rabbitmqctl",
+                        "status"]
+    script = argv[6]
+    assert 'mount -t proc proc "$root/proc"' in script
+    assert 'mount --bind "$1" "$root$1"' in script and 'exec chroot "$root" "$@"' in script
+    with pytest.raises(ReleaseError, match="absolute"):
+        chroot_argv("r", [], ["x"])
+    assert ChrootLauncher("/r", ("/d",)).wrap(["x"]) == chroot_argv("/r", ["/d"], ["x"])
+    assert HostLauncher().wrap(["x", "y"]) == ["x", "y"]
+
+
+def test_the_broker_runs_its_cli_through_the_launcher():
+    cluster = NetnsCluster(make_plan(1), data_root="/d")
+    broker = RabbitBroker(cluster.nodes, BrokerConfig(rabbitmq="4.0"), "/d",
+                          launcher=ChrootLauncher("/r", ("/d",)))
+    calls = []
+
+    class Remote:
+        def run(self, argv, **kw):
+            calls.append(argv)
+            from clusters.remote import CommandResult
+            return CommandResult(tuple(argv), 0, "4.0.5\n", "")
+
+    node = cluster.nodes[0].__class__(cluster.nodes[0].name, cluster.nodes[0].ip, Remote())
+    assert broker.ctl(node, "version").strip() == "4.0.5"
+    assert calls[0][:2] == ["unshare", "--mount"]
+    assert calls[0][-4:] == ["/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", "rabbit@10.213.0.11",
+                             "version"]
+    assert broker.release.line == "4.0"
+
+
+def test_the_local_backend_provides_both_lines():
+    assert LOCAL.lines == ("3.10", "4.0")
+
+
+def test_enabled_feature_flags_from_the_cli_json():
+    # Shape of `rabbitmqctl list_feature_flags --silent --formatter json name state` (4.0.5).
+    text = ('[{"name":"khepri_db","state":"enabled"},{"name":"quorum_queue","state":"enabled"},'
+            '{"name":"stream_filtering","state":"disabled"}]')
+    assert enabled_flags(text) == ["khepri_db", "quorum_queue"]
+    with pytest.raises(ValueError, match="unparseable feature flags"):
+        enabled_flags("Error: nodedown")
