@@ -26,12 +26,12 @@ from typing import Any
 
 from checkers.options import CheckOptions
 from clusters.registry import add_backend_options, options_from_args
-from clusters.releases import METADATA_STORES, RELEASES
+from clusters.releases import DEFAULT_LINE, METADATA_STORES, RELEASES, release
 from clusters.spark_master import check_spark_master
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from harness.verdict import is_weak
 from nemesis import NemesisOptions
-from workloads.kinds import KINDS
+from workloads.kinds import KINDS, kind_of
 from workloads.queue_spec import OVERFLOWS
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,18 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse exits 2 itself; keep our wording
         raise UsageError(message)
+
+
+def _releases(text: str) -> tuple[str, ...]:
+    """Takes "3.10" or "3.10,4.0". Returns the release lines. Raises ArgumentTypeError for one
+    the harness does not know."""
+    lines = _csv(text)
+    unknown = [x for x in lines if x not in RELEASES]
+    if unknown or not lines:
+        said = ", ".join(unknown) or repr(text)
+        raise argparse.ArgumentTypeError(f"unknown RabbitMQ release {said}; known: "
+                                         f"{', '.join(RELEASES)}")
+    return lines
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -89,10 +101,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     b.add_argument("--net-ticktime", type=int,
                    help="seconds (default 10, so partitions are noticed in 7.5-12.5 s and runs "
                         "stay short; RabbitMQ's own is 60)")
-    b.add_argument("--rabbitmq", choices=tuple(RELEASES),
+    b.add_argument("--rabbitmq", type=_releases, metavar="|".join(RELEASES),
                    help="the RabbitMQ release line (default 3.10, this host's Debian package; "
                         "4.0 runs Debian 13's 4.0.5 on Erlang 27 from a root filesystem built "
-                        "on first use, about a minute)")
+                        "on first use, about a minute); matrix and nightly take several, "
+                        "3.10,4.0, and put each scenario's verdicts side by side")
     b.add_argument("--metadata-store", choices=METADATA_STORES,
                    help="4.0: mnesia (default) or khepri, the Raft metadata store (enabled "
                         "through its feature flag once the cluster has formed; "
@@ -261,8 +274,12 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
     replay = getattr(a, "replay", None)
     base = (replay_spec(replay) if replay is not None
             else scenario(a.scenario) if a.scenario else TestSpec())
+    if a.rabbitmq and len(a.rabbitmq) > 1:
+        raise SpecError(f"a run tests one RabbitMQ release (--rabbitmq {','.join(a.rabbitmq)}); "
+                        "matrix and nightly take several")
     broker = _replace(base.broker, partition_handling=a.partition_handling,
-                      net_ticktime=a.net_ticktime, rabbitmq=a.rabbitmq,
+                      net_ticktime=a.net_ticktime,
+                      rabbitmq=a.rabbitmq[0] if a.rabbitmq else None,
                       metadata_store=a.metadata_store)
     queue = _replace(
         base.queue, name=a.queue_name, type=a.queue_type,
@@ -518,10 +535,14 @@ def _store_root(spec: TestSpec) -> Path:
     return Path(spec.store) if os.path.isabs(spec.store) else PROJECT_ROOT / spec.store
 
 
-def _matrix_entries(a: argparse.Namespace, with_twins: bool) -> list[tuple[str, TestSpec, Any]]:
+def _matrix_entries(a: argparse.Namespace, with_twins: bool
+                    ) -> tuple[list[tuple[str, TestSpec, Any]], list[Any]]:
     """Takes the options of `matrix` or `nightly`. Returns (name, validated spec, expectation)
-    for every scenario asked for (all by default), each followed by its safe twin if asked."""
-    from harness.scenarios import SCENARIOS
+    for every scenario asked for (all by default), each followed by its safe twin if asked, on
+    every release line asked for (`--rabbitmq 3.10,4.0`), and the scenarios a
+    line cannot run (matrix.NotApplicable, with the release's reason)."""
+    from harness.matrix import NotApplicable
+    from harness.scenarios import SCENARIOS, scenario
 
     if a.scenario:
         raise UsageError(f"{a.cmd} takes --scenarios a,b,... (not --scenario)")
@@ -531,16 +552,27 @@ def _matrix_entries(a: argparse.Namespace, with_twins: bool) -> list[tuple[str, 
         raise UsageError(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
     if with_twins:
         names = list(dict.fromkeys(x for n in names for x in (n, SCENARIOS[n].twin) if x))
-    entries = []
+    lines = a.rabbitmq or (None,)
+    entries, not_applicable = [], []
     for name in names:  # every spec is validated before anything starts
-        a.scenario = name
-        entries.append((name, spec_from_args(a), SCENARIOS[name].expect))
-    a.scenario = None
-    return entries
+        for line in lines:  # a scenario's lines side by side, so a cut series still pairs them
+            a.rabbitmq = None if line is None else (line,)
+            why = release(line or DEFAULT_LINE).refuses_kind(kind_of(scenario(name).queue).name)
+            if why:
+                not_applicable.append(NotApplicable(name, line or DEFAULT_LINE, why))
+                continue
+            a.scenario = name
+            entries.append((name, spec_from_args(a), SCENARIOS[name].expect))
+    a.scenario, a.rabbitmq = None, (None if lines == (None,) else lines)
+    if not entries:
+        raise UsageError("no scenario asked for can run on the release(s) asked for: "
+                         + "; ".join(f"{n.scenario} on {n.rabbitmq}" for n in not_applicable))
+    return entries, not_applicable
 
 
 def _cmd_matrix(a: argparse.Namespace) -> int:
-    return _series(_matrix_entries(a, a.with_twins), a)
+    entries, not_applicable = _matrix_entries(a, a.with_twins)
+    return _series(entries, a, not_applicable)
 
 
 def _cmd_nightly(a: argparse.Namespace) -> int:
@@ -549,9 +581,10 @@ def _cmd_nightly(a: argparse.Namespace) -> int:
 
     if not a.budget > 0:
         raise UsageError(f"--budget must be > 0 minutes, got {a.budget:g}")
-    entries = _matrix_entries(a, not a.no_twins)
+    entries, not_applicable = _matrix_entries(a, not a.no_twins)
     _require_root([s for _, s, _ in entries])
     nightly = Nightly(entries, a.budget * 60, _store_root(entries[0][1]), base_seed=a.seed)
+    nightly.series.extra["not_applicable"] = [dataclasses.asdict(n) for n in not_applicable]
     out = nightly.out_dir
     print(f"nightly: {len(entries)} scenario run(s) within {a.budget:g} min, seed "
           f"{nightly.series.base_seed}; results: {out}", flush=True)
@@ -573,9 +606,11 @@ def _cmd_nightly(a: argparse.Namespace) -> int:
     return code
 
 
-def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> int:
+def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace,
+            not_applicable: Sequence[Any] = ()) -> int:
     """Runs each (name, spec, expectation) `--repeat` times, round by round, and prints and stores
-    the table after every run. Returns the series' exit code."""
+    the table after every run (with the scenarios a release line cannot run, said once).
+    Returns the series' exit code."""
     from harness import matrix
     from harness.series import Series
 
@@ -584,6 +619,9 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> 
         raise UsageError(f"--repeat must be >= 1, got {repeat}")
     _require_root([s for _, s, _ in entries])
     series = Series(entries, repeat, _store_root(entries[0][1]), base_seed=a.seed)
+    series.extra["not_applicable"] = [dataclasses.asdict(n) for n in not_applicable]
+    for n in not_applicable:
+        print(f"not applicable: {n.scenario} on RabbitMQ {n.rabbitmq}: {n.reason}", flush=True)
     print(f"series: {len(entries)} scenario(s) x {repeat} run(s), seeds from {series.base_seed}; "
           f"table: {series.out_dir / 'matrix.md'}", flush=True)
     for name, spec in series.runs():
@@ -595,6 +633,8 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace) -> 
         if outcome.interrupted:
             print("series interrupted: the remaining runs did not happen", file=sys.stderr)
             break
+    if not_applicable or len({s.rabbitmq for s in series.summaries()}) > 1:
+        print(matrix.version_table(series.summaries(), not_applicable), end="")
     print(matrix.summary_table(series.summaries()), end="")
     for problem in matrix.problems(series.summaries()):
         print(f"- {problem}")

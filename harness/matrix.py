@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusters.releases import DEFAULT_LINE
 from harness.verdict import is_weak
 
 # How a run compares with its scenario's prediction.
@@ -136,6 +137,8 @@ class Row:
     # weak run, why it is weak.
     strength: str | None = None
     weak_reason: str | None = None
+    # The RabbitMQ release line the run tested (rows stored before there was a choice: 3.10).
+    rabbitmq: str = DEFAULT_LINE
 
     @property
     def expect_valid(self) -> bool:
@@ -146,11 +149,11 @@ class Row:
 def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
              run_dir: Path | str, results: dict[str, Any] | None, error: str | None = None,
              seed: int | None = None, infrastructure: str | None = None,
-             tries: int = 1) -> Row:
+             tries: int = 1, rabbitmq: str = DEFAULT_LINE) -> Row:
     """Takes a scenario's name, prediction, exit code, wall time, run directory, results (None
     when it never got to a check), error, seed, why the run is an infrastructure error (None
-    when it is not) and which try it was. Returns its Row (judged ERROR when `infrastructure`
-    is given, whatever its results say)."""
+    when it is not), which try it was and the release line it tested. Returns its Row (judged
+    ERROR when `infrastructure` is given, whatever its results say)."""
     r = results or {}
     q = r.get("queue", {})
     o = r.get("ordering", {})
@@ -176,6 +179,7 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         recovered=q.get("recovered_count"), ordering_violations=o.get("violation_count"),
         problems=problems, infrastructure=infrastructure, tries=tries,
         strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
+        rabbitmq=rabbitmq,
     )
 
 
@@ -200,6 +204,7 @@ class Summary:
     weak: int = 0
     # Runs checked before test strength was judged (no strength in their results).
     unmeasured: int = 0
+    rabbitmq: str = DEFAULT_LINE
 
     @property
     def rate(self) -> float:
@@ -223,11 +228,11 @@ class Summary:
 
 
 def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list[Summary]:
-    """Takes rows and each scenario's prediction. Returns one Summary per scenario, in the order
-    scenarios first appear."""
+    """Takes rows and each scenario's prediction. Returns one Summary per scenario and release
+    line, in the order they first appear."""
     out = []
-    for name in dict.fromkeys(r.scenario for r in rows):
-        mine = [r for r in rows if r.scenario == name]
+    for name, line in dict.fromkeys((r.scenario, r.rabbitmq) for r in rows):
+        mine = [r for r in rows if r.scenario == name and r.rabbitmq == line]
         exp = expectations.get(name, Expectation())
         tested = [r for r in mine if r.judgement != ERROR]  # an error tested nothing
         lost = [r.lost for r in tested if r.lost is not None and r.valid in (True, False)]
@@ -247,6 +252,7 @@ def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list
             judgements=judgements, errors=len(mine) - len(tested),
             weak=sum(r.judgement == WEAK for r in mine),
             unmeasured=sum(r.strength is None and r.judgement != ERROR for r in mine),
+            rabbitmq=line,
         ))
     return out
 
@@ -288,6 +294,11 @@ def _cell(v: object) -> str:
     return "-" if v is None else str(v)
 
 
+def _named(scenario: str, line: str) -> str:
+    """Returns the scenario's name, with its release line when that is not the default one."""
+    return scenario if line == DEFAULT_LINE else f"{scenario} (RabbitMQ {line})"
+
+
 def table(rows: Sequence[Row]) -> str:
     """Takes the rows. Returns them as a Markdown table, one line per run."""
     head = ["scenario", "expected", "seed", "valid", "judgement", "attempts", "acked", "lost",
@@ -296,12 +307,14 @@ def table(rows: Sequence[Row]) -> str:
     for row in rows:
         dup = (f"{row.duplicated} ({row.unflagged_duplicated})"
                if row.duplicated is not None else "-")
-        cells = [row.scenario, row.expect, _cell(row.seed), _cell(row.valid), row.judgement,
+        cells = [_named(row.scenario, row.rabbitmq), row.expect, _cell(row.seed),
+                 _cell(row.valid), row.judgement,
                  _cell(row.attempts), _cell(row.acknowledged), _cell(row.lost),
                  _cell(row.unexpected), dup, _cell(row.recovered),
                  _cell(row.ordering_violations), f"{row.wall_s:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"- {row.scenario} (seed {_cell(row.seed)}): {'; '.join(row.problems)}"
+    notes = [f"- {_named(row.scenario, row.rabbitmq)} (seed {_cell(row.seed)}): "
+             f"{'; '.join(row.problems)}"
              for row in rows if row.problems]
     if notes:
         lines += ["", "Problems:", *notes]
@@ -316,7 +329,8 @@ def summary_table(summaries: Sequence[Summary]) -> str:
     for s in summaries:
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}")
-        cells = [s.scenario, s.expect, str(s.runs), str(s.valid), str(s.invalid), str(s.unknown),
+        cells = [_named(s.scenario, s.rabbitmq), s.expect, str(s.runs), str(s.valid),
+                 str(s.invalid), str(s.unknown),
                  str(s.weak), f"{s.held}/{s.runs}", f"{s.min_rate:.0%}", s.verdict, lost,
                  f"{s.wall_s_median:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -355,6 +369,42 @@ def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> st
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class NotApplicable:
+    """A scenario a release line cannot run (a mirrored queue on 4.0), and why; never run."""
+
+    scenario: str
+    rabbitmq: str
+    reason: str
+
+
+def _verdict_cell(s: Summary) -> str:
+    weak = f", {s.weak} weak" if s.weak else ""
+    return f"{s.held}/{s.runs} {s.verdict}{weak}"
+
+
+def version_table(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = ()
+                  ) -> str:
+    """Takes summaries and the scenarios some line could not run. Returns a Markdown table with
+    a line per scenario and a column per release line: how often its prediction held, its
+    verdict, how many runs were weak; "not applicable" with the reason where the line cannot
+    run it; "-" where it was not run."""
+    lines_seen = list(dict.fromkeys([*(s.rabbitmq for s in summaries),
+                                     *(n.rabbitmq for n in not_applicable)]))
+    names = list(dict.fromkeys([*(s.scenario for s in summaries),
+                                *(n.scenario for n in not_applicable)]))
+    expect = {s.scenario: s.expect for s in summaries}
+    cell = {(s.scenario, s.rabbitmq): _verdict_cell(s) for s in summaries}
+    cell.update({(n.scenario, n.rabbitmq): f"not applicable: {n.reason}"
+                 for n in not_applicable})
+    head = ["scenario", "expected", *(f"RabbitMQ {x}" for x in lines_seen)]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in names:
+        cells = [name, expect.get(name, "-"), *(cell.get((name, x), "-") for x in lines_seen)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
           extra: dict[str, Any] | None = None, code: int | None = None) -> tuple[Path, Path]:
     """Takes the rows, their summaries, a directory, optional further top-level fields for
@@ -369,6 +419,9 @@ def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
     doc.update({k: v for k, v in (extra or {}).items() if k not in doc})
     js.write_text(json.dumps(doc, indent=2) + "\n")
     text = summary_table(summaries) + "\n" + table(rows)
+    na = [NotApplicable(**x) for x in (extra or {}).get("not_applicable", ())]
+    if na or len({s.rabbitmq for s in summaries}) > 1:
+        text = version_table(summaries, na) + "\n" + text
     if said:
         text += "\n" + "\n".join(f"- {p}" for p in said) + "\n"
     md.write_text(text)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clusters.releases import DEFAULT_LINE
 from harness import matrix
 from harness.matrix import Expectation
 from harness.spec import SpecError, TestSpec, spec_from_dict
@@ -70,7 +71,8 @@ class Series:
         """Takes what `record` takes. Returns the run's row without recording it."""
         return matrix.make_row(
             name, self.expectations[name], code, wall_s, outcome.run_dir, outcome.results,
-            outcome.error, seed=spec.seed, infrastructure=infrastructure, tries=tries)
+            outcome.error, seed=spec.seed, infrastructure=infrastructure, tries=tries,
+            rabbitmq=spec.broker.rabbitmq)
 
     def write(self, code: int | None = None) -> None:
         """Rewrites matrix.json (with `extra`) and matrix.md; `code` overrides the exit code
@@ -258,6 +260,14 @@ def _each_run_once(matrix_files: Sequence[Path]) -> Iterator[
                 yield key, row, spec, run_dir, results
 
 
+def on_release(spec: TestSpec, broker: dict[str, Any]) -> TestSpec:
+    """Takes a scenario's spec and a stored spec's broker section. Returns the spec on the
+    stored release line and metadata store (3.10 and Mnesia when it names none)."""
+    return dataclasses.replace(spec, broker=dataclasses.replace(
+        spec.broker, rabbitmq=broker.get("rabbitmq", DEFAULT_LINE),
+        metadata_store=broker.get("metadata_store", "mnesia")))
+
+
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
             recheck: Any = None, specs: dict[str, TestSpec] | None = None,
             dropped: dict[str, int] | None = None) -> list[matrix.Row]:
@@ -275,6 +285,9 @@ def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
     rows = []
     for _key, old, stored, run_dir, results in _each_run_once(matrix_files):
         current = (specs or {}).get(old.scenario)
+        if current is not None and stored is not None:
+            # The release line and metadata store are dimensions of a series, not of a scenario.
+            current = on_release(current, stored.get("broker") or {})
         if current is not None and stored is not None and not same_scenario(stored, current):
             if dropped is not None:
                 dropped[old.scenario] = dropped.get(old.scenario, 0) + 1
@@ -287,5 +300,5 @@ def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
         rows.append(matrix.make_row(
             old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
             old.wall_s, old.run_dir, results, seed=old.seed,
-            infrastructure=old.infrastructure, tries=old.tries))
+            infrastructure=old.infrastructure, tries=old.tries, rabbitmq=old.rabbitmq))
     return rows

@@ -185,3 +185,64 @@ def test_a_weak_run_is_neither_a_detection_nor_a_safe_pass():
     assert matrix.exit_code(rows, [s]) == 2
     assert matrix.problems([s]) == ["q: 1 of 2 runs were weak (RabbitMQ noticed none of their "
                                     "faults, or nothing was at risk): they tested nothing"]
+
+
+def _row(scenario, line, res, expect=LOSS):
+    return matrix.make_row(scenario, expect, 0, 60.0, f"store/{scenario}/x", res, seed=1,
+                           rabbitmq=line)
+
+
+def test_each_release_line_is_summarised_apart_and_shown_side_by_side(tmp_path):
+    rows = [_row("quorum-ignore", "3.10", results(True), VALID),
+            _row("quorum-ignore", "4.0", results(True), VALID),
+            _row("quorum-ignore", "4.0", results(False, 2, ["lost"]), VALID),
+            _row("transient-node-restart", "3.10", results(False, 9, ["lost"]))]
+    summaries = matrix.summarize(rows, {"quorum-ignore": VALID, "transient-node-restart": LOSS})
+    assert [(s.scenario, s.rabbitmq, s.runs, s.held) for s in summaries] == [
+        ("quorum-ignore", "3.10", 1, 1), ("quorum-ignore", "4.0", 2, 1),
+        ("transient-node-restart", "3.10", 1, 1)]
+    na = [matrix.NotApplicable("mirrored-master-partition", "4.0",
+                               "classic queue mirroring was removed in RabbitMQ 4.0")]
+    text = matrix.version_table(summaries, na)
+    lines = text.splitlines()
+    assert lines[0] == "| scenario | expected | RabbitMQ 3.10 | RabbitMQ 4.0 |"
+    assert "| quorum-ignore | valid | 1/1 ok | 1/2 FINDING |" in lines
+    assert "| transient-node-restart | lost | 1/1 ok | - |" in lines
+    assert ("| mirrored-master-partition | - | - | not applicable: classic queue mirroring was "
+            "removed in RabbitMQ 4.0 |") in lines
+    # matrix.md leads with the side-by-side table; rows read back keep their line
+    js, md = matrix.write(rows, summaries, tmp_path,
+                          extra={"not_applicable": [vars(n) for n in na]})
+    assert md.read_text().startswith("| scenario | expected | RabbitMQ 3.10 | RabbitMQ 4.0 |")
+    assert "quorum-ignore (RabbitMQ 4.0)" in md.read_text()
+    assert [r.rabbitmq for r in matrix.read_rows(js)] == ["3.10", "4.0", "4.0", "3.10"]
+
+
+def test_a_row_stored_before_release_lines_reads_as_3_10(tmp_path):
+    row = {k: v for k, v in vars(_row("kill", "3.10", results(True), VALID)).items()
+           if k != "rabbitmq"}
+    (tmp_path / "matrix.json").write_text(json.dumps({"rows": [row]}))
+    assert matrix.read_rows(tmp_path / "matrix.json")[0].rabbitmq == "3.10"
+
+
+def test_matrix_on_two_lines_runs_each_scenario_on_both_and_says_what_cannot_run(
+        monkeypatch, capsys, tmp_path):
+    import harness.cli as cli
+    ran = []
+
+    def fake_series(entries, a, not_applicable=()):
+        ran.extend((n, s.broker.rabbitmq) for n, s, _e in entries)
+        ran.extend(("n/a", n.scenario, n.rabbitmq, n.reason[:40]) for n in not_applicable)
+        return 0
+
+    monkeypatch.setattr(cli, "_series", fake_series)
+    assert main(["matrix", "--scenarios", "quorum-ignore,mirrored-master-partition",
+                 "--rabbitmq", "3.10,4.0"]) == 0
+    assert ran == [("quorum-ignore", "3.10"), ("quorum-ignore", "4.0"),
+                   ("mirrored-master-partition", "3.10"),
+                   ("n/a", "mirrored-master-partition", "4.0",
+                    "classic queue mirroring was removed in R")]
+    assert main(["matrix", "--scenarios", "mirrored-master-partition", "--rabbitmq", "4.0"]) == 2
+    assert "no scenario asked for can run" in capsys.readouterr().err
+    assert main(["run", "--rabbitmq", "3.10,4.0"]) == 2
+    assert "a run tests one RabbitMQ release" in capsys.readouterr().err

@@ -47,7 +47,7 @@ from workloads.queue_spec import queue_arguments
     (["run", "--repeat", "0"], "--repeat must be >= 1"),
     (["matrix", "--scenarios", "healthy", "--repeat", "-2"], "--repeat must be >= 1"),
     (["frobnicate"], "invalid choice"),
-    (["run", "--rabbitmq", "3.8"], "invalid choice"),
+    (["run", "--rabbitmq", "3.8"], "unknown RabbitMQ release 3.8; known: 3.10, 4.0"),
     (["run", "--rabbitmq", "4.0", "--queue-type", "mirrored"],
      "classic queue mirroring was removed in RabbitMQ 4.0"),
     (["run", "--rabbitmq", "4.0", "--scenario", "mirrored-master-partition"],
