@@ -12,7 +12,7 @@ SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-ignore 
 RUN_ARGS ?=
 
 .PHONY: setup test test-unit test-integration test-partition $(addprefix test-,$(filter-out partition,$(SCENARIOS))) \
-        scenarios matrix bench bench-workload lint clean check report serve
+        scenarios matrix bench bench-workload bench-cluster lint clean check report serve
 
 setup:
 	@bash scripts/setup.sh
@@ -77,6 +77,11 @@ bench: setup
 
 bench-workload: setup
 	$(PY) -m bench.workload $(WORKLOAD_BENCH_ARGS)
+
+# Cluster-ready time, phase by phase, on each release line (root: namespaces; nothing else may run
+# a cluster meanwhile).
+bench-cluster: setup
+	$(PY) -m bench.cluster $(CLUSTER_BENCH_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -176,6 +176,35 @@ def parse_exists(text: str) -> bool:
     return first == "present"
 
 
+def parse_effective_policy(text: str, queue: str) -> dict[str, Any] | None:
+    """Takes `list_queues --formatter json name policy effective_policy_definition` output and a
+    queue name. Returns {"policy": name or None, "definition": the keys in effect} for that
+    queue, or None when it is not listed. Raises ValueError for output that is not that."""
+    rows = json.loads(text)
+    if not isinstance(rows, list):
+        raise ValueError(f"unexpected list_queues output: {text.strip()[:200]!r}")
+    for r in rows:
+        if isinstance(r, dict) and r.get("name") == queue:
+            definition = r.get("effective_policy_definition")
+            if isinstance(definition, list):  # a proplist printed as [[key, value], ...]
+                definition = {str(p[0]): p[1] for p in definition
+                              if isinstance(p, list) and len(p) == 2}
+            return {"policy": r.get("policy") or None,
+                    "definition": definition if isinstance(definition, dict) else {}}
+    return None
+
+
+def policy_mismatch(asked: Mapping[str, Any], applied: Mapping[str, Any] | None) -> list[str]:
+    """Takes a policy definition the harness set and what the broker says is in effect on the
+    queue (parse_effective_policy). Returns a phrase for each key that did not take effect as
+    asked (empty when all did)."""
+    if applied is None:
+        return ["the queue is not listed"]
+    have = applied.get("definition") or {}
+    return [f"{k} is {have.get(k, 'not set')!r}, not {v!r}" for k, v in asked.items()
+            if have.get(k) != v]
+
+
 def parse_stream_end(text: str) -> int:
     """Takes `rabbitmq-streams stream_status --formatter json` output. Returns the highest
     committed offset any member reports (-1 for an empty stream). Raises ValueError."""
@@ -209,6 +238,14 @@ class RabbitAdmin:
         pattern = "^" + queue.replace(".", r"\.") + "$"
         self.broker.ctl(self.nodes[0], "set_policy", "--apply-to", "queues", "--priority",
                         str(priority), name, pattern, json.dumps(definition))
+
+    def effective_policy(self, queue: str, timeout: float = 20.0) -> dict[str, Any] | None:
+        """Asks the first node which policy is in effect on the queue and its definition.
+        Returns parse_effective_policy's dict (None: no such queue). Raises CommandTimeout,
+        RemoteError or BrokerError."""
+        return self._parsed(self.nodes[0], lambda out: parse_effective_policy(out, queue),
+                            "list_queues", "--silent", "--formatter", "json", "name", "policy",
+                            "effective_policy_definition", timeout=timeout)
 
     def queue_placement(self, queue: str) -> dict[str, Any]:
         """Returns where the queue lives: leader/master and members/mirrors, as short node names.

@@ -25,7 +25,7 @@ from typing import Any
 
 from clusters.backend import BackendError
 from clusters.rabbitmq import BrokerError, RabbitBroker
-from clusters.rabbitmq_admin import RabbitAdmin
+from clusters.rabbitmq_admin import RabbitAdmin, policy_mismatch
 from clusters.registry import make_cluster
 from clusters.releases import line_of
 from clusters.remote import RemoteError
@@ -39,6 +39,7 @@ from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
+from workloads.queue_spec import ha_policy
 from workloads.queue_workload import QueueWorkload
 
 log = logging.getLogger(__name__)
@@ -186,8 +187,25 @@ class Run:
             self.test_info["versions"] = self.broker.versions()
             self.check_release(self.test_info["versions"])
             self.workload.setup(self.admin)
+            self.check_policy()
             self.test_info["placement_at_start"] = self.admin.queue_placement(self.spec.queue.name)
             self.save_test_json()
+
+    def check_policy(self) -> None:
+        """Records the policy the broker applied to the queue beside the one the harness set
+        (test.json's `policy`), and raises BrokerError when a key of it did not take effect: a
+        mirroring policy another policy outranks, or one the broker ignored, would test an
+        unmirrored queue."""
+        spec = self.spec.queue
+        asked = ha_policy(spec, {n.name: n.erlang_name for n in self.cluster.nodes})
+        if asked is None:
+            return
+        applied = self.admin.effective_policy(spec.name)
+        self.test_info["policy"] = {"asked": asked, "applied": applied}
+        wrong = policy_mismatch(asked, applied)
+        if wrong:
+            raise BrokerError(f"the policy set on {spec.name} did not take effect: "
+                              + "; ".join(wrong))
 
     def check_release(self, versions: dict[str, Any]) -> None:
         """Raises BrokerError when the nodes run another release line, or another metadata

@@ -94,13 +94,45 @@ def test_ctl_runs_the_unwrapped_cli_with_the_node_env():
     assert env is not None and env["HOME"] == "/data/n2/home"
 
 
-def test_form_cluster_joins_every_other_node_to_the_first():
-    nodes, b = _broker()
+def _status_saying(running: dict[str, list[str]]):
+    """Returns a responder whose cluster_status shows, per node ip, the nodes it sees running."""
+    def respond(argv):
+        if "cluster_status" in argv:
+            ip = argv[argv.index("-n") + 1].removeprefix("rabbit@")
+            seen = [f"rabbit@{x}" for x in running.get(ip, [])]
+            return CommandResult(argv, 0, json.dumps({"running_nodes": seen, "partitions": {}}),
+                                 "")
+        return None
+    return respond
+
+
+def test_form_cluster_joins_by_hand_only_the_nodes_that_did_not_join_at_boot():
+    all3 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _status_saying(
+        {"10.0.0.1": all3[:2], "10.0.0.2": all3[:2], "10.0.0.3": ["10.0.0.3"]})))
+        for i in (1, 2, 3)]
+    b = RabbitBroker(nodes, BrokerConfig(), "/data")
     b.form_cluster()
-    assert nodes[0].remote.calls == []
-    for n in nodes[1:]:
-        verbs = [c[3:] for c in n.remote.calls]
-        assert verbs == [("stop_app",), ("join_cluster", "rabbit@10.0.0.1"), ("start_app",)]
+    verbs = {n.name: [c[3:] for c in n.remote.calls if "cluster_status" not in c] for n in nodes}
+    # n2 found n1 at boot (peer discovery); n3 formed a cluster of its own and is joined.
+    assert verbs == {"n1": [], "n2": [],
+                     "n3": [("stop_app",), ("join_cluster", "rabbit@10.0.0.1"), ("start_app",)]}
+
+
+def test_nodes_that_all_joined_at_boot_are_left_alone():
+    all3 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _status_saying(
+        {ip: all3 for ip in all3}))) for i in (1, 2, 3)]
+    RabbitBroker(nodes, BrokerConfig(), "/data").form_cluster()
+    assert all(c[3] == "cluster_status" for n in nodes for c in n.remote.calls)
+
+
+def test_the_config_lists_every_peer_for_discovery_at_boot():
+    peers = ["rabbit@10.0.0.1", "rabbit@10.0.0.2", "rabbit@10.0.0.3"]
+    text = render_config(BrokerConfig(), "10.0.0.2", peers)
+    assert "cluster_formation.peer_discovery_backend = classic_config" in text
+    assert "cluster_formation.classic_config.nodes.3 = rabbit@10.0.0.3" in text
+    assert "peer_discovery" not in render_config(BrokerConfig(), "10.0.0.2", peers[:1])
 
 
 def test_configure_writes_config_cookie_and_starts_one_epmd():

@@ -90,3 +90,21 @@ def test_a_depth_is_two_counts_or_absent_anything_else_is_loud():
     assert parse_exists("present\nok") is True and parse_exists("absent\nok") is False
     with pytest.raises(ValueError):
         parse_exists("{badrpc,nodedown}")
+
+
+def test_the_policy_in_effect_is_read_and_compared_with_the_one_set():
+    from clusters.rabbitmq_admin import parse_effective_policy, policy_mismatch
+    text = json.dumps([{"name": "other", "policy": "", "effective_policy_definition": []},
+                       {"name": "q", "policy": "harness-ha", "effective_policy_definition":
+                        {"ha-mode": "all", "ha-sync-mode": "manual"}}])
+    applied = parse_effective_policy(text, "q")
+    assert applied == {"policy": "harness-ha",
+                       "definition": {"ha-mode": "all", "ha-sync-mode": "manual"}}
+    assert policy_mismatch({"ha-mode": "all", "ha-sync-mode": "manual"}, applied) == []
+    assert policy_mismatch({"ha-mode": "all", "ha-sync-mode": "automatic"}, applied) == [
+        "ha-sync-mode is 'manual', not 'automatic'"]
+    unmirrored = parse_effective_policy(text, "other")
+    assert unmirrored == {"policy": None, "definition": {}}
+    assert policy_mismatch({"ha-mode": "all"}, unmirrored) == ["ha-mode is 'not set', not 'all'"]
+    assert parse_effective_policy(text, "nope") is None
+    assert policy_mismatch({"ha-mode": "all"}, None) == ["the queue is not listed"]

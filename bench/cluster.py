@@ -1,0 +1,138 @@
+"""How long a local cluster takes to be ready, phase by phase, on each RabbitMQ release line.
+
+Boots a local N-node cluster (network namespaces, as `harness run` does) `--rounds` times per
+release line, the lines taking turns, and times each phase of its setup exactly as the runner
+does it:
+
+- rootfs: the release's binaries ready (a Debian root filesystem for 4.0; nothing for 3.10);
+- namespaces: the bridge and one namespace per node;
+- boot: every node configured and started in parallel, until each answers `rabbitmqctl wait`
+  (the nodes find each other as they boot: peer discovery);
+- form: every node confirmed in the first one's cluster (a node that did not join is joined);
+- store: the metadata store switched (Khepri; nothing for Mnesia);
+- healthy: every node running, seeing all the others, no partition;
+- queue: a quorum queue declared with confirms.
+
+"ready" is the sum: namespaces to queue declared (rootfs apart: built once). Prints every round
+and the median, minimum and maximum of each phase per line; `--json FILE` keeps the raw
+figures. Run it as `make bench-cluster` (root: namespaces). Nothing else may run a cluster
+meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pika
+
+from clusters.netns import NetnsCluster, make_plan
+from clusters.rabbitmq import BrokerConfig, RabbitBroker, healthy
+from clusters.releases import RELEASES
+
+STATE = Path(__file__).resolve().parent.parent / ".state"
+PHASES = ("namespaces", "boot", "form", "store", "healthy", "queue")
+
+
+def _declare(ip: str) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters(ip, connection_attempts=3,
+                                                             retry_delay=0.5))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("bench.ready", durable=True, arguments={"x-queue-type": "quorum"})
+    finally:
+        conn.close()
+
+
+def _wait_healthy(broker: RabbitBroker, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    want = [n.erlang_name for n in broker.nodes]
+    while not healthy(broker.statuses(), want):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the cluster did not become healthy")
+        time.sleep(0.2)
+
+
+def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
+    """Takes a release line, a node count and a metadata store. Boots a cluster, times each
+    phase, tears it down. Returns {phase: seconds} with "rootfs" and "ready"."""
+    cluster = NetnsCluster(make_plan(nodes), data_root=str(STATE / "cluster" / "bench-cluster"))
+    broker = RabbitBroker(cluster.nodes, BrokerConfig(rabbitmq=line, metadata_store=store),
+                          cluster.data_root)
+    times: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[[], object]) -> None:
+        t0 = time.monotonic()
+        fn()
+        times[name] = round(time.monotonic() - t0, 2)
+
+    try:
+        timed("rootfs", lambda: broker.use(cluster.launcher(broker.release)))
+        timed("namespaces", cluster.create)
+        timed("boot", lambda: broker.start_all(120))
+        timed("form", broker.form_cluster)
+        timed("store", broker.enable_metadata_store)
+        timed("healthy", lambda: _wait_healthy(broker))
+        timed("queue", lambda: _declare(cluster.nodes[0].ip))
+    finally:
+        broker.stop_all()
+        cluster.destroy()
+        shutil.rmtree(cluster.data_root, ignore_errors=True)
+    times["ready"] = round(sum(times[p] for p in PHASES), 2)
+    return times
+
+
+def report(rounds: dict[str, list[dict[str, float]]]) -> str:
+    """Takes each line's rounds. Returns a table of each phase's median, min and max."""
+    out = ["| release | rounds | " + " | ".join(PHASES) + " | ready (median / min / max) |",
+           "|---|---|" + "---|" * (len(PHASES) + 1)]
+    for line, rs in rounds.items():
+        cells = [f"{statistics.median(r[p] for r in rs):.1f}" for p in PHASES]
+        ready = [r["ready"] for r in rs]
+        out.append(f"| {line} | {len(rs)} | " + " | ".join(cells) +
+                   f" | {statistics.median(ready):.1f} / {min(ready):.1f} / {max(ready):.1f} |")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the benchmark. Returns 0, or 2 when a cluster would not come up."""
+    p = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.splitlines()[0])
+    p.add_argument("--rabbitmq", default="3.10,4.0", help="release lines, comma-separated")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--metadata-store", default="mnesia")
+    p.add_argument("--json", type=Path, help="write the raw figures here")
+    a = p.parse_args(argv)
+    lines = [x for x in a.rabbitmq.split(",") if x]
+    unknown = [x for x in lines if x not in RELEASES]
+    if unknown:
+        print(f"unknown release(s): {', '.join(unknown)}; known: {', '.join(RELEASES)}",
+              file=sys.stderr)
+        return 2
+    rounds: dict[str, list[dict[str, float]]] = {x: [] for x in lines}
+    for k in range(a.rounds):
+        for line in lines[k % len(lines):] + lines[:k % len(lines)]:  # lines take turns
+            try:
+                r = one_round(line, a.nodes, a.metadata_store)
+            except Exception as e:  # a cluster that would not come up ends the benchmark
+                print(f"{line} round {k + 1}: {type(e).__name__}: {e}", file=sys.stderr)
+                return 2
+            rounds[line].append(r)
+            print(f"{line} round {k + 1}: " + ", ".join(f"{p} {r[p]:.1f}s"
+                                                         for p in ("rootfs", *PHASES, "ready")),
+                  flush=True)
+    print(report(rounds))
+    if a.json:
+        a.json.write_text(json.dumps(rounds, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

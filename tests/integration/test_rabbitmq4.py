@@ -1,0 +1,64 @@
+"""RabbitMQ 4.0 beside 3.10: real 4.0 clusters run from the Debian 13 root filesystem (built on
+first use), chrooted inside the same namespaces, with the same partitions and checks."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import harness
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("nothing_left")]
+
+
+def _run_dir(proc: subprocess.CompletedProcess) -> Path:
+    line = [x for x in proc.stdout.splitlines() if x.startswith("run directory: ")][-1]
+    return Path(line.removeprefix("run directory: "))
+
+
+def _stored(proc: subprocess.CompletedProcess) -> tuple[dict, dict]:
+    run = _run_dir(proc)
+    return (json.loads((run / "test.json").read_text()),
+            json.loads((run / "results.json").read_text()))
+
+
+def test_a_quorum_queue_on_4_0_through_a_noticed_partition_loses_nothing(tmp_path):
+    proc = harness("run", "--rabbitmq", "4.0", "--scenario", "partition", "--time-limit", "40",
+                   "--nemesis", "partition-leader", "--seed", "7", "--rate", "60",
+                   "--store", str(tmp_path), timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    test, results = _stored(proc)
+    v = test["versions"]
+    assert (v["release"], v["metadata_store"]) == ("4.0", "mnesia")
+    assert v["rabbitmq"].startswith("4.0.") and v["erlang"].startswith("Erlang/OTP 27")
+    assert "khepri_db" not in v["feature_flags"] and "quorum_queue" in v["feature_flags"]
+    assert results["versions"]["rabbitmq"] == v["rabbitmq"]
+    q = results["queue"]
+    assert q["acknowledged_count"] > 50 and q["lost_count"] == 0, q
+    # 4.0's own log lines say the leader's isolation was noticed: the run tested something.
+    assert results["faults"] and results["faults"][0]["noticed"] is True, results["faults"]
+    assert results["strength"]["weak"] is False, results["strength"]
+    assert test["spec"]["broker"]["rabbitmq"] == "4.0"
+
+
+def test_khepri_runs_and_says_partition_handling_does_not_apply(tmp_path):
+    proc = harness("run", "--rabbitmq", "4.0", "--metadata-store", "khepri", "--scenario",
+                   "partition", "--nemesis", "partition-one", "--time-limit", "30",
+                   "--seed", "8", "--rate", "60", "--store", str(tmp_path), timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "does not apply to the khepri metadata store" in proc.stderr
+    test, results = _stored(proc)
+    assert test["versions"]["metadata_store"] == "khepri"
+    assert "khepri_db" in test["versions"]["feature_flags"]
+    assert any("does not apply to the khepri" in w for w in test["fault_warnings"])
+    assert results["queue"]["lost_count"] == 0
+    assert results["faults"][0]["noticed"] is True, results["faults"]
+
+
+def test_a_mirrored_queue_on_4_0_exits_2_before_anything_starts(tmp_path):
+    proc = harness("run", "--rabbitmq", "4.0", "--scenario", "mirrored-master-partition",
+                   "--store", str(tmp_path), timeout=120)
+    assert proc.returncode == 2
+    assert "classic queue mirroring was removed in RabbitMQ 4.0" in proc.stderr
+    assert not any(tmp_path.iterdir())  # no run directory: nothing started
