@@ -255,6 +255,7 @@ class NetnsCluster:
     def __init__(self, plan: NetnsPlan, data_root: str = "") -> None:
         self.plan = plan
         self.data_root = data_root
+        self._mountpoint: str | None = None
         self.nodes: tuple[Node, ...] = tuple(
             Node(name, plan.ip(name), NetnsRemote(name, plan.namespace(name)))
             for name in plan.names
@@ -301,13 +302,19 @@ class NetnsCluster:
                  time.monotonic() - t0)
         # Node names are addresses, but the broker's scripts look up this host's name.
         shutil.copyfile("/etc/hosts", root / "etc" / "hosts")
-        os.makedirs(self.data_root, exist_ok=True)
-        return ChrootLauncher(str(root), (os.path.abspath(self.data_root),))
+        data = os.path.abspath(self.data_root)
+        os.makedirs(data, exist_ok=True)
+        self._mountpoint = f"{root}{data}"  # made by the launcher; removed by destroy
+        return ChrootLauncher(str(root), (data,))
 
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
         """Copies the brokers' logs into dest/<node>/ (they are files on this machine)."""
         broker.collect_logs(dest)
 
     def destroy(self) -> None:
-        """Ends every process in our namespaces by pid and removes namespaces and links."""
+        """Ends every process in our namespaces by pid and removes namespaces and links, and
+        the empty folder a root filesystem's data bind was mounted on."""
         cleanup(self.plan.prefix)
+        if self._mountpoint:
+            with contextlib.suppress(OSError):  # not empty or still mounted: leave it
+                os.rmdir(self._mountpoint)
