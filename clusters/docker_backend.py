@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from clusters.backend import (
+    DEFAULT_DOCKER_IMAGE,
     Backend,
     BackendConfigError,
     BackendError,
@@ -42,7 +43,7 @@ from clusters.backend import (
 )
 from clusters.base import Node
 from clusters.rabbitmq import RABBIT_BIN
-from clusters.releases import HostLauncher, Launcher, Release
+from clusters.releases import DEFAULT_LINE, HostLauncher, Launcher, Release
 from clusters.remote import RemoteError
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,11 @@ def connect(timeout: int = API_TIMEOUT) -> Any:
                            f"(start dockerd; see README, Backends): {e}") from e
 
 
+def default_image(line: str) -> str:
+    """Takes a release line. Returns the image scripts/build-docker-image.sh builds for it."""
+    return f"rmqh/rabbitmq:{line}-local"
+
+
 class DockerCluster:
     """Broker nodes in Docker containers (the docker backend's ManagedCluster)."""
 
@@ -122,6 +128,9 @@ class DockerCluster:
                  connector: Any = connect) -> None:
         self.options = options
         self.run_id = run_id
+        # The image the nodes run: the one named, else the release line's own (`launcher`).
+        self.image = options.docker_image
+        self._line = DEFAULT_LINE
         self._connector = connector
         self._api: Any = None
         self._made_network = False
@@ -153,13 +162,15 @@ class DockerCluster:
         from docker.errors import DockerException, ImageNotFound
 
         self._api = self._connector()
-        image = self.options.docker_image
+        image = self.image
         try:
             self._api.inspect_image(image)
         except ImageNotFound:
+            build = ("scripts/build-docker-image.sh" if self._line == DEFAULT_LINE
+                     else f"scripts/build-docker-image.sh --rabbitmq {self._line}")
             raise BackendError(
                 f"Docker image {image} is not present locally and is never pulled: build it "
-                f"with scripts/build-docker-image.sh, or name a local image (--docker-image)"
+                f"with {build}, or name a local image (--docker-image)"
             ) from None
         except (DockerException, OSError) as e:
             raise BackendError(f"cannot inspect Docker image {image}: {e}") from e
@@ -210,7 +221,7 @@ class DockerCluster:
         networking = api.create_networking_config(
             {net: api.create_endpoint_config(ipv4_address=n.ip)})
         c = api.create_container(
-            self.options.docker_image, command=["sleep", "infinity"],
+            self.image, command=["sleep", "infinity"],
             name=container_name(n.name), hostname=n.name, labels=labels(self.run_id, n.name),
             host_config=host_config, networking_config=networking, use_config_proxy=False,
         )
@@ -225,18 +236,22 @@ class DockerCluster:
         res = n.remote.run(["sh", "-c", _ADAPT_SCRIPT, "sh", bin_dir], timeout=30, check=False)
         if not res.ok:
             raise BackendError(
-                f"image {self.options.docker_image} has no rabbitmq-server (not at "
+                f"image {self.image} has no rabbitmq-server (not at "
                 f"{bin_dir}/rabbitmq-server nor on the PATH); see README, Backends")
         missing = n.remote.run(["sh", "-c", _MISSING_SCRIPT, "sh", *TOOLS],
                                timeout=30).stdout.split()
         if missing:
-            raise BackendError(f"image {self.options.docker_image} lacks {', '.join(missing)} "
+            raise BackendError(f"image {self.image} lacks {', '.join(missing)} "
                                "(the harness runs them inside each container); build one with "
                                "scripts/build-docker-image.sh")
 
     def launcher(self, release: Release) -> Launcher:
-        """Returns the image's own binaries (the image is the release; the run checks the
-        version its nodes report)."""
+        """Takes the release line asked for. Returns the image's own binaries: the image is
+        the release (rmqh/rabbitmq:<line>-local unless --docker-image names another; the run
+        checks the version its nodes report)."""
+        self._line = release.line
+        if self.options.docker_image == DEFAULT_DOCKER_IMAGE:
+            self.image = default_image(release.line)
         return HostLauncher()
 
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
@@ -334,4 +349,4 @@ def clean(state_dir: Path, connector: Any = None) -> list[str]:
             close()
 
 
-BACKEND = Backend(check=check, make=make, cleanup=clean, lines=("3.10",))
+BACKEND = Backend(check=check, make=make, cleanup=clean, lines=("3.10", "4.0"))

@@ -97,3 +97,25 @@ def test_enabled_feature_flags_from_the_cli_json():
     assert enabled_flags(text) == ["khepri_db", "quorum_queue"]
     with pytest.raises(ValueError, match="unparseable feature flags"):
         enabled_flags("Error: nodedown")
+
+
+def test_a_backend_refuses_a_line_it_cannot_provide_and_docker_picks_the_lines_image():
+    from clusters.backend import Backend, BackendConfigError, BackendOptions
+    from clusters.docker_backend import DockerCluster, default_image
+    from clusters.registry import BACKENDS, check_options
+
+    BACKENDS["only310"] = Backend(check=lambda o, n: None, make=None, cleanup=lambda d: [],
+                                  lines=("3.10",))
+    try:
+        with pytest.raises(BackendConfigError,
+                           match=r"the only310 backend provides RabbitMQ 3.10, not 4.0"):
+            check_options(BackendOptions(kind="only310"), 3, "4.0")
+    finally:
+        del BACKENDS["only310"]
+    check_options(BackendOptions(kind="docker"), 3, "4.0")
+    default = DockerCluster(BackendOptions(kind="docker"), 3, "r1")
+    default.launcher(release("4.0"))
+    assert default.image == default_image("4.0") == "rmqh/rabbitmq:4.0-local"
+    named = DockerCluster(BackendOptions(kind="docker", docker_image="mine:1"), 3, "r1")
+    named.launcher(release("4.0"))
+    assert named.image == "mine:1"  # a named image is the user's choice; its version is checked

@@ -53,8 +53,6 @@ from workloads.queue_spec import queue_arguments
     (["run", "--rabbitmq", "4.0", "--scenario", "mirrored-master-partition"],
      "classic queue mirroring was removed in RabbitMQ 4.0"),
     (["run", "--metadata-store", "khepri"], "RabbitMQ 3.10 has no khepri metadata store"),
-    (["run", "--rabbitmq", "4.0", "--backend", "docker"],
-     "the docker backend provides RabbitMQ 3.10, not 4.0 (--rabbitmq)"),
     (["table", "/nonexistent/matrix.json"], "no such file: /nonexistent/matrix.json"),
     (["archive", "/nonexistent/matrix.json", "--out", "a.jsonl"], "no such file"),
     (["archive", "README.md", "--out", "a.json"], "an archive is a .jsonl file"),
