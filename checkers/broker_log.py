@@ -90,7 +90,19 @@ PATTERNS_3_10: Final[tuple[Pattern, ...]] = (
     _p("app-stop", None, r"^Stopping RabbitMQ applications and their dependencies"),
     _p("leader-abdicates", None, _QUEUE + r"leader saw .* abdicates term: (?P<term>\d+)"),
 )
-PATTERNS: Final[Mapping[str, tuple[Pattern, ...]]] = {"3.10": PATTERNS_3_10}
+# RabbitMQ 4.0 logs the same distribution, partition-handling and quorum-queue lines (same
+# format; captured from real 4.0.5 runs), and its Raft metadata store (Khepri, and the
+# metadata store's Ra cluster under Mnesia too) logs its own elections: a detection by that
+# store's Raft members, and a new metadata leader as an effect (never a queue's failover).
+_STORE = r"^RabbitMQ metadata store: "
+PATTERNS_4_0: Final[tuple[Pattern, ...]] = (
+    *PATTERNS_3_10,
+    _p("election", "raft",
+       _STORE + r"(?:follower|pre_vote) -> (?:pre_vote|candidate) in term: (?P<term>\d+)"),
+    _p("metadata-leader", None, _STORE + r"candidate -> leader in term: (?P<term>\d+)"),
+    _p("metadata-leader", None, _STORE + r"detected a new leader .* in term (?P<term>\d+)"),
+)
+PATTERNS: Final[Mapping[str, tuple[Pattern, ...]]] = {"3.10": PATTERNS_3_10, "4.0": PATTERNS_4_0}
 
 
 def patterns_for(version: str | None) -> tuple[Pattern, ...]:

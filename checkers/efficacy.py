@@ -48,6 +48,7 @@ EFFECT_KINDS: Final[Mapping[str, str]] = {
     "autoheal-restart": "autoheal-restart",
     "no-synchronised-mirror": "master-stopped-without-synchronised-mirror",
     "node-start": "node-restart",
+    "metadata-leader": "metadata-store-leader-elected",
 }
 PLURAL: Final[Mapping[str, str]] = {
     "partition": "partitions", "kill": "kills", "stop": "stops", "pause": "pauses",
