@@ -404,6 +404,8 @@ def summary(results: dict[str, Any]) -> str:
     """Takes results. Returns the verdict and counts as a few lines for the terminal."""
     q = results.get("queue", {})
     o = results.get("ordering", {})
+    why = q.get("dropped_by_design_reasons") or {}
+    dropped = f" ({', '.join(f'{r} {n}' for r, n in why.items())})" if why else ""
     counts = [
         f"{k.removesuffix('_count')} {q[k]}{extra}" for k, extra in (
             ("attempt_count", ""), ("acknowledged_count", ""), ("ok_count", ""),
@@ -412,6 +414,7 @@ def summary(results: dict[str, Any]) -> str:
             ("duplicated_count", f" ({q.get('unflagged_duplicated_count', 0)} unflagged)"),
             ("unflagged_after_ack_count", ""), ("recovered_count", ""),
             ("delivered_failed_count", " (delivered after a nack)"),
+            ("dropped_by_design_count", dropped),
         ) if k in q
     ]
     error = f"error: {q['error']}" if q.get("error") else ""

@@ -268,3 +268,13 @@ def test_a_delivery_limit_is_declared_and_recorded_and_the_default_is_known_by_r
     classic = dataclasses.replace(default, queue=dataclasses.replace(default.queue,
                                                                      type="classic"))
     assert classic.delivery_limit_on("4.0") is None
+
+
+def test_the_summary_says_how_many_messages_were_dropped_by_design_and_why():
+    from harness.cli import summary
+
+    text = summary({"valid": True, "queue": {
+        "valid": True, "attempt_count": 7986, "acknowledged_count": 7986, "lost_count": 0,
+        "dropped_by_design_count": 5485, "dropped_by_design_reasons": {"maxlen": 5485}}})
+    assert "queue: attempt 7986, acknowledged 7986, lost 0 (0 unacked), dropped_by_design " \
+           "5485 (maxlen 5485)  [True]" in text
