@@ -67,18 +67,33 @@ TEXTS: Final = {
         "The publish's outcome was unknown (it ended info: no confirm before the deadline or the "
         "connection was lost; or the history ends before it completed), and the message was "
         "delivered: it had been enqueued after all. Not an anomaly."),
+    "dropped_by_design": (
+        "Never delivered: the queue dropped it by design, as it was configured to (a max "
+        "length with overflow drop-head drops the oldest message; a quorum queue's delivery "
+        "limit drops a message returned more often), and dead-lettered it to the harness's "
+        "dead-letter queue, where the drain read it back with the reason in its x-death "
+        "header. Not an anomaly, and not counted as lost."),
+    "dead_lettered_delivered": (
+        "Delivered and acknowledged, and also dead-lettered (read back from the harness's "
+        "dead-letter queue): counted as delivered, not as dropped. It can be both when an "
+        "acknowledgement written on a channel never reached the queue (the channel closed "
+        "right after): the message came back, and the queue then dropped it at its limit."),
 }
 ORDER: Final = ("lost", "lost_unacked", "unexpected", "unflagged_duplicated", "unflagged_after_ack",
-                "redelivered_duplicated", "delivered_failed", "recovered")
+                "redelivered_duplicated", "delivered_failed", "recovered", "dropped_by_design",
+                "dead_lettered_delivered")
 NOT_DRAINED: Final = (
     " The drain did not complete, so these messages may still be in the queue: they are not "
     "proven lost, and the verdict is unknown.")
 
 
 def explanations(counts: Mapping[str, int], samples: Mapping[str, list[str]],
-                 drain_complete: bool) -> dict[str, str]:
-    """Takes the queue counts, sorted id samples and whether the drain completed. Returns
-    {class: paragraph} for every class in ORDER whose count is above zero, in that order."""
+                 drain_complete: bool, *, unaccounted: str | None = None,
+                 dropped_reasons: Mapping[str, int] | None = None) -> dict[str, str]:
+    """Takes the queue counts, sorted id samples, whether the drain completed, why lost
+    messages may have been dropped where the harness does not read (None: they cannot) and the
+    messages dropped by design counted by reason. Returns {class: paragraph} for every class
+    in ORDER whose count is above zero, in that order."""
     out = {}
     for key in ORDER:
         n = int(counts.get(f"{key}_count", 0))
@@ -89,5 +104,10 @@ def explanations(counts: Mapping[str, int], samples: Mapping[str, list[str]],
         text = f"{n} message{'s' if n != 1 else ''}. {TEXTS[key]}{example}"
         if key in ("lost", "lost_unacked") and not drain_complete:
             text += NOT_DRAINED
+        elif key in ("lost", "lost_unacked") and unaccounted:
+            text += (f" But {unaccounted}: these messages may have been dropped by design, so "
+                     "they are not proven lost, and the verdict is unknown.")
+        if key == "dropped_by_design" and dropped_reasons:
+            text += " By reason: " + ", ".join(f"{r} {k}" for r, k in dropped_reasons.items()) + "."
         out[key] = text
     return out

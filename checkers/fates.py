@@ -16,6 +16,8 @@ FATE_ORDER that applies (so the worst one wins):
   than once, a later delivery unflagged / every later one flagged;
 - recovered: delivered although its publish's outcome was unknown;
 - delivered_failed: delivered although its publish was refused (a nack);
+- dropped_by_design: never delivered, and dead-lettered by the queue's
+  limits (read back from the harness's dead-letter queue), confirmed or not;
 - unconfirmed: not confirmed (fail, info or no completion) and never
   delivered: nobody promised it;
 - delivered_in_drain / delivered: confirmed and delivered once, first consumed
@@ -57,7 +59,7 @@ from typing import Any, Final
 # Fates, from the best to the worst: where several apply, the last one listed wins.
 FATE_ORDER: Final = ("delivered", "delivered_in_drain", "redelivered_duplicated",
                      "unflagged_duplicated", "recovered", "delivered_failed", "unconfirmed",
-                     "unproven", "lost")
+                     "dropped_by_design", "unproven", "lost")
 FATE_LABELS: Final = {
     "delivered": "delivered in the main phase",
     "delivered_in_drain": "delivered in the drain",
@@ -66,6 +68,7 @@ FATE_LABELS: Final = {
     "recovered": "recovered (unconfirmed, delivered)",
     "delivered_failed": "delivered after a nack",
     "unconfirmed": "unconfirmed, never delivered",
+    "dropped_by_design": "dropped by design (dead-lettered)",
     "unproven": "not read back (drain unproven)",
     "lost": "lost",
 }

@@ -14,6 +14,12 @@ a few kinds, and this module is the one place that says how:
   process, consumer tag and message id, first in, first out. A history with
   no ack at all (older runs, auto-ack consumers) is read as if every delivery
   was acked;
+- a *dead-letter* is a client op of type "ok" with f "dead-letter": a message
+  the queue dropped by design (its max length with drop-head, its delivery
+  limit) and the harness read back from its own dead-letter queue, with the
+  x-death `reason`. No ack pairs with it. The harness's observation
+  f "dead-lettering" says where the queue dead-letters (by "harness", read
+  back; by "user", not) and under which limits;
 - *nemesis ops* (process "nemesis") and *harness events* (process "harness")
   are few and are read on the driver;
 - every other client op (another f, a consume that is not "ok") is ignored.
@@ -34,6 +40,8 @@ HARNESS: Final = "harness"
 PUBLISH: Final = "publish"
 DELIVERY_FS: Final = frozenset({"consume", "drain"})
 ACK: Final = "ack"
+DEAD_LETTER: Final = "dead-letter"
+DEAD_LETTERING: Final = "dead-lettering"
 
 # The error text of a failed publish recorded without one, as fail_reasons counts it.
 NO_REASON: Final = "(none)"

@@ -32,6 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from checkers.model import DEAD_LETTERING
+
 
 @dataclass(frozen=True)
 class HarnessEvent:
@@ -117,6 +119,17 @@ def main_phase(events: Iterable[HarnessEvent], first: int, last: int) -> tuple[i
     start = next((e.time for e in evs if phase_of(e) == ("main", "start")), first)
     end = next((e.time for e in evs if phase_of(e) == ("main", "end")), last)
     return start, end
+
+
+def dead_lettering(events: Iterable[HarnessEvent]) -> dict[str, Any] | None:
+    """Takes harness events in order. Returns the value of the last `dead-lettering`
+    observation (where the queue dead-letters: by "harness" or "user", under which limits),
+    or None when the harness recorded none (the queue dead-letters nowhere, or an older run)."""
+    found = None
+    for e in events:
+        if e.f == DEAD_LETTERING and isinstance(e.value, dict):
+            found = e.value
+    return found
 
 
 def phase_start(events: Iterable[HarnessEvent], phase: str) -> int | None:

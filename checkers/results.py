@@ -44,6 +44,9 @@ QUEUE_COUNTS: Final = (
     "lost_unacked_count",
     "unflagged_after_ack_count",
     "acked_delivery_count",
+    "dead_lettered_count",
+    "dropped_by_design_count",
+    "dead_lettered_delivered_count",
 )
 QUEUE_SAMPLES: Final = (
     "lost",
@@ -55,6 +58,7 @@ QUEUE_SAMPLES: Final = (
     "delivered_failed",
     "lost_unacked",
     "unflagged_after_ack",
+    "dead_lettered_delivered",
 )
 
 
@@ -93,19 +97,26 @@ def queue_section(
     *,
     fail_reasons: Mapping[str, int] | None = None,
     acks_recorded: bool = False,
+    dropped: tuple[Mapping[str, int], Mapping[str, list[str]]] | None = None,
+    dead_lettering: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Takes the queue counts (QUEUE_COUNTS), sorted id samples (QUEUE_SAMPLES), the drain's
-    outcome, the options, the failed publishes counted by error text, and whether the history
-    records acks. Returns the "queue" section.
+    outcome, the options, the failed publishes counted by error text, whether the history
+    records acks, the messages dropped by design counted by reason and each reason's example
+    ids, and the harness's observation of where the queue dead-letters (None: nowhere).
+    Returns the "queue" section.
 
     Invalid (false) for unexpected messages, for lost ones once the drain
     completed, and for duplicates (unflagged ones, and the unflagged-after-ack
     ones among them, by default; flagged ones if the options say so). A
     message delivered after its publish failed (nack) is reported, never
-    invalid. Without a completed drain (when required) lost messages cannot be
+    invalid; so is a message dropped by design (dead-lettered, read back).
+    Without a completed drain (when required) lost messages cannot be
     told from ones still queued: the section is then "unknown" with a reason,
     unless another anomaly makes it false; with nothing lost the drain cannot
-    change the verdict, so it is not needed.
+    change the verdict, so it is not needed. So too when the queue dropped
+    messages by design into the user's own dead-letter exchange, which the
+    harness does not read (`unaccounted`).
     """
     anomalies = []
     if counts["unexpected_count"]:
@@ -117,14 +128,18 @@ def queue_section(
     if counts["redelivered_duplicated_count"] and options.flagged_duplicates_invalid:
         anomalies.append("redelivered_duplicated")
     drained = lost_proven(drain, options)
+    elsewhere = unaccounted(dead_lettering)
     lost = counts["lost_count"] > 0
     section: dict[str, Any] = {}
-    if anomalies or (lost and drained):
+    if anomalies or (lost and drained and elsewhere is None):
         valid: Valid = False
-    elif lost:
+    elif lost and not drained:
         valid = UNKNOWN
         section["reason"] = (f"{drain.reason}: lost messages cannot be told from messages still "
                              f"queued")
+    elif lost:
+        valid = UNKNOWN
+        section["reason"] = f"{elsewhere}: lost messages cannot be told from messages dropped"
     else:
         valid = True
     if counts["lost_unacked_count"]:
@@ -137,14 +152,37 @@ def queue_section(
     section.update({k: int(counts[k]) for k in QUEUE_COUNTS})
     section.update({k: list(samples.get(k, [])) for k in QUEUE_SAMPLES})
     section["fail_reasons"] = dict(fail_reasons or {})
-    section["explanations"] = explanations(counts, samples, drain.complete)
+    reasons, examples = dropped or ({}, {})
+    section["dropped_by_design_reasons"] = dict(reasons)
+    section["dropped_by_design_examples"] = {k: list(v) for k, v in examples.items()}
+    section["dead_lettering"] = dict(dead_lettering) if dead_lettering is not None else None
+    first = next((v[0] for v in examples.values() if v), None)
+    section["explanations"] = explanations(
+        counts, {**samples, "dropped_by_design": [first] if first else []}, drain.complete,
+        unaccounted=elsewhere, dropped_reasons=reasons)
     return section
 
 
-def lost_proven(drain: DrainState, options: CheckOptions) -> bool:
-    """Takes the drain's outcome and the options. Returns whether a message never read back
-    counts as lost: the drain proved the queue empty, or the options do not require it."""
-    return drain.complete or not options.require_drain
+def unaccounted(dead_lettering: Mapping[str, Any] | None) -> str | None:
+    """Takes the harness's observation of where the queue dead-letters (or None). Returns why
+    a message never read back may have been dropped by design rather than lost (the queue has
+    a limit and dead-letters to the user's exchange, which the harness does not read), else
+    None."""
+    if not dead_lettering or dead_lettering.get("by") != "user" \
+            or not dead_lettering.get("limits"):
+        return None
+    limits = ", ".join(str(x) for x in dead_lettering["limits"])
+    return (f"the queue drops messages by design ({limits}) into the user's dead-letter "
+            f"exchange {dead_lettering.get('exchange')!r}, which the harness does not read")
+
+
+def lost_proven(drain: DrainState, options: CheckOptions,
+                dead_lettering: Mapping[str, Any] | None = None) -> bool:
+    """Takes the drain's outcome, the options and the harness's observation of where the queue
+    dead-letters. Returns whether a message never read back counts as lost: the drain proved
+    the queue empty, or the options do not require it; and no limit dropped messages where
+    the harness does not read them (`unaccounted`)."""
+    return (drain.complete or not options.require_drain) and unaccounted(dead_lettering) is None
 
 
 def top_reasons(reasons: Mapping[str | None, int], limit: int) -> dict[str, int]:

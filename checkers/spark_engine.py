@@ -28,7 +28,7 @@ from checkers.efficacy import Evidence, judge_faults, strength
 from checkers.faults import fault_windows
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
-from checkers.phases import HarnessEvent, drain_state, main_phase, phase_start
+from checkers.phases import HarnessEvent, dead_lettering, drain_state, main_phase, phase_start
 from checkers.results import check_safe, compose, lost_proven, ordering_section, queue_section
 from checkers.spark_fates import fates_of
 from checkers.spark_io import (
@@ -47,6 +47,7 @@ from checkers.spark_perf import perf_facts
 from checkers.spark_queue import (
     SAMPLED,
     ack_problem,
+    dropped_reasons,
     fail_reasons,
     messages,
     publish_problem,
@@ -145,8 +146,11 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(msgs, options.sample_size)
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
+        dropped = (dropped_reasons(msgs, options.sample_size)
+                   if counts["dropped_by_design_count"] else None)
         return queue_section(counts, samples, drain_state(harness), options,
-                             fail_reasons=reasons, acks_recorded=acks)
+                             fail_reasons=reasons, acks_recorded=acks, dropped=dropped,
+                             dead_lettering=dead_lettering(harness))
 
     reordered: list[dict[str, Any]] = []  # the ordering violations attributed to faults
 
@@ -173,7 +177,8 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     t1 = time.monotonic()
     try:
         results["fates"] = fates_of(msgs, results["queue"], windows,
-                                    lost_proven(drain_state(harness), options),
+                                    lost_proven(drain_state(harness), options,
+                                                dead_lettering(harness)),
                                     phase_start(harness, "drain"), (first, last), reordered)
     except Exception:  # a courtesy for the plots and incidents: never lose the verdict over it
         log.warning("could not count the messages' fates", exc_info=True)

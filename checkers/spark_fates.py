@@ -40,6 +40,7 @@ def fate_column(drained: bool, drain_start: int | None) -> Column:
             .when(flags["redelivered_duplicated"], F.lit("redelivered_duplicated"))
             .when(flags["recovered"], F.lit("recovered"))
             .when(flags["delivered_failed"], F.lit("delivered_failed"))
+            .when(flags["dropped_by_design"], F.lit("dropped_by_design"))
             .when(~flags["ok"], F.lit("unconfirmed"))
             .when(in_drain, F.lit("delivered_in_drain"))
             .otherwise(F.lit("delivered")))

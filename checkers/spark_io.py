@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 from checkers.errors import HistoryError
 from checkers.model import (
     ACK,
+    DEAD_LETTER,
     DELIVERY_FS,
     HARNESS,
     MESSAGE_ID_PATTERN,
@@ -72,6 +73,7 @@ SCHEMA = T.StructType([
     T.StructField("redelivered", T.BooleanType()),
     T.StructField("error", T.StringType()),
     T.StructField("phase", T.StringType()),
+    T.StructField("reason", T.StringType()),  # why a message was dead-lettered
     T.StructField(CORRUPT, T.StringType()),
 ])
 
@@ -108,7 +110,7 @@ def read_jsonl(spark: SparkSession, path: Path) -> DataFrame:
 
 
 # Row classes and outcome codes, computed once when the history is parsed.
-PUBLISH_ROW, DELIVERY_ROW, ACK_ROW = 1, 2, 3
+PUBLISH_ROW, DELIVERY_ROW, ACK_ROW, DEAD_ROW = 1, 2, 3, 4
 CODE_NAMES = {v: k for k, v in OUTCOME_CODES.items()}
 PREPARED = ("_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem", "proc",
             "f", "node", "error", "consumer", "pub", "seq", "redelivered", "reason", "phase")
@@ -131,7 +133,9 @@ def _problem(pid: Column, code: Column) -> Column:
             .when(client & F.col("f").isin(*DELIVERY_FS) & (code == OUTCOME_CODES["ok"])
                   & F.col("value").isNull(), F.lit("delivery without a message id (value)"))
             .when(client & (F.col("f") == ACK) & (code == OUTCOME_CODES["ok"])
-                  & F.col("value").isNull(), F.lit("ack without a message id (value)")))
+                  & F.col("value").isNull(), F.lit("ack without a message id (value)"))
+            .when(client & (F.col("f") == DEAD_LETTER) & (code == OUTCOME_CODES["ok"])
+                  & F.col("value").isNull(), F.lit("dead letter without a message id (value)")))
 
 
 def _from_id(group: int) -> Column:
@@ -143,14 +147,14 @@ def prepare(raw: DataFrame) -> DataFrame:
     """Takes parsed rows (SCHEMA plus _block, _pos). Returns the columns the checks read (PREPARED).
 
     Per row: its outcome `code` (invoke 0, ok 1, fail 2, info 3), client process
-    number `pid`, class `cls` (publish op, delivery, ack, or null), and `problem`
+    number `pid`, class `cls` (publish op, delivery, ack, dead letter, or null), and `problem`
     (null if fine). Fields only some rows need are kept only there, null (and
     nearly free in Parquet) elsewhere: `proc` for nemesis and harness ops; `f`
     for those and deliveries (consume or drain); `node` for those and publish
     ops; `error` for those and publish completions; `consumer` for deliveries
     and acks; `pub`, `seq` (from the fields, else the id), `redelivered` and
-    `phase` for deliveries; `reason` (the error text) for failed publish
-    completions. (The node, f, error and phase of client ops are read only
+    `phase` for deliveries; `reason` for failed publish completions (the error
+    text) and for dead letters (why the queue dead-lettered the message). (The node, f, error and phase of client ops are read only
     for the few messages an explanation tells: checkers.evidence.)
     """
     pid = F.when(F.col("process").rlike(PROCESS_INT_PATTERN), F.col("process").try_cast("bigint"))
@@ -163,12 +167,14 @@ def prepare(raw: DataFrame) -> DataFrame:
     ok = F.col("code") == OUTCOME_CODES["ok"]
     cls = (F.when(client & (F.col("f") == PUBLISH), F.lit(PUBLISH_ROW))
            .when(client & F.col("f").isin(*DELIVERY_FS) & ok, F.lit(DELIVERY_ROW))
-           .when(client & (F.col("f") == ACK) & ok, F.lit(ACK_ROW)))
+           .when(client & (F.col("f") == ACK) & ok, F.lit(ACK_ROW))
+           .when(client & (F.col("f") == DEAD_LETTER) & ok, F.lit(DEAD_ROW)))
     classed = staged.select("*", cls.alias("cls"), problem.alias("problem"))
     side = F.col("pid").isNull()
     dlv = F.col("cls") == DELIVERY_ROW
     publish = F.col("cls") == PUBLISH_ROW
     failed = publish & (F.col("code") == OUTCOME_CODES["fail"])
+    dead = F.col("cls") == DEAD_ROW
 
     def only(cond: Column, col: str | Column) -> Column:
         return F.when(cond, F.col(col) if isinstance(col, str) else col)
@@ -183,7 +189,7 @@ def prepare(raw: DataFrame) -> DataFrame:
         only(dlv, F.coalesce(F.col("publisher"), _from_id(1))).alias("pub"),
         only(dlv, F.coalesce(F.col("seq"), _from_id(2))).alias("seq"),
         only(dlv, F.coalesce(F.col("redelivered"), F.lit(False))).alias("redelivered"),
-        only(failed, "error").alias("reason"),
+        F.when(failed, F.col("error")).when(dead, F.col("reason")).alias("reason"),
         only(dlv, "phase").alias("phase"),
     )
 
@@ -262,6 +268,11 @@ def is_delivery() -> Column:
 def is_ack() -> Column:
     """Returns whether a row is an ack (client, ok, f ack, with an id)."""
     return F.col("cls") == ACK_ROW
+
+
+def is_dead_letter() -> Column:
+    """Returns whether a row is a dead letter (client, ok, f dead-letter, with an id)."""
+    return F.col("cls") == DEAD_ROW
 
 
 # -- input checks ------------------------------------------------------------------------------

@@ -26,7 +26,14 @@ and to consumer acknowledgements):
 - recovered = delivered ∩ attempted whose publish completed `info` or never
   completed; delivered_failed = delivered ids whose publish was `fail`
   (reported, not an anomaly: a nack refuses responsibility, it does not say
-  the message is absent); fail_reasons = failed publishes by error text.
+  the message is absent); fail_reasons = failed publishes by error text;
+- dead_lettered = ids with a dead-letter op (the queue dropped them by design
+  and the harness read them back from its dead-letter queue);
+  dropped_by_design = (attempted ∩ dead_lettered) - delivered, counted by the
+  reason of the id's first dead-letter op (`dropped_reasons`); a
+  dead-lettered id that was also delivered is delivered, and reported as
+  dead_lettered_delivered. So lost = acknowledged - delivered - dead_lettered:
+  only a confirmed message that vanished without a dead-letter record is lost.
 
 `messages` brings every publish op and delivery of a message id together in
 one shuffle and reduces them with plain min/max/count aggregates (fixed-width
@@ -56,6 +63,7 @@ from checkers.spark_io import (
     CODE_NAMES,
     History,
     is_ack,
+    is_dead_letter,
     is_delivery,
     is_publish,
     loc,
@@ -82,9 +90,9 @@ def messages(h: History, acks: bool) -> DataFrame:
     min: whether the id's first publish op is a completion, and whether its
     first (acked) delivery was flagged redelivered.
     """
-    pub, dlv, flag = is_publish(), is_delivery(), F.col("redelivered")
+    pub, dlv, flag, dead = is_publish(), is_delivery(), F.col("redelivered"), is_dead_letter()
     cols: list[Column | str] = [F.col("value").alias("id"), "cls", "code", "pid", "time",
-                                "consumer", "redelivered", loc().alias("loc")]
+                                "consumer", "redelivered", "reason", loc().alias("loc")]
     if acks:
         # One stream per (id, process, consumer), in history order. Acks pair with deliveries
         # first in, first out (a consumer acks in the order it was delivered): the k-th delivery
@@ -96,7 +104,7 @@ def messages(h: History, acks: bool) -> DataFrame:
         whole = stream.orderBy("loc").rowsBetween(Window.unboundedPreceding,
                                                   Window.unboundedFollowing)
         d_row, a_row = dlv.cast("int"), is_ack().cast("int")
-        rows = (h.df.where(pub | dlv | is_ack()).select(*cols).select(
+        rows = (h.df.where(pub | dlv | is_ack() | dead).select(*cols).select(
             "*", F.sum(d_row).over(upto).alias("d_cum"), F.sum(a_row).over(upto).alias("a_cum"),
             F.sum(a_row).over(whole).alias("a_total"),
             F.collect_list(F.when(is_ack(), F.col("loc"))).over(whole).alias("ack_locs")))
@@ -104,7 +112,7 @@ def messages(h: History, acks: bool) -> DataFrame:
         orphan = is_ack() & (F.col("a_cum") > F.col("d_cum"))
         ack_loc = F.when(acked, F.element_at("ack_locs", F.col("d_cum").cast("int")))
     else:
-        rows = h.df.where(pub | dlv).select(*cols)
+        rows = h.df.where(pub | dlv | dead).select(*cols)
         acked, orphan, ack_loc = dlv, F.lit(False), F.col("loc")
     at = F.col("loc")
     inv = pub & (F.col("code") == 0)
@@ -131,6 +139,10 @@ def messages(h: History, acks: bool) -> DataFrame:
         # When the message was first consumed: its first ack (first delivery without acks),
         # for what was at risk when each fault began (checkers.spark_risk).
         F.min(when(is_ack() if acks else dlv, "time")).alias("consumed_time"),
+        # Dead letters (each on a stream of its own, so they pair with no ack): how many, and
+        # the first one's reason.
+        F.count_if(dead).alias("n_dead"),
+        F.min_by(F.col("reason"), when(dead, at)).alias("dead_reason"),
     ]
     same = {"n_acked": "n_del", "n_acked_unflagged": "n_unflagged",
             "first_acked_flag": "first_flag", "first_flag_ack_loc": "first_flag_loc"}
@@ -149,7 +161,8 @@ def messages(h: History, acks: bool) -> DataFrame:
     return rows.groupBy("id").agg(*aggs).select(
         "id", "n_inv", "comp_code", "inv_time", "comp_time", F.col("pid_min").alias("inv_pid"),
         "n_del", "n_unflagged", "first_flag", "first_flag_loc", "last_unflagged_loc",
-        "consumed_time", *acked_cols, problem_loc().alias("problem_at"))
+        "consumed_time", "n_dead", "dead_reason", *acked_cols,
+        problem_loc().alias("problem_at"))
 
 
 def problem_loc() -> Column:
@@ -225,7 +238,8 @@ def _flags() -> dict[str, Column]:
     unknown = code.isNull() | (code == INFO)
     dup = attempted & (n > 1)
     extra_unflagged = unflagged - F.when(first_flag == 1, 0).otherwise(1)
-    lost = (code == OK) & ~delivered
+    dead = F.col("n_dead") > 0
+    lost = (code == OK) & ~delivered & ~dead
     return {
         "attempt": attempted,
         "acknowledged": attempted & (code == OK),
@@ -241,11 +255,15 @@ def _flags() -> dict[str, Column]:
         "delivered_failed": delivered & (code == FAIL),
         "lost_unacked": lost & received,
         "unflagged_after_ack": F.coalesce(F.col("last_unflagged_loc") > flag_ack, F.lit(False)),
+        "dead_lettered": dead,
+        "dropped_by_design": attempted & ~delivered & dead,
+        "dead_lettered_delivered": dead & delivered,
     }
 
 
 SAMPLED = ("lost", "unexpected", "duplicated", "redelivered_duplicated", "unflagged_duplicated",
-           "recovered", "delivered_failed", "lost_unacked", "unflagged_after_ack")
+           "recovered", "delivered_failed", "lost_unacked", "unflagged_after_ack",
+           "dead_lettered_delivered")
 
 
 def id_order() -> list[Column]:
@@ -280,6 +298,26 @@ def queue_facts(msgs: DataFrame, sample_size: int) -> tuple[dict[str, int], dict
         for r in sorted(rows, key=lambda r: r["rn"]):
             samples[r["kind"]].append(r["id"])
     return counts, samples
+
+
+def dropped_reasons(msgs: DataFrame, sample_size: int) -> tuple[dict[str, int],
+                                                                dict[str, list[str]]]:
+    """Takes the messages table and the sample size. Returns the messages dropped by design
+    counted by the reason of their first dead letter ("(none)" without one), most frequent
+    first, then by reason, and each reason's first `sample_size` ids in id order."""
+    reason = F.coalesce(F.col("dead_reason"), F.lit(NO_REASON)).alias("r")
+    by = Window.partitionBy("r")
+    rows = (msgs.where(_flags()["dropped_by_design"]).select("id", reason)
+            .select("id", "r", F.row_number().over(by.orderBy(*id_order())).alias("rn"),
+                    F.count(F.lit(1)).over(by).alias("n"))
+            .where(F.col("rn") <= max(sample_size, 1)).collect())
+    counts = {r["r"]: int(r["n"]) for r in rows}
+    examples: dict[str, list[str]] = {}
+    for r in sorted(rows, key=lambda r: r["rn"]):
+        if r["rn"] <= sample_size:
+            examples.setdefault(r["r"], []).append(r["id"])
+    order = sorted(counts, key=lambda k: (-counts[k], k))
+    return {k: counts[k] for k in order}, {k: examples.get(k, []) for k in order}
 
 
 def fail_reasons(h: History, limit: int) -> dict[str, int]:

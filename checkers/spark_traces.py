@@ -17,11 +17,12 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 
 from checkers.errors import HistoryError
-from checkers.model import ACK, HARNESS, PUBLISH
+from checkers.model import ACK, DEAD_LETTER, HARNESS, PUBLISH
 from checkers.phases import HarnessEvent
 from checkers.spark_io import (
     ACK_ROW,
     CODE_NAMES,
+    DEAD_ROW,
     DELIVERY_ROW,
     PUBLISH_ROW,
     History,
@@ -57,7 +58,8 @@ FIELDS = ("loc", "index", "time", "code", "pid", "value", "cls", "f", "node", "e
 
 def _op(r: Row) -> Op:
     """Takes a collected client row (FIELDS). Returns it as a history op."""
-    f = r["f"] if r["cls"] == DELIVERY_ROW else {PUBLISH_ROW: PUBLISH, ACK_ROW: ACK}[r["cls"]]
+    f = r["f"] if r["cls"] == DELIVERY_ROW else {
+        PUBLISH_ROW: PUBLISH, ACK_ROW: ACK, DEAD_ROW: DEAD_LETTER}[r["cls"]]
     return Op(type=cast(OpType, CODE_NAMES[r["code"]]), process=r["pid"], f=f, value=r["value"],
               node=r["node"], index=r["index"], time=r["time"], publisher=r["pub"],
               seq=r["seq"], consumer=r["consumer"], redelivered=r["redelivered"],

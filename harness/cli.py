@@ -118,7 +118,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="declare the queue non-durable (classic only)")
     q.add_argument("--quorum-initial-group-size", type=int,
                    help="replicas of a quorum queue or stream")
-    q.add_argument("--delivery-limit", type=int)
+    q.add_argument("--delivery-limit", type=int, metavar="N",
+                   help="quorum queues: deliveries of a message before the queue drops it "
+                        "(x-delivery-limit; default: RabbitMQ's, none on 3.10, 20 on 4.0); "
+                        "the harness dead-letters what it drops and reads it back, so it is "
+                        "counted as dropped by design, not lost")
     q.add_argument("--ha-mode", choices=("all", "exactly", "nodes"))
     q.add_argument("--ha-params", type=_ha_params, help="a count, or node names n1,n2")
     q.add_argument("--ha-sync-mode", choices=("automatic", "manual"))
@@ -131,8 +135,15 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "grows past it meets the overflow behaviour")
     q.add_argument("--overflow", choices=OVERFLOWS,
                    help="what the queue does at its max length: drop-head discards the oldest "
-                        "(RabbitMQ's default: confirmed messages are lost by design), "
+                        "(RabbitMQ's default; the harness dead-letters them and counts them "
+                        "as dropped by design), "
                         "reject-publish nacks new publishes")
+    q.add_argument("--dead-letter-exchange", metavar="NAME",
+                   help="the queue's own dead-letter exchange (x-dead-letter-exchange); by "
+                        "default, a queue that drops messages by design (drop-head, a delivery "
+                        "limit) dead-letters to the harness's own, which the drain reads back. "
+                        "With yours the harness cannot account for dropped messages: those it "
+                        "did not deliver are not proven lost (the verdict is then unknown)")
     w = p.add_argument_group("workload")
     w.add_argument("--publishers", type=int)
     w.add_argument("--consumers", type=int)
@@ -291,6 +302,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         queue_master_locator=a.queue_master_locator,
         single_active_consumer=a.single_active_consumer,
         max_length=a.max_length, overflow=a.overflow,
+        dead_letter_exchange=a.dead_letter_exchange,
     )
     client = _replace(base.workload.client, publish_timeout_s=a.publish_timeout, window=a.window,
                       prefetch=a.prefetch,
@@ -419,6 +431,8 @@ def summary(results: dict[str, Any]) -> str:
     """Takes results. Returns the verdict and counts as a few lines for the terminal."""
     q = results.get("queue", {})
     o = results.get("ordering", {})
+    why = q.get("dropped_by_design_reasons") or {}
+    dropped = f" ({', '.join(f'{r} {n}' for r, n in why.items())})" if why else ""
     counts = [
         f"{k.removesuffix('_count')} {q[k]}{extra}" for k, extra in (
             ("attempt_count", ""), ("acknowledged_count", ""), ("ok_count", ""),
@@ -427,6 +441,7 @@ def summary(results: dict[str, Any]) -> str:
             ("duplicated_count", f" ({q.get('unflagged_duplicated_count', 0)} unflagged)"),
             ("unflagged_after_ack_count", ""), ("recovered_count", ""),
             ("delivered_failed_count", " (delivered after a nack)"),
+            ("dropped_by_design_count", dropped),
         ) if k in q
     ]
     error = f"error: {q['error']}" if q.get("error") else ""

@@ -163,6 +163,11 @@ QUEUE_COUNTS: tuple[tuple[str, str, str], ...] = (
      "unflagged duplicates delivered after a flagged delivery was acked (anomaly)"),
     ("recovered_count", "recovered", "publish outcome unknown, delivered anyway"),
     ("delivered_failed_count", "delivered after a nack", "publish refused (nack or return), delivered anyway: reported, not an anomaly"),
+    ("dead_lettered_count", "dead-lettered", "read back from the harness's dead-letter queue"),
+    ("dropped_by_design_count", "  dropped by design", "dead-lettered by the queue's limits "
+     "(max length, delivery limit), never delivered: not an anomaly, not lost"),
+    ("dead_lettered_delivered_count", "  also delivered", "dead-lettered, but delivered and "
+     "acked too: counted as delivered"),
 )
 ORDERING_COUNTS: tuple[tuple[str, str, str], ...] = (
     ("deliveries_checked", "deliveries checked for order", "non-redelivered deliveries compared"),

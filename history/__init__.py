@@ -8,6 +8,20 @@ assigns indexes and times under a lock and flushes every line, so a run killed
 half-way still leaves a readable history. `Recorder` is what clients are given
 (the writer's `append`), so they never hold the file. `read_history` reads a
 small history back; the Spark checkers read the file themselves.
+
+Queue ops, beyond Jepsen's: a delivery (f "consume" or "drain") carries
+`delivery_count`, the broker's x-delivery-count header (quorum queues set it on
+a redelivery; null where absent, and in histories written before it existed),
+which tells a first delivery from a redelivery. A message the queue
+dead-lettered by design (its max length with overflow drop-head, its delivery
+limit) and the harness read back from its own dead-letter queue is one op,
+`type "ok"`, `f "dead-letter"` (DEAD_LETTER), with the message's `value`,
+`publisher`, `seq`, the reading `process`, `consumer`, `node`, `queue` (the
+dead-letter queue), `phase "drain"`, and from the message's x-death header
+`reason` ("maxlen", "delivery_limit", "rejected", "expired"), `death_count`
+and `death_queue` (the queue it was dead-lettered from). No ack op follows it.
+The workload's setup records how the queue dead-letters, when it does, as a
+harness observation `f "dead-lettering"` (see workloads.queue_workload).
 """
 
 from __future__ import annotations
@@ -29,6 +43,8 @@ OP_TYPES: frozenset[str] = frozenset({"invoke", "ok", "fail", "info"})
 # Processes that are not clients.
 NEMESIS = "nemesis"
 HARNESS = "harness"
+# A message the harness read back from the queue's dead-letter queue.
+DEAD_LETTER = "dead-letter"
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,7 @@ class Op:
     seq: int | None = None
     consumer: str | None = None
     redelivered: bool | None = None
+    delivery_count: int | None = None
     phase: str | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)

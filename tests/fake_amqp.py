@@ -1,6 +1,7 @@
 """A small AMQP 0-9-1 server on loopback for client tests: it completes pika's handshake,
-answers channel requests, confirms publishes, and can fall silent on a chosen request (the
-socket stays open, as a broker's connection process does while a queue's process hangs)."""
+answers channel requests, confirms publishes, serves consumers from queues the test fills, and
+can fall silent on a chosen request (the socket stays open, as a broker's connection process
+does while a queue's process hangs)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import contextlib
 import socket
 import threading
 from collections import defaultdict
+from typing import Any
 
 import pika.frame
 import pika.spec
@@ -15,8 +17,13 @@ import pika.spec
 
 class FakeBroker:
     """Serves every connection made to `port`. `silent_on`: a request type (e.g.
-    pika.spec.Basic.Consume) from whose first arrival on a connection nothing more is answered.
-    `requests` lists every request's name as it came; `published` every message body."""
+    pika.spec.Basic.Consume) from whose first arrival on a connection nothing more is answered;
+    `version`: the version it announces in its server properties (None: none).
+    `requests` lists every request's name as it came; `published` every message body;
+    `declared` each declared queue's arguments; `exchanges` each declared exchange and type;
+    `bindings` each (queue, exchange) bound. `put` queues a message with its headers for the
+    next consumer of its queue; `depth` says what a queue holds (ready, delivered unacked): a
+    consumer's ack removes a message, its connection's end puts the unacked back."""
 
     ANSWERS = {
         pika.spec.Channel.Open: pika.spec.Channel.OpenOk,
@@ -24,18 +31,37 @@ class FakeBroker:
         pika.spec.Confirm.Select: pika.spec.Confirm.SelectOk,
         pika.spec.Channel.Close: pika.spec.Channel.CloseOk,
         pika.spec.Connection.Close: pika.spec.Connection.CloseOk,
+        pika.spec.Exchange.Declare: pika.spec.Exchange.DeclareOk,
+        pika.spec.Queue.Bind: pika.spec.Queue.BindOk,
     }
 
-    def __init__(self, silent_on: type | None = None) -> None:
+    def __init__(self, silent_on: type | None = None, version: str | None = None) -> None:
         self.silent_on = silent_on
+        self.version = version
         self.requests: list[str] = []
         self.published: list[bytes] = []
+        self.declared: dict[str, dict[str, Any]] = {}
+        self.exchanges: list[tuple[str, str]] = []
+        self.bindings: list[tuple[str, str]] = []
+        self._ready: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
+        self._unacked: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
         self._conns: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def put(self, queue: str, body: str, headers: dict[str, Any] | None = None) -> None:
+        """Queues a message for the next consumer of `queue`."""
+        with self._lock:
+            self._ready[queue].append((body.encode(), headers or {}))
+
+    def depth(self, queue: str) -> tuple[int, int]:
+        """Returns what `queue` holds: (ready, delivered and not acked)."""
+        with self._lock:
+            return len(self._ready[queue]), self._unacked[queue]
 
     def _accept(self) -> None:
         with contextlib.suppress(OSError):
@@ -48,50 +74,92 @@ class FakeBroker:
     def _send(conn: socket.socket, channel: int, method: pika.spec.amqp_object.Method) -> None:
         conn.sendall(pika.frame.Method(channel, method).marshal())
 
+    def _deliver(self, conn: socket.socket, ch: int, tag: str, queue: str,
+                 out: dict[int, tuple[str, bytes, dict[str, Any]]]) -> None:
+        """Hands every ready message of `queue` to consumer `tag` (no prefetch limit)."""
+        with self._lock:
+            ready, self._ready[queue] = self._ready[queue], []
+            self._unacked[queue] += len(ready)
+        for body, headers in ready:
+            n = len(out) + 1
+            out[n] = (queue, body, headers)
+            self._send(conn, ch, pika.spec.Basic.Deliver(
+                consumer_tag=tag, delivery_tag=n, redelivered=False, exchange="",
+                routing_key=queue))
+            conn.sendall(pika.frame.Header(
+                ch, len(body), pika.spec.BasicProperties(headers=headers)).marshal())
+            conn.sendall(pika.frame.Body(ch, body).marshal())
+
     def _serve(self, conn: socket.socket) -> None:
         buf, silent = b"", False
         confirming: set[int] = set()
         tags: dict[int, int] = defaultdict(int)
-        with contextlib.suppress(OSError):
-            conn.recv(8)  # the protocol header
-            self._send(conn, 0, pika.spec.Connection.Start(
-                server_properties={"product": "fake", "capabilities": {
-                    "publisher_confirms": True, "basic.nack": True,
-                    "consumer_cancel_notify": True}},
-                mechanisms="PLAIN", locales="en_US"))
-            while data := conn.recv(65536):
-                buf += data
-                while True:
-                    used, frame = pika.frame.decode_frame(buf)
-                    if frame is None:
-                        break
-                    buf = buf[used:]
-                    if silent:
-                        continue
-                    ch = frame.channel_number
-                    if isinstance(frame, pika.frame.Body):
-                        self.published.append(frame.fragment)
-                        if ch in confirming:
-                            tags[ch] += 1
-                            self._send(conn, ch, pika.spec.Basic.Ack(delivery_tag=tags[ch]))
-                        continue
-                    if not isinstance(frame, pika.frame.Method):
-                        continue
-                    method = frame.method
-                    self.requests.append(method.NAME)
-                    if self.silent_on is not None and isinstance(method, self.silent_on):
-                        silent = True
-                    elif isinstance(method, pika.spec.Connection.StartOk):
-                        self._send(conn, 0, pika.spec.Connection.Tune(
-                            channel_max=16, frame_max=131072, heartbeat=0))
-                    elif isinstance(method, pika.spec.Connection.Open):
-                        self._send(conn, 0, pika.spec.Connection.OpenOk())
-                    elif isinstance(method, pika.spec.Queue.Declare):
-                        self._send(conn, ch, pika.spec.Queue.DeclareOk(method.queue, 0, 0))
-                    elif type(method) in self.ANSWERS:
-                        if isinstance(method, pika.spec.Confirm.Select):
-                            confirming.add(ch)
-                        self._send(conn, ch, self.ANSWERS[type(method)]())
+        out: dict[int, tuple[str, bytes, dict[str, Any]]] = {}  # delivery tag -> message
+        props: dict[str, Any] = {"product": "fake", "capabilities": {
+            "publisher_confirms": True, "basic.nack": True, "consumer_cancel_notify": True}}
+        if self.version is not None:
+            props["version"] = self.version
+        try:
+            with contextlib.suppress(OSError):
+                conn.recv(8)  # the protocol header
+                self._send(conn, 0, pika.spec.Connection.Start(
+                    server_properties=props, mechanisms="PLAIN", locales="en_US"))
+                while data := conn.recv(65536):
+                    buf += data
+                    while True:
+                        used, frame = pika.frame.decode_frame(buf)
+                        if frame is None:
+                            break
+                        buf = buf[used:]
+                        if not silent:
+                            silent = self._answer(conn, frame, confirming, tags, out)
+        finally:
+            with self._lock:  # what this connection's consumers never acked goes back
+                for queue, body, headers in out.values():
+                    self._unacked[queue] -= 1
+                    self._ready[queue].append((body, headers))
+
+    def _answer(self, conn: socket.socket, frame: Any, confirming: set[int],
+                tags: dict[int, int], out: dict[int, tuple[str, bytes, dict[str, Any]]]) -> bool:
+        """Answers one frame. Returns whether the connection falls silent from now on."""
+        ch = frame.channel_number
+        if isinstance(frame, pika.frame.Body):
+            self.published.append(frame.fragment)
+            if ch in confirming:
+                tags[ch] += 1
+                self._send(conn, ch, pika.spec.Basic.Ack(delivery_tag=tags[ch]))
+            return False
+        if not isinstance(frame, pika.frame.Method):
+            return False
+        method = frame.method
+        self.requests.append(method.NAME)
+        if self.silent_on is not None and isinstance(method, self.silent_on):
+            return True
+        if isinstance(method, pika.spec.Connection.StartOk):
+            self._send(conn, 0, pika.spec.Connection.Tune(
+                channel_max=16, frame_max=131072, heartbeat=0))
+        elif isinstance(method, pika.spec.Connection.Open):
+            self._send(conn, 0, pika.spec.Connection.OpenOk())
+        elif isinstance(method, pika.spec.Queue.Declare):
+            self.declared[method.queue] = dict(method.arguments or {})
+            self._send(conn, ch, pika.spec.Queue.DeclareOk(method.queue, 0, 0))
+        elif isinstance(method, pika.spec.Basic.Consume):
+            self._send(conn, ch, pika.spec.Basic.ConsumeOk(consumer_tag=method.consumer_tag))
+            self._deliver(conn, ch, method.consumer_tag, method.queue, out)
+        elif isinstance(method, pika.spec.Basic.Ack):
+            done = out.pop(method.delivery_tag, None)
+            if done is not None:
+                with self._lock:
+                    self._unacked[done[0]] -= 1
+        elif type(method) in self.ANSWERS:
+            if isinstance(method, pika.spec.Confirm.Select):
+                confirming.add(ch)
+            elif isinstance(method, pika.spec.Exchange.Declare):
+                self.exchanges.append((method.exchange, method.type))
+            elif isinstance(method, pika.spec.Queue.Bind):
+                self.bindings.append((method.queue, method.exchange))
+            self._send(conn, ch, self.ANSWERS[type(method)]())
+        return False
 
     def close(self) -> None:
         self.sock.close()

@@ -2,8 +2,11 @@
 
 Each client is one logical process of the history: one connection and one
 channel to one node (the publisher is in workloads.publisher). A delivery is
-one `ok` op recorded before it is acked; the ack, once written on an open
-channel, is an `ok` op of its own (f "ack").
+one `ok` op recorded before it is acked, with the broker's x-delivery-count
+header where it sets one (`delivery_count`); the ack, once written on an open
+channel, is an `ok` op of its own (f "ack"). A consumer of the harness's
+dead-letter queue records each message as f "dead-letter" with why and from
+where it was dead-lettered (`death_of`, from its x-death header), and no ack.
 
 A publisher slot is one publishing thread's identity: its processes come and
 go (a process is retired after an unknown outcome), but the slot's sequence
@@ -28,7 +31,7 @@ import pika
 import pika.exceptions
 import pika.spec
 
-from history import Op, Recorder
+from history import DEAD_LETTER, Op, Recorder
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,44 @@ def parse_message_id(text: str) -> tuple[int, int] | None:
     return int(pub), int(seq)
 
 
+def _text(v: Any) -> str | None:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    return v if isinstance(v, str) else None
+
+
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def delivery_count(headers: Any) -> int | None:
+    """Takes a delivery's headers (a dict, or None). Returns its x-delivery-count (quorum
+    queues set it on a redelivery), or None when absent or not a count."""
+    return _count(headers.get("x-delivery-count")) if isinstance(headers, dict) else None
+
+
+def death_of(headers: Any) -> dict[str, Any]:
+    """Takes a dead-lettered message's headers. Returns the history fields of its latest death:
+    `reason` ("maxlen", "delivery_limit", "rejected", "expired"), `death_count` (how often it
+    died so, from that queue) and `death_queue` (the queue it died in), from the first entry of
+    its x-death header (RabbitMQ puts the latest first), else from x-first-death-reason and
+    x-first-death-queue; each None when the broker said nothing of it."""
+    h = headers if isinstance(headers, dict) else {}
+    deaths = h.get("x-death")
+    latest = deaths[0] if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict) \
+        else {}
+    return {"reason": _text(latest.get("reason")) or _text(h.get("x-first-death-reason")),
+            "death_count": _count(latest.get("count")),
+            "death_queue": _text(latest.get("queue")) or _text(h.get("x-first-death-queue"))}
+
+
+def server_version(conn: pika.BlockingConnection) -> str | None:
+    """Takes an open connection. Returns the broker's version as it announced it in the AMQP
+    handshake (server properties), or None when it did not."""
+    props = getattr(conn._impl, "server_properties", None) or {}
+    return _text(props.get("version"))
+
+
 def connect(host: str, opts: ClientOptions) -> pika.BlockingConnection:
     """Opens a blocking connection to host. Raises ClientError when it cannot."""
     params = pika.ConnectionParameters(
@@ -176,7 +217,9 @@ class Consumer:
     """One consuming process: manual acks, each delivery recorded before its ack, each ack after.
 
     Takes the history, queue, node, host, process number, options, the op
-    name ("consume" in the main phase, "drain" at the end) and the least
+    name ("consume" in the main phase, "drain" at the end; "dead-letter" reads
+    a dead-letter queue: each message recorded with its death, its ack not
+    recorded, as no delivery of the checker's precedes it) and the least
     seconds between two acks (0: as fast as deliveries come; the broker sends
     no more than `prefetch` unacked, so this bounds the consume rate).
     """
@@ -205,7 +248,8 @@ class Consumer:
         # The highest x-stream-offset delivered (streams only).
         self.max_offset: int | None = None
         self._next_ack = 0.0
-        self._to_ack: collections.deque[tuple[int, Op]] = collections.deque()
+        self._to_ack: collections.deque[tuple[int, Op | None]] = collections.deque()
+        self._dead_letters = f == DEAD_LETTER
 
     def open(self) -> None:
         """Connects, sets prefetch and starts consuming. Raises ClientError."""
@@ -230,15 +274,17 @@ class Consumer:
     def _on_message(self, ch: Any, method: Any, props: Any, body: bytes) -> None:
         text = body.decode("utf-8", errors="replace")
         parsed = parse_message_id(text)
+        headers = getattr(props, "headers", None) or {}
         delivery = self.history.append(Op(
             type="ok", process=self.process, f=self.f, value=text, node=self.node,
             queue=self.queue, publisher=parsed[0] if parsed else None,
             seq=parsed[1] if parsed else None, consumer=self.tag,
-            redelivered=bool(method.redelivered), phase=self.phase,
+            redelivered=bool(method.redelivered), delivery_count=delivery_count(headers),
+            phase=self.phase, extra=death_of(headers) if self._dead_letters else {},
         ))
         self.delivered += 1
         self.last_delivery = time.monotonic()
-        offset = (getattr(props, "headers", None) or {}).get("x-stream-offset")
+        offset = headers.get("x-stream-offset")
         if isinstance(offset, int):
             self.max_offset = offset if self.max_offset is None else max(self.max_offset, offset)
         if self.opts.crash_after and self.delivered % self.opts.crash_after == 0:
@@ -251,7 +297,7 @@ class Consumer:
             return
         # Acked from `poll`, never here: each basic_ack flushes I/O, which reads more deliveries,
         # and pika dispatches those in the same call, so acking here never returns under a backlog.
-        self._to_ack.append((method.delivery_tag, delivery))
+        self._to_ack.append((method.delivery_tag, None if self._dead_letters else delivery))
 
     def _ack_due(self) -> None:
         """Acks the deliveries whose time has come (all of them, unless the consumer is slow)."""
@@ -261,7 +307,8 @@ class Consumer:
                 return
             tag, delivery = self._to_ack.popleft()
             self.channel.basic_ack(delivery_tag=tag)
-            self.history.append(replace(delivery, f="ack", index=-1, time=-1))
+            if delivery is not None:
+                self.history.append(replace(delivery, f="ack", index=-1, time=-1))
             self.acked += 1
             if self.ack_interval_s:
                 # A slow consumer: the broker holds the rest of the backlog until the next ack.

@@ -6,11 +6,21 @@ workloads.kinds.KINDS) and with which settings. Everything that differs by
 kind lives in that kind's module; the functions here are the spec's view of
 it: `queue_arguments` and `ha_policy` (what the broker is given) and
 `reads_whole_log` (every consumer sees every message: a stream).
+
+Some queues drop messages by design: at a max length with overflow drop-head
+the oldest go, and a quorum queue drops a message returned more often than
+its delivery limit (set by `delivery_limit`, or RabbitMQ's own default from
+4.0 on: `DEFAULT_DELIVERY_LIMITS`). `dead_lettering` says when a queue does,
+and where its dead letters go: to an exchange and queue of the harness's own
+(`dead_letter_names`), which the drain reads back, so that what the broker
+dropped by design is told apart from loss; or to the user's own exchange
+(`dead_letter_exchange`), which the harness does not read.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +30,15 @@ QUEUE_TYPES: tuple[str, ...] = tuple(KINDS)
 # What a queue at its max length does with a new message (RabbitMQ's x-overflow; both kinds of
 # queue take these two; drop-head is the broker's default).
 OVERFLOWS: tuple[str, ...] = ("drop-head", "reject-publish")
-__all__ = ["OVERFLOWS", "QUEUE_TYPES", "QueueConfigError", "QueueSpec", "ha_policy", "queue_arguments",
-           "reads_whole_log"]
+# The delivery limit RabbitMQ gives a quorum queue declared without one, by release line: none
+# before 4.0; from 4.0, 20 (a message returned more often is dropped, or dead-lettered).
+DEFAULT_DELIVERY_LIMITS: dict[str, int | None] = {"3.10": None, "4.0": 20}
+# What the harness appends to the queue's name for its own dead-letter exchange and queue.
+DEAD_LETTER_SUFFIXES: tuple[str, str] = (".harness-dlx", ".harness-dlq")
+__all__ = ["DEFAULT_DELIVERY_LIMITS", "OVERFLOWS", "QUEUE_TYPES", "DeadLettering",
+           "QueueConfigError", "QueueSpec", "dead_letter_names", "dead_letter_queue_spec",
+           "dead_lettering", "default_delivery_limit", "ha_policy", "queue_arguments",
+           "reads_whole_log", "release_line"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +61,13 @@ class QueueSpec:
     queue_master_locator: str | None = None
     single_active_consumer: bool = False
     # A length limit (x-max-length, messages) and what the broker does at it (x-overflow):
-    # drop-head discards the oldest (confirmed messages lost by design), reject-publish nacks.
+    # drop-head discards the oldest (dead-lettered: dropped by design), reject-publish nacks.
     max_length: int | None = None
     overflow: str | None = None
+    # The user's own dead-letter exchange (x-dead-letter-exchange). None: when the queue drops
+    # messages by design, the harness dead-letters them to an exchange and queue of its own and
+    # reads them back; with the user's, it cannot account for them (`dead_lettering`).
+    dead_letter_exchange: str | None = None
 
     def validate(self, node_count: int) -> None:
         """Takes the cluster size. Raises QueueConfigError for an impossible setting."""
@@ -60,8 +81,14 @@ class QueueSpec:
                 f"quorum initial group size must be 1..{node_count}, "
                 f"got {self.quorum_initial_group_size}"
             )
-        if self.delivery_limit is not None and self.delivery_limit < 0:
-            raise QueueConfigError("delivery limit must be >= 0")
+        if self.delivery_limit is not None and self.delivery_limit < 1:
+            raise QueueConfigError(
+                f"--delivery-limit must be > 0 deliveries, got {self.delivery_limit}")
+        if self.delivery_limit is not None and not kind.takes_delivery_limit:
+            raise QueueConfigError(f"--delivery-limit applies to quorum queues, not {kind.name}")
+        if self.dead_letter_exchange is not None and not (
+                0 < len(self.dead_letter_exchange) <= 255):
+            raise QueueConfigError("--dead-letter-exchange must be 1-255 characters")
         if self.max_length is not None and self.max_length < 1:
             raise QueueConfigError(f"max length must be >= 1 message, got {self.max_length}")
         if self.overflow is not None:
@@ -89,12 +116,103 @@ def reads_whole_log(spec: QueueSpec) -> bool:
     return kind_of(spec).reads_whole_log
 
 
-def queue_arguments(spec: QueueSpec) -> dict[str, Any]:
-    """Takes a QueueSpec. Returns the x-arguments of its queue.declare."""
-    return kind_of(spec).arguments(spec)
+def queue_arguments(spec: QueueSpec, dead_letters: DeadLettering | None = None) -> dict[str, Any]:
+    """Takes a QueueSpec and where the queue dead-letters (`dead_lettering`; None: nowhere).
+    Returns the x-arguments of its queue.declare."""
+    args = kind_of(spec).arguments(spec)
+    if dead_letters is not None:
+        args["x-dead-letter-exchange"] = dead_letters.exchange
+    return args
 
 
 def ha_policy(spec: QueueSpec, erlang_names: dict[str, str]) -> dict[str, Any] | None:
     """Takes a QueueSpec and a map of short to Erlang node names. Returns the definition of the
     policy its kind needs (a mirroring policy for a mirrored queue), else None."""
     return kind_of(spec).policy(spec, erlang_names)
+
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)")
+
+
+def release_line(version: str) -> str | None:
+    """Takes a RabbitMQ version ("3.10.25", "4.0.5"). Returns its release line ("3.10",
+    "4.0"), or None for text that is not a version."""
+    m = _VERSION.match(version.strip())
+    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+
+
+def _line_key(line: str) -> tuple[int, int]:
+    major, minor = line.split(".")
+    return int(major), int(minor)
+
+
+def default_delivery_limit(line: str) -> int | None:
+    """Takes a release line ("3.10", "4.1"). Returns the delivery limit RabbitMQ gives a
+    quorum queue declared without one: that of the nearest line of DEFAULT_DELIVERY_LIMITS at
+    or below it (4.1 keeps 4.0's 20, 3.13 has 3.10's none); None below every known line."""
+    parsed = release_line(line)
+    if parsed is None:
+        return None
+    known = [k for k in DEFAULT_DELIVERY_LIMITS if _line_key(k) <= _line_key(parsed)]
+    return DEFAULT_DELIVERY_LIMITS[max(known, key=_line_key)] if known else None
+
+
+def dead_letter_names(queue: str) -> tuple[str, str]:
+    """Takes the queue's name. Returns the names of the harness's own dead-letter exchange and
+    queue for it ("<queue>.harness-dlx", "<queue>.harness-dlq")."""
+    return queue + DEAD_LETTER_SUFFIXES[0], queue + DEAD_LETTER_SUFFIXES[1]
+
+
+@dataclass(frozen=True)
+class DeadLettering:
+    """Where a queue's dead letters go, and the limits that make it drop messages by design.
+
+    `queue` is the harness's own dead-letter queue, which the drain reads; None when the
+    exchange is the user's, whose dead letters the harness cannot account for. `limits` are
+    phrases ("max length 500 (drop-head)", "delivery limit 20 (RabbitMQ 4.0's default)").
+    """
+
+    exchange: str
+    queue: str | None
+    limits: tuple[str, ...] = ()
+
+    def observation(self, queue: str) -> dict[str, Any]:
+        """Takes the queue's name. Returns the value of the harness's `dead-lettering`
+        observation: queue, exchange, dead_letter_queue, by ("harness" or "user"), limits."""
+        return {"queue": queue, "exchange": self.exchange, "dead_letter_queue": self.queue,
+                "by": "harness" if self.queue is not None else "user",
+                "limits": list(self.limits)}
+
+
+def dead_lettering(spec: QueueSpec, line: str | None = None) -> DeadLettering | None:
+    """Takes a QueueSpec and the broker's release line (None: unknown, no default limit).
+    Returns where the queue dead-letters: the user's exchange when the spec names one; else,
+    when the queue drops messages by design (a max length with overflow drop-head, or a
+    delivery limit, its own or the release line's default for a kind that takes one), the
+    harness's own exchange and queue; else None."""
+    limits = []
+    if spec.max_length is not None and spec.overflow in (None, "drop-head"):
+        limits.append(f"max length {spec.max_length} (drop-head)")
+    if kind_of(spec).takes_delivery_limit:
+        default = default_delivery_limit(line) if line is not None else None
+        if spec.delivery_limit is not None:
+            limits.append(f"delivery limit {spec.delivery_limit}")
+        elif default is not None:
+            limits.append(f"delivery limit {default} (RabbitMQ {line}'s default)")
+    if spec.dead_letter_exchange is not None:
+        return DeadLettering(spec.dead_letter_exchange, None, tuple(limits))
+    if not limits:
+        return None
+    exchange, queue = dead_letter_names(spec.name)
+    return DeadLettering(exchange, queue, tuple(limits))
+
+
+def dead_letter_queue_spec(spec: QueueSpec) -> QueueSpec:
+    """Takes the queue's spec. Returns the spec of the harness's dead-letter queue for it: the
+    same kind (a quorum queue's dead letters live in a quorum queue, replicated as it is; a
+    mirrored queue's in a queue mirrored alike), durable, without limits, single active consumer
+    or dead-letter exchange of its own."""
+    return dataclasses.replace(
+        spec, name=dead_letter_names(spec.name)[1], durable=True, delivery_limit=None,
+        max_length=None, overflow=None, single_active_consumer=False,
+        dead_letter_exchange=None)

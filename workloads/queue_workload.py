@@ -19,6 +19,20 @@ The drain is complete only when the broker itself says the queue is empty
 (0 ready, 0 unacknowledged) from a source that fails loudly, asked of every
 node after the drain consumers were registered and idle: for a stream, when
 a drain consumer read up to the stream's last committed offset.
+
+A queue that drops messages by design (a max length with overflow
+drop-head, a delivery limit: workloads.queue_spec.dead_lettering) is declared
+with a dead-letter exchange. Unless the spec names the user's own, `setup`
+declares the harness's: a fanout exchange "<queue>.harness-dlx" bound to a
+durable queue "<queue>.harness-dlq" of the queue's own kind (a quorum queue's
+dead letters are kept as safely as the queue kept them; whatever the
+dead-letter queue itself loses then counts as lost, never as dropped). It
+records how the queue dead-letters as a harness observation, `f
+"dead-lettering"` (value: queue, exchange, dead_letter_queue, by "harness" or
+"user", limits), which the checker reads. After the queue is proven empty,
+`drain` reads the dead-letter queue from every node the same way, recording
+each message as an op f "dead-letter" (workloads.clients), until the broker
+proves it empty too; the drain is complete only when both are.
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ from clusters.base import Node
 from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
 from clusters.remote import RemoteError
-from history import Recorder
+from history import DEAD_LETTER, HARNESS, Op, Recorder
 from workloads.clients import (
     AMQP_ERRORS,
     ClientError,
@@ -46,10 +60,19 @@ from workloads.clients import (
     abandon,
     answer_within,
     connect,
+    server_version,
 )
-from workloads.kinds import kind_of
+from workloads.kinds import QueueKind, kind_of
 from workloads.publisher import Publisher
-from workloads.queue_spec import QueueSpec, ha_policy, queue_arguments
+from workloads.queue_spec import (
+    DeadLettering,
+    QueueSpec,
+    dead_letter_queue_spec,
+    dead_lettering,
+    ha_policy,
+    queue_arguments,
+    release_line,
+)
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +138,9 @@ class DrainReport:
     """What the drain did: deliveries per node, and whether the broker proved the queue empty.
 
     `reason` says why the drain is not complete (or, when complete, anything worth knowing,
-    such as a queue that no longer exists); `depth` is each node's last answer.
+    such as a queue that no longer exists); `depth` is each node's last answer. When the
+    harness reads dead letters, `dead_letter` is the same report of its dead-letter queue (a
+    dict, with the queue's name), and `complete` holds only when both are complete.
     """
 
     delivered: dict[str, int] = field(default_factory=dict)
@@ -123,6 +148,7 @@ class DrainReport:
     complete: bool = False
     reason: str | None = None
     depth: dict[str, Any] = field(default_factory=dict)
+    dead_letter: dict[str, Any] | None = None
 
 
 class QueueWorkload:
@@ -146,28 +172,58 @@ class QueueWorkload:
         offset = self.kind.consumer_offset()
         self.consumer_opts = (dataclasses.replace(opts.client, stream_offset=offset)
                               if offset is not None else opts.client)
+        # Where the queue dead-letters, once setup knows the broker's release line.
+        self.dead_letters: DeadLettering | None = None
 
     # -- setup ------------------------------------------------------------------------
 
     def setup(self, admin: RabbitAdmin) -> None:
         """Takes the cluster's queue admin. Sets the policy the queue's kind needs (mirroring),
-        if any, and declares the queue. Raises ClientError, or RemoteError for the policy."""
-        policy = ha_policy(self.spec, {n.name: n.erlang_name for n in self.nodes})
+        if any, and declares the queue; when it drops messages by design (on the release line
+        the broker announces), first the dead-letter exchange and queue of the harness, and
+        records how it dead-letters. Raises ClientError, or RemoteError for a policy."""
+        names = {n.name: n.erlang_name for n in self.nodes}
+        policy = ha_policy(self.spec, names)
         if policy is not None:
             admin.set_policy("harness-ha", self.spec.name, policy)
         conn = connect(self.nodes[0].ip, self.opts.client)
         try:
+            version = server_version(conn)
+            line = release_line(version) if version is not None else None
+            self.dead_letters = dead_lettering(self.spec, line)
+            dlq = self._dead_letter_spec()
+            if dlq is not None:
+                dlq_policy = ha_policy(dlq, names)
+                if dlq_policy is not None:
+                    admin.set_policy("harness-dlq-ha", dlq.name, dlq_policy)
             with answer_within(conn, self.opts.client.answer_timeout_s, "queue.declare"):
-                conn.channel().queue_declare(
-                    self.spec.name, durable=self.spec.durable,
-                    arguments=queue_arguments(self.spec))
+                ch = conn.channel()
+                if dlq is not None and self.dead_letters is not None:
+                    ch.exchange_declare(self.dead_letters.exchange, "fanout", durable=True)
+                    ch.queue_declare(dlq.name, durable=True, arguments=queue_arguments(dlq))
+                    ch.queue_bind(dlq.name, self.dead_letters.exchange)
+                ch.queue_declare(self.spec.name, durable=self.spec.durable,
+                                 arguments=queue_arguments(self.spec, self.dead_letters))
         except AMQP_ERRORS as e:
             raise ClientError(f"declare {self.spec.name}: {type(e).__name__}: {e}") from e
         finally:
             abandon(conn)
-        log.info("declared %s queue %s", self.spec.type, self.spec.name)
+        log.info("declared %s queue %s (RabbitMQ %s)", self.spec.type, self.spec.name,
+                 version or "of unknown version")
+        if self.dead_letters is not None:
+            seen = self.dead_letters.observation(self.spec.name)
+            log.info("the queue dead-letters to %s (%s): %s", seen["exchange"], seen["by"],
+                     ", ".join(seen["limits"]) or "no limit of the harness's")
+            self.history.append(Op(type="info", process=HARNESS, f="dead-lettering",
+                                   value=seen))
         if self.opts.backlog:
             self._publish_backlog(self.opts.backlog)
+
+    def _dead_letter_spec(self) -> QueueSpec | None:
+        """Returns the spec of the harness's dead-letter queue, or None when it reads none."""
+        if self.dead_letters is None or self.dead_letters.queue is None:
+            return None
+        return dead_letter_queue_spec(self.spec)
 
     # Each process of the backlog keeps this many publishes in flight, at the least; the backlog
     # must be confirmed within BACKLOG_PATIENCE_S plus a second per 200 messages.
@@ -296,23 +352,42 @@ class QueueWorkload:
         Takes the queue admin, asked for the queue's depth. Returns a DrainReport; a node that
         cannot be reached is noted and skipped.
         """
+        report = self._drain_queue(admin, self.spec.name, self.kind, "drain")
+        dlq = self._dead_letter_spec()
+        if dlq is not None:
+            # The queue is proven empty (or the drain gave up on it): nothing more can die in
+            # it, and what died on its way out has had the drain's idle time to arrive.
+            dead = self._drain_queue(admin, dlq.name, kind_of(dlq), DEAD_LETTER)
+            report.dead_letter = {"queue": dlq.name, **{
+                k: v for k, v in dataclasses.asdict(dead).items() if k != "dead_letter"}}
+            if report.complete and not dead.complete:
+                report.complete = False
+                report.reason = f"the dead-letter queue {dlq.name}: {dead.reason}"
+        log.info("drain: %s (complete=%s: %s, errors=%s)", report.delivered, report.complete,
+                 report.reason, report.errors or "none")
+        return report
+
+    def _drain_queue(self, admin: RabbitAdmin, queue: str, kind: QueueKind,
+                     f: str) -> DrainReport:
+        """Takes the admin, a queue, its kind and the op name of its deliveries. Reads it from
+        every node in turn until the broker proves it empty or the drain's time is up. Returns
+        its DrainReport."""
         report = DrainReport()
         deadline = time.monotonic() + self.opts.drain_timeout_s
         while True:
             read_to: dict[str, int | None] = {}
             for node in self.nodes:
-                n, err, offset = self._drain_node(node, deadline)
+                n, err, offset = self._drain_node(node, deadline, queue, f)
                 report.delivered[node.name] = report.delivered.get(node.name, 0) + n
                 read_to[node.name] = offset
                 if err:
                     report.errors[node.name] = err
                 else:
                     report.errors.pop(node.name, None)
-            report.complete, report.reason = self._proven_empty(admin, report, read_to)
+            report.complete, report.reason = self._proven_empty(admin, report, read_to, queue,
+                                                                kind)
             if report.complete or time.monotonic() > deadline:
                 break
-        log.info("drain: %s (complete=%s: %s, errors=%s)", report.delivered, report.complete,
-                 report.reason, report.errors or "none")
         return report
 
     def depth(self, admin: RabbitAdmin, node: Node) -> QueueDepth:
@@ -321,25 +396,28 @@ class QueueWorkload:
         return self.kind.depth(admin, node, self.spec.name)
 
     def _proven_empty(self, admin: RabbitAdmin, report: DrainReport,
-                      read_to: dict[str, int | None]) -> tuple[bool, str | None]:
+                      read_to: dict[str, int | None], queue: str,
+                      kind: QueueKind) -> tuple[bool, str | None]:
         """Asks every node for the queue's depth. Returns (proven empty, why not / a note)."""
         depths: dict[str, QueueDepth] = {}
         for node in self.nodes:
             try:
-                depths[node.name] = self.depth(admin, node)
+                depths[node.name] = kind.depth(admin, node, queue)
                 report.depth[node.name] = dataclasses.asdict(depths[node.name])
             except (RemoteError, BrokerError) as e:
                 report.depth[node.name] = {"error": str(e)[-300:]}
         unanswered = [n for n in report.depth if n not in depths]
         if unanswered:
             return False, f"no depth from {', '.join(unanswered)}: the queue's emptiness is unproven"
-        return self.kind.drained(depths, read_to)
+        return kind.drained(depths, read_to)
 
-    def _drain_node(self, node: Node, deadline: float) -> tuple[int, str | None, int | None]:
-        """Drains through one node until idle. Returns (deliveries, error, highest offset)."""
+    def _drain_node(self, node: Node, deadline: float, queue: str,
+                    f: str) -> tuple[int, str | None, int | None]:
+        """Drains a queue through one node until idle, recording its deliveries as `f`.
+        Returns (deliveries, error, highest offset)."""
         drain_opts = dataclasses.replace(self.consumer_opts, prefetch=200, crash_after=0)
-        con = Consumer(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                       drain_opts, f="drain", phase="drain")
+        con = Consumer(self.history, queue, node.name, node.ip, self.pids.next(),
+                       drain_opts, f=f, phase="drain")
         try:
             con.open()
             while time.monotonic() < deadline:

@@ -19,7 +19,9 @@ truth together: drop a confirmed message's deliveries (lost), drop its ack
 consumer, or unflagged to the same consumer right after itself), deliver it
 flagged and acked then unflagged again (unflagged after ack), deliver an id
 never published, deliver an info or a failed publish, swap two adjacent
-deliveries of one stream.
+deliveries of one stream; have the queue drop a confirmed message by design
+(its deliveries replaced by a dead letter the drain read back: dropped, not
+lost), or dead-letter a message it also delivered (delivered).
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from tests.checkers.histories import ClockWriter
 
 MS = 1_000_000
 PLANTS = ("drop", "dup_unflagged", "dup_flagged", "dup_same_consumer", "unexpected",
-          "deliver_info", "deliver_failed", "swap", "unacked", "unflagged_after_ack")
+          "deliver_info", "deliver_failed", "swap", "unacked", "unflagged_after_ack",
+          "dead_letter", "dead_letter_delivered")
+REASONS = ("maxlen", "delivery_limit", "expired", "rejected")
 
 
 @dataclass
@@ -53,6 +57,8 @@ class Expected:
     unflagged_after_ack: set[str] = field(default_factory=set)
     recovered: set[str] = field(default_factory=set)
     delivered_failed: set[str] = field(default_factory=set)
+    dropped_by_design: dict[str, str] = field(default_factory=dict)  # id -> reason
+    dead_lettered_delivered: set[str] = field(default_factory=set)
     violations: int = 0
     affected: set[str] = field(default_factory=set)
 
@@ -283,6 +289,16 @@ def _consume(g: Generated, process: int, mid: str, redelivered: bool) -> list[di
     return [d, _ack(d)] if g.acks else [d]
 
 
+def _dead_letter(g: Generated, mid: str, reason: str) -> dict[str, Any]:
+    """Returns the drain's record of `mid` read back from the harness's dead-letter queue."""
+    pub, seq = (int(x) for x in mid.split("-"))
+    p = _fresh(g)
+    return dict(type="ok", process=p, f="dead-letter", value=mid, node="n1",
+                queue="q.harness-dlq", publisher=pub, seq=seq, consumer=f"dead-letter-{p}",
+                redelivered=False, phase="drain",
+                extra={"reason": reason, "death_count": 1, "death_queue": "q"})
+
+
 def _fresh(g: Generated) -> int:
     p = g.next_process
     g.next_process += 1
@@ -357,6 +373,23 @@ def plant(g: Generated, kind: str, draw: Any, used: set[str]) -> bool:
         (e.recovered if outcome == "info" else e.delivered_failed).add(mid)
     elif kind == "swap":
         return _swap(g, draw, used, once)
+    elif kind == "dead_letter":
+        cands = sorted(m for m, o in g.outcomes.items()
+                       if o == "ok" and counts[m] and m not in used)
+        if not cands:
+            return False
+        mid, reason = draw(st.sampled_from(cands)), draw(st.sampled_from(REASONS))
+        g.ops = [(t, kw) for t, kw in g.ops
+                 if not ((_is_delivery(kw) or _is_ack(kw)) and kw["value"] == mid)]
+        _insert_before_drain_end(g, _dead_letter(g, mid, reason))
+        e.dropped_by_design[mid] = reason
+        e.redelivered_duplicated.discard(mid)
+    elif kind == "dead_letter_delivered":
+        if not once:
+            return False
+        mid = draw(st.sampled_from(once))
+        _insert_before_drain_end(g, _dead_letter(g, mid, draw(st.sampled_from(REASONS))))
+        e.dead_lettered_delivered.add(mid)
     used.add(mid)
     g.planted.append(kind)
     return True
@@ -472,7 +505,9 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
     """Returns a history that keeps the contract but follows no queue model: ids published by
     any process, completed any way or never, delivered any number of times to any consumer
     and channel, flagged or not, published or not; acks (when recorded) of any waiting
-    delivery; nemesis faults and stops of any kind and target, in any order, some failing;
+    delivery; dead letters of any id, with a reason or none, and now and then the harness's
+    observation that the queue dead-letters (to its own or the user's exchange, with a limit
+    or none); nemesis faults and stops of any kind and target, in any order, some failing;
     phase events (main's optional) with every drain ending. Some client processes are
     written as decimal strings, some consumer tags are missing, some nemesis completions are
     ok rather than info, some name their nodes as one string. Times often tie. Its `expected`
@@ -500,11 +535,15 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
         """A client process, now and then written as text (the checker reads it as text)."""
         return str(p) if draw(st.integers(0, 5)) == 0 else p
 
+    if draw(st.integers(0, 2)) == 0:  # the queue dead-letters: to the harness's, or the user's
+        emit(type="info", process=HARNESS, f="dead-lettering", value={
+            "queue": "q", "by": draw(st.sampled_from(["harness", "user"])),
+            "limits": draw(st.sampled_from([[], ["max length 5 (drop-head)"]]))})
     if main_events:
         emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "start"})
     for step in draw(st.lists(st.sampled_from(
             ["invoke", "invoke", "complete", "complete", "deliver", "deliver", "deliver", "ack",
-             "ack", "nemesis"]), min_size=5, max_size=max_steps)):
+             "ack", "nemesis", "dead-letter"]), min_size=5, max_size=max_steps)):
         if step == "invoke":
             fresh = [m for m in ids if m not in publish_process]
             if not fresh:
@@ -539,6 +578,16 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
                  redelivered=draw(st.sampled_from([False, False, True, None])), phase="main")
             if acks:
                 waiting.append((p, tag, mid, pub, seq))
+        elif step == "dead-letter":
+            published = sorted(publish_process)
+            mid = draw(st.sampled_from(published if published and draw(st.integers(0, 5))
+                                       else ids))
+            p = draw(st.integers(8, 9))
+            pub, seq = pub_seq(mid)
+            emit(type="ok", process=proc(p), f="dead-letter", value=mid, node="n1",
+                 queue="q.harness-dlq", publisher=pub, seq=seq, consumer=f"dead-letter-{p}",
+                 redelivered=False, phase="drain", extra={"reason": draw(st.sampled_from(
+                     ["maxlen", "delivery_limit", "expired", None]))})
         elif step == "ack" and waiting:
             p, tag, mid, pub, seq = waiting.pop(draw(st.integers(0, len(waiting) - 1)))
             emit(type="ok", process=proc(p), f="ack", value=mid, node="n2", queue="q",

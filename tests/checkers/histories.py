@@ -98,6 +98,24 @@ class Builder:
         self.deliver(process, mid, consumer, redelivered, f)
         self.ack(process, mid, consumer, "drain" if f == "drain" else "main")
 
+    def dead_letter(self, process: int, mid: str, reason: str | None = "maxlen",
+                    count: int = 1) -> Op:
+        """Appends a message read back from the harness's dead-letter queue, as the drain
+        records it: f "dead-letter", with the reason, count and queue of its x-death header."""
+        pub, seq = _parse(mid)
+        return self.op(type="ok", process=process, f="dead-letter", value=mid, node="n1",
+                       queue="q.harness-dlq", publisher=pub, seq=seq, consumer=f"d{process}",
+                       redelivered=False, phase="drain",
+                       extra={"reason": reason, "death_count": count, "death_queue": "q"})
+
+    def dead_lettering(self, by: str = "harness", limits: tuple[str, ...] = (
+            "max length 5 (drop-head)",)) -> None:
+        """Appends the harness's observation of where the queue dead-letters."""
+        self.op(type="info", process=HARNESS, f="dead-lettering",
+                value={"queue": "q", "exchange": "q.harness-dlx" if by == "harness" else "mine",
+                       "dead_letter_queue": "q.harness-dlq" if by == "harness" else None,
+                       "by": by, "limits": list(limits)})
+
     def nemesis(self, f: str, value: Any = None, node: str | None = None) -> None:
         """Appends a nemesis invoke and its info completion."""
         self.op(type="invoke", process=NEMESIS, f=f, value={"fault": f}, node=node)

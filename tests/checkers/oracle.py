@@ -15,15 +15,22 @@ The definitions, as this file applies them:
   checker reads `process` as text). A *publish* is a client op with f
   "publish": an invoke, then at most one completion (ok, fail or info). A
   *delivery* is a client op of type ok with f "consume" or "drain". An *ack*
-  is a client op of type ok with f "ack". Nemesis ops have process
-  "nemesis", harness events process "harness".
+  is a client op of type ok with f "ack". A *dead letter* is a client op of
+  type ok with f "dead-letter" (a message the queue dropped by design, read
+  back from the harness's dead-letter queue), its `reason` the x-death one.
+  Nemesis ops have process "nemesis", harness events process "harness".
 - Acks. Within a stream (process, consumer tag, message id) acks pair with
   deliveries first in, first out: the k-th delivery is acked by the k-th ack.
   A history with no ack op at all is read as if every delivery was acked, at
   its own index.
 - Queue. attempted = ids with a publish invoke; acknowledged = ok publishes;
   received = ids delivered; delivered = ids with an acked delivery; ok =
-  attempted and delivered; lost = acknowledged and not delivered;
+  attempted and delivered; dead_lettered = ids with a dead letter;
+  dropped_by_design = attempted, dead-lettered and not delivered, counted by
+  the reason of the id's first dead letter ("(none)" without one), most
+  frequent first, then by reason, with each reason's first ids;
+  dead_lettered_delivered = dead-lettered and delivered; lost = acknowledged,
+  not delivered and not dead-lettered;
   lost_unacked = lost and received; unexpected = received and not attempted;
   duplicated = attempted ids with more than one acked delivery, *unflagged*
   when an acked delivery after the first acked one (by delivery index) lacks
@@ -41,7 +48,9 @@ The definitions, as this file applies them:
   unflagged_after_ack (unless unflagged duplicates are allowed), for flagged
   duplicates when they are made invalid, and for lost ids once the drain
   completed (or when the drain is not required). Lost ids with an unproven
-  drain and nothing else wrong: "unknown". Nothing else: valid. `anomalies`
+  drain and nothing else wrong: "unknown"; so too when the last harness
+  "dead-lettering" observation says by "user" with limits (the queue drops
+  into an exchange the harness does not read). Nothing else: valid. `anomalies`
   lists lost and lost_unacked (when any), then the invalidating classes in
   the order unexpected, unflagged_duplicated, unflagged_after_ack,
   redelivered_duplicated.
@@ -75,8 +84,10 @@ The definitions, as this file applies them:
   of it without a confirm counts its edges as boundaries and prefers the
   earliest of equals.
 - Fates. Each attempted message has one fate, the first that applies: lost
-  (unproven when the drain did not complete and it is required), unflagged or
-  flagged duplicate, recovered, delivered after a nack, unconfirmed (never
+  (unproven when the drain did not complete and it is required, or the queue
+  drops into the user's dead-letter exchange), unflagged or flagged
+  duplicate, recovered, delivered after a nack, dropped by design (never
+  delivered, dead-lettered), unconfirmed (never
   delivered, not confirmed), delivered in the drain (first acked - first
   delivered without acks - at or after the drain's first start event), else
   delivered. Counted per bucket of invoke time: the smallest of 1, 2 or 5 x
@@ -172,6 +183,7 @@ class Read:
     first_time: int = 0
     last_time: int = 0
     first_ack: dict[str, int] = field(default_factory=dict)
+    dead: dict[str, list[str | None]] = field(default_factory=dict)
 
 
 def read(path: Path) -> Read:
@@ -210,6 +222,8 @@ def read(path: Path) -> Read:
                          op.get("redelivered") is True, pub, seq)
             r.deliveries.append(d)
             waiting.setdefault((process, d.tag, mid), deque()).append(d)
+        elif f == "dead-letter" and type_ == "ok":
+            r.dead.setdefault(mid, []).append(op.get("reason"))
         elif f == "ack" and type_ == "ok":
             r.acks_recorded = True
             r.first_ack[mid] = min(r.first_ack.get(mid, op["time"]), op["time"])
@@ -235,6 +249,22 @@ def drain_complete(events: list[dict[str, Any]]) -> bool:
     return end is not None and end.get("state") == "end" and end.get("complete") in (None, True)
 
 
+def dead_lettering(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Takes harness events. Returns the last "dead-lettering" observation's value, or None."""
+    found = None
+    for e in events:
+        if e["f"] == "dead-lettering" and isinstance(e.get("value"), dict):
+            found = e["value"]
+    return found
+
+
+def elsewhere(events: list[dict[str, Any]]) -> bool:
+    """Takes harness events. Returns whether the queue drops by design into the user's
+    dead-letter exchange (lost messages are then not proven lost)."""
+    d = dead_lettering(events)
+    return bool(d and d.get("by") == "user" and d.get("limits"))
+
+
 def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
           flagged_duplicates_invalid: bool = False, require_drain: bool = True,
           sample_size: int = 100) -> dict[str, Any]:
@@ -251,7 +281,9 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
     acknowledged = {m for m in attempted if pubs[m].outcome == "ok"}
     failed = {m for m in attempted if pubs[m].outcome == "fail"}
     unknown = {m for m in attempted if pubs[m].outcome in ("info", None)}
-    lost = acknowledged - delivered
+    dead = set(r.dead)
+    lost = acknowledged - delivered - dead
+    dropped = (attempted & dead) - delivered
     duplicated = {m for m in attempted if len(acked.get(m, [])) > 1}
     unflagged_dup = {m for m in duplicated
                      if any(not d.flagged for d in sorted(acked[m], key=lambda d: d.index)[1:])}
@@ -265,13 +297,14 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
         "redelivered_duplicated": duplicated - unflagged_dup,
         "unflagged_duplicated": unflagged_dup, "recovered": delivered & unknown,
         "delivered_failed": delivered & failed, "lost_unacked": lost & received,
-        "unflagged_after_ack": after_ack,
+        "unflagged_after_ack": after_ack, "dead_lettered_delivered": dead & delivered,
     }
     counts = {
         "attempt_count": len(attempted), "acknowledged_count": len(acknowledged),
         "ok_count": len(attempted & delivered), "fail_count": len(failed),
         "info_count": len(unknown), "delivery_count": len(r.deliveries),
         "acked_delivery_count": sum(len(ds) for ds in acked.values()),
+        "dead_lettered_count": len(dead), "dropped_by_design_count": len(dropped),
         **{f"{k}_count": len(v) for k, v in sets.items()},
     }
     invalid = [k for k, on in (
@@ -279,7 +312,7 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
         ("unflagged_after_ack", unflagged_duplicates_invalid),
         ("redelivered_duplicated", flagged_duplicates_invalid)) if on and sets[k]]
     drained = drain_complete(r.harness)
-    if invalid or (lost and (drained or not require_drain)):
+    if invalid or (lost and (drained or not require_drain) and not elsewhere(r.harness)):
         valid: bool | str = False
     elif lost:
         valid = "unknown"
@@ -287,17 +320,26 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
         valid = True
     reasons = Counter(pubs[m].error if pubs[m].error is not None else "(none)" for m in failed)
     explained = ("lost", "lost_unacked", "unexpected", "unflagged_duplicated",
-                 "unflagged_after_ack", "redelivered_duplicated", "delivered_failed", "recovered")
+                 "unflagged_after_ack", "redelivered_duplicated", "delivered_failed", "recovered",
+                 "dropped_by_design", "dead_lettered_delivered")
+    sets_and_dropped = {**sets, "dropped_by_design": dropped}
+    why = Counter(r.dead[m][0] if r.dead[m][0] is not None else "(none)" for m in dropped)
+    why_order = sorted(why, key=lambda k: (-why[k], k))
     return {
         "valid": valid,
         "anomalies": [k for k in ("lost", "lost_unacked") if sets[k]] + invalid,
-        "explanations": [k for k in explained if sets[k]],
+        "explanations": [k for k in explained if sets_and_dropped[k]],
         "drain_complete": drained,
         "acks_recorded": r.acks_recorded,
         **counts,
         **{k: sorted(v, key=id_key)[:sample_size] for k, v in sets.items()},
         "fail_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[
             :sample_size]),
+        "dropped_by_design_reasons": {k: why[k] for k in why_order},
+        "dropped_by_design_examples": {
+            k: sorted((m for m in dropped if (r.dead[m][0] or "(none)") == k), key=id_key)[
+                :sample_size] for k in why_order},
+        "dead_lettering": dead_lettering(r.harness),
     }
 
 
@@ -515,7 +557,7 @@ def fates(r: Read, *, strict: bool = False, require_drain: bool = True) -> dict[
         received.add(d.mid)
         if d.ack_index is not None:
             acked.setdefault(d.mid, []).append(d)
-    drained = drain_complete(r.harness) or not require_drain
+    drained = (drain_complete(r.harness) or not require_drain) and not elsewhere(r.harness)
     drain_start = next((e["time"] for e in r.harness if e["f"] == "phase"
                         and isinstance(e.get("value"), dict)
                         and e["value"].get("phase") == "drain"
@@ -527,7 +569,7 @@ def fates(r: Read, *, strict: bool = False, require_drain: bool = True) -> dict[
         "unflagged_after_ack")}
     for m, p in r.publishes.items():
         ds = sorted(acked.get(m, []), key=lambda d: d.index)
-        if p.outcome == "ok" and not ds:
+        if p.outcome == "ok" and not ds and m not in r.dead:
             fate = "lost" if drained else "unproven"
             classes["lost"].add(m)
             if m in received:
@@ -540,6 +582,8 @@ def fates(r: Read, *, strict: bool = False, require_drain: bool = True) -> dict[
             fate = "recovered"
         elif ds and p.outcome == "fail":
             fate = "delivered_failed"
+        elif not ds and m in r.dead:
+            fate = "dropped_by_design"
         elif not ds:
             fate = "unconfirmed"
         elif drain_start is not None and r.first_ack.get(m, -1) >= drain_start:

@@ -12,6 +12,7 @@ without ack ops and publisher slots (tests.checkers.gen).
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,14 @@ def assert_finds_exactly_what_was_planted(g: Generated, r: dict[str, Any]) -> No
     assert q["delivered_failed"] == ids(e.delivered_failed), g.planted
     assert q["lost_unacked"] == ids(e.lost_unacked), g.planted
     assert q["unflagged_after_ack"] == ids(e.unflagged_after_ack), g.planted
+    assert q["dead_lettered_delivered"] == ids(e.dead_lettered_delivered), g.planted
+    dropped = e.dropped_by_design
+    assert q["dropped_by_design_count"] == len(dropped), g.planted
+    assert q["dropped_by_design_reasons"] == {
+        r: n for r, n in sorted(Counter(dropped.values()).items(), key=lambda kv: (-kv[1], kv[0]))}
+    assert {r: set(v) for r, v in q["dropped_by_design_examples"].items()} == {
+        r: {m for m, why in dropped.items() if why == r} for r in set(dropped.values())}
+    assert q["dead_lettered_count"] == len(dropped) + len(e.dead_lettered_delivered)
     for k in ("lost", "unexpected", "duplicated", "recovered", "delivered_failed", "lost_unacked",
               "unflagged_after_ack"):
         assert q[f"{k}_count"] == len(q[k])

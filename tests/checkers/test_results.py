@@ -14,9 +14,11 @@ from checkers.results import (
     check_safe,
     compose,
     longest_gap,
+    lost_proven,
     merge_valid,
     queue_section,
     top_reasons,
+    unaccounted,
 )
 
 
@@ -98,3 +100,41 @@ def test_queue_anomalies_and_explanations() -> None:
 def test_top_reasons_orders_by_count_then_text_and_names_none() -> None:
     assert top_reasons({"nack": 2, None: 2, "a": 1, "b": 3}, 3) == {
         "b": 3, "(none)": 2, "nack": 2}
+
+
+def test_a_users_dead_letter_exchange_makes_lost_unknown_only_when_a_limit_drops_into_it() -> None:
+    user = {"queue": "q", "exchange": "mine", "dead_letter_queue": None, "by": "user",
+            "limits": ["max length 5 (drop-head)"]}
+    lost = counts(lost_count=1)
+    s = queue_section(lost, {}, DrainState(True), CheckOptions(), dead_lettering=user)
+    assert s["valid"] == "unknown" and s["dead_lettering"] == user
+    assert s["reason"].startswith("the queue drops messages by design (max length 5 "
+                                  "(drop-head)) into the user's dead-letter exchange 'mine'")
+    assert unaccounted(user) is not None and not lost_proven(DrainState(True), CheckOptions(),
+                                                             user)
+    # No limit of the harness's: nothing drops into it by design, so a loss is a loss.
+    no_limit = {**user, "limits": []}
+    assert queue_section(lost, {}, DrainState(True), CheckOptions(),
+                         dead_lettering=no_limit)["valid"] is False
+    # The harness's own is read back: a missing message without a dead letter is lost.
+    harness = {**user, "by": "harness", "dead_letter_queue": "q.harness-dlq"}
+    assert unaccounted(harness) is None
+    assert queue_section(lost, {}, DrainState(True), CheckOptions(),
+                         dead_lettering=harness)["valid"] is False
+    # Another anomaly is false whatever the dead letters.
+    assert queue_section(counts(lost_count=1, unexpected_count=1), {}, DrainState(True),
+                         CheckOptions(), dead_lettering=user)["valid"] is False
+
+
+def test_dropped_by_design_is_reported_never_an_anomaly() -> None:
+    s = queue_section(counts(dropped_by_design_count=3, dead_lettered_count=3), {},
+                      DrainState(True), CheckOptions(),
+                      dropped=({"maxlen": 2, "delivery_limit": 1},
+                               {"maxlen": ["1-0", "1-1"], "delivery_limit": ["1-2"]}))
+    assert s["valid"] is True and s["anomalies"] == []
+    assert s["dropped_by_design_reasons"] == {"maxlen": 2, "delivery_limit": 1}
+    assert s["dropped_by_design_examples"]["maxlen"] == ["1-0", "1-1"]
+    assert list(s["explanations"]) == ["dropped_by_design"]
+    assert s["explanations"]["dropped_by_design"].startswith("3 messages. Never delivered")
+    assert s["explanations"]["dropped_by_design"].endswith(
+        "Example: 1-0. By reason: maxlen 2, delivery_limit 1.")

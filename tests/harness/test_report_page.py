@@ -357,3 +357,13 @@ def test_the_checkers_paragraph_loses_its_count_the_heading_gives() -> None:
         "explanations": {"lost": "2 messages. Confirmed by the broker but never delivered."}}}
     html = anomalies_section(results)
     assert "<h3>2 confirmed messages lost</h3><p>Confirmed by the broker but never" in html
+
+
+def test_counts_show_what_was_dropped_by_design_apart_from_lost() -> None:
+    html = counts_section({"valid": True, "queue": {
+        "valid": True, "lost_count": 0, "dead_lettered_count": 6, "dropped_by_design_count": 5,
+        "dead_lettered_delivered_count": 1}})
+    assert '<tr><td>dead-lettered</td><td class="num">6</td>' in html
+    assert '<tr><td class="sub-row">dropped by design</td><td class="num">5</td>' in html
+    assert "never delivered: not an anomaly, not lost" in html
+    assert '<tr><td class="sub-row">also delivered</td><td class="num">1</td>' in html

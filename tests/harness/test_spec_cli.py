@@ -42,6 +42,13 @@ from workloads.queue_spec import queue_arguments
     (["run", "--overflow", "drop-head"], "an overflow behaviour needs a max length"),
     (["run", "--overflow", "reject-publish-dlx"], "invalid choice"),
     (["run", "--queue-type", "stream", "--max-length", "10"], "streams have no max length"),
+    (["run", "--delivery-limit", "0"], "--delivery-limit must be > 0 deliveries, got 0"),
+    (["run", "--queue-type", "classic", "--delivery-limit", "5"],
+     "--delivery-limit applies to quorum queues, not classic"),
+    (["run", "--queue-type", "mirrored", "--delivery-limit", "5"],
+     "--delivery-limit applies to quorum queues, not mirrored"),
+    (["run", "--queue-type", "stream", "--dead-letter-exchange", "x"],
+     "streams do not dead-letter (--dead-letter-exchange)"),
     (["run", "--nemesis", "kill@n7"], "n7"),
     (["run", "--nemesis-order", "sorted"], "invalid choice"),
     (["run", "--repeat", "0"], "--repeat must be >= 1"),
@@ -264,3 +271,29 @@ def test_a_khepri_run_says_partition_handling_does_not_apply():
     mnesia = spec_from_args(build_parser().parse_args(["run", "--rabbitmq", "4.0"]))
     assert mnesia.not_applying() == []
     assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+def test_a_delivery_limit_is_declared_and_recorded_and_the_default_is_known_by_release_line():
+    spec = spec_from_args(build_parser().parse_args(
+        ["run", "--delivery-limit", "7", "--dead-letter-exchange", "mine"]))
+    assert spec.to_dict()["queue"]["delivery_limit"] == 7
+    assert spec.to_dict()["queue"]["dead_letter_exchange"] == "mine"
+    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert queue_arguments(spec.queue)["x-delivery-limit"] == 7
+    assert spec.delivery_limit_on("3.10") == 7 and spec.delivery_limit_on("4.0") == 7
+    default = TestSpec()
+    assert default.to_dict()["queue"]["delivery_limit"] is None
+    assert (default.delivery_limit_on("3.10"), default.delivery_limit_on("4.0")) == (None, 20)
+    classic = dataclasses.replace(default, queue=dataclasses.replace(default.queue,
+                                                                     type="classic"))
+    assert classic.delivery_limit_on("4.0") is None
+
+
+def test_the_summary_says_how_many_messages_were_dropped_by_design_and_why():
+    from harness.cli import summary
+
+    text = summary({"valid": True, "queue": {
+        "valid": True, "attempt_count": 7986, "acknowledged_count": 7986, "lost_count": 0,
+        "dropped_by_design_count": 5485, "dropped_by_design_reasons": {"maxlen": 5485}}})
+    assert "queue: attempt 7986, acknowledged 7986, lost 0 (0 unacked), dropped_by_design " \
+           "5485 (maxlen 5485)  [True]" in text

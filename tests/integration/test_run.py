@@ -219,11 +219,12 @@ def test_the_default_workload_keeps_a_backlog_at_risk_through_a_fault(tmp_path):
 
 
 @pytest.mark.parametrize("overflow", ["drop-head", "reject-publish"])
-def test_a_capped_queue_loses_confirmed_messages_or_nacks_them(tmp_path, overflow):
+def test_a_capped_queue_drops_confirmed_messages_by_design_or_nacks_them(tmp_path, overflow):
     """A backlog published before the main phase, then more than the queue's max length: with
-    drop-head RabbitMQ discards the oldest confirmed messages (lost, the run invalid); with
-    reject-publish it nacks the publishes past the cap (fail with the nack, nothing lost, valid).
-    No consumers until the drain, which reads exactly the cap."""
+    drop-head RabbitMQ discards the oldest confirmed messages, into the harness's dead-letter
+    queue (dropped by design, read back by the drain: nothing lost, valid); with reject-publish
+    it nacks the publishes past the cap (fail with the nack, nothing lost, valid). No consumers
+    until the drain, which reads exactly the cap from the queue."""
     proc = harness("run", "--scenario", "healthy", "--queue-type", "classic", "--time-limit", "10",
                    "--rate", "100", "--consumers", "0", "--backlog", "400", "--max-length", "500",
                    "--overflow", overflow, "--name", overflow, "--store", str(tmp_path))
@@ -237,10 +238,51 @@ def test_a_capped_queue_loses_confirmed_messages_or_nacks_them(tmp_path, overflo
     assert test["drain"]["complete"] is True and sum(test["drain"]["delivered"].values()) == 500
     q = json.loads((run / "results.json").read_text())["queue"]
     if overflow == "drop-head":
-        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
-        assert q["acknowledged_count"] > 1000 and q["ok_count"] == 500, q
-        assert q["lost_count"] == q["acknowledged_count"] - 500, q
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert q["acknowledged_count"] > 1000 and q["ok_count"] == 500 and q["lost_count"] == 0, q
+        # Every confirmed message past the cap; an unconfirmed one the queue took and dropped
+        # (a confirm still in flight at the end) is dropped too.
+        assert q["acknowledged_count"] - 500 <= q["dropped_by_design_count"] <= \
+            q["attempt_count"] - 500, q
+        assert q["dropped_by_design_reasons"] == {"maxlen": q["dropped_by_design_count"]}, q
+        assert test["drain"]["dead_letter"]["complete"] is True
+        assert sum(test["drain"]["dead_letter"]["delivered"].values()) >= \
+            q["dropped_by_design_count"]
     else:
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         assert q["acknowledged_count"] == q["ok_count"] == 500 and q["lost_count"] == 0, q
         assert q["fail_count"] > 500 and set(q["fail_reasons"]) == {"nack"}, q
+        assert q["dropped_by_design_count"] == 0 and test["drain"]["dead_letter"] is None
+
+
+def test_a_quorum_queue_dropping_by_design_without_faults_is_valid(tmp_path):
+    """Issue 20 §3, as a new user met it on 3.10: a quorum queue capped at 500 with drop-head,
+    no faults. Every message the queue drops is dead-lettered to the harness's own queue and read
+    back by the drain, so the run is valid, nothing is lost, and the drops are counted apart."""
+    proc = harness("run", "--max-length", "500", "--overflow", "drop-head", "--nemesis", "none",
+                   "--time-limit", "20", "--name", "dropped", "--store", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    run = _run_dir(proc)
+    test = json.loads((run / "test.json").read_text())
+    assert test["versions"]["rabbitmq"].startswith("3.10")
+    assert test["spec"]["queue"]["delivery_limit"] is None  # recorded; 3.10 has no default
+    results = json.loads((run / "results.json").read_text())
+    q = results["queue"]
+    assert results["valid"] is True and q["valid"] is True, q
+    assert q["lost_count"] == 0 and q["unexpected_count"] == 0, q
+    # The backlog grows past the cap (200 publishes/s, 50 acks/s): the queue drops, by design.
+    assert q["dropped_by_design_count"] > 0 and set(q["dropped_by_design_reasons"]) == {"maxlen"}
+    assert q["ok_count"] + q["dropped_by_design_count"] >= q["acknowledged_count"], q
+    assert f"dropped_by_design {q['dropped_by_design_count']} (maxlen " in proc.stdout
+    dead_letter = test["drain"]["dead_letter"]
+    assert dead_letter["queue"] == "jepsen.queue.harness-dlq" and dead_letter["complete"] is True
+    ops = read_history(run / "history.jsonl")
+    [seen] = [o for o in ops if o.f == "dead-lettering"]
+    assert seen.value == {"queue": "jepsen.queue", "exchange": "jepsen.queue.harness-dlx",
+                          "dead_letter_queue": "jepsen.queue.harness-dlq", "by": "harness",
+                          "limits": ["max length 500 (drop-head)"]}
+    dead = [o for o in ops if o.f == "dead-letter"]
+    assert len({o.value for o in dead}) == q["dead_lettered_count"] >= q["dropped_by_design_count"]
+    assert {(o.extra["reason"], o.extra["death_queue"]) for o in dead} == {
+        ("maxlen", "jepsen.queue")}
+    assert not [o for o in ops if o.f == "ack" and o.queue == "jepsen.queue.harness-dlq"]

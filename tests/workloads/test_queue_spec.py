@@ -5,11 +5,16 @@ import pytest
 
 from workloads.clients import message_id, parse_message_id
 from workloads.queue_spec import (
+    DeadLettering,
     QueueConfigError,
     QueueSpec,
+    dead_letter_queue_spec,
+    dead_lettering,
+    default_delivery_limit,
     ha_policy,
     queue_arguments,
     reads_whole_log,
+    release_line,
 )
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
@@ -92,7 +97,76 @@ def test_stream_arguments_and_rules():
     spec.validate(3)
     for bad, msg in [(QueueSpec(type="stream", durable=False), "always durable"),
                      (QueueSpec(type="stream", single_active_consumer=True), "single active"),
-                     (QueueSpec(type="stream", delivery_limit=3), "delivery limit"),
+                     (QueueSpec(type="stream", delivery_limit=3),
+                      "--delivery-limit applies to quorum queues, not stream"),
+                     (QueueSpec(type="stream", dead_letter_exchange="x"), "do not dead-letter"),
                      (QueueSpec(type="stream", quorum_initial_group_size=4), "1..3")]:
         with pytest.raises(QueueConfigError, match=msg):
             bad.validate(3)
+
+
+@pytest.mark.parametrize("spec,msg", [
+    (QueueSpec(delivery_limit=0), "--delivery-limit must be > 0 deliveries, got 0"),
+    (QueueSpec(delivery_limit=-1), "--delivery-limit must be > 0"),
+    (QueueSpec(type="classic", delivery_limit=5),
+     "--delivery-limit applies to quorum queues, not classic"),
+    (QueueSpec(type="mirrored", delivery_limit=5),
+     "--delivery-limit applies to quorum queues, not mirrored"),
+    (QueueSpec(dead_letter_exchange=""), "--dead-letter-exchange must be 1-255"),
+])
+def test_a_delivery_limit_is_positive_and_for_quorum_queues_only(spec, msg):
+    with pytest.raises(QueueConfigError, match=msg):
+        spec.validate(node_count=3)
+    QueueSpec(delivery_limit=1).validate(3)
+
+
+@pytest.mark.parametrize("line,limit", [
+    ("3.10", None), ("4.0", 20), ("4.1", 20), ("4.0.5", 20), ("3.13", None), ("3.8", None),
+    ("10.2", 20), ("not a version", None),
+])
+def test_the_brokers_default_delivery_limit_by_release_line(line, limit):
+    assert default_delivery_limit(line) == limit
+
+
+def test_release_lines_of_versions():
+    assert [release_line(v) for v in ("3.10.25", "4.0.5", " 4.1.0-rc.1", "x")] == [
+        "3.10", "4.0", "4.1", None]
+
+
+def test_where_a_queue_dead_letters_and_under_which_limits():
+    harness = ("q.harness-dlx", "q.harness-dlq")
+
+    def plan(spec: QueueSpec, line: str | None = "3.10") -> DeadLettering | None:
+        return dead_lettering(spec, line)
+
+    assert plan(QueueSpec(name="q")) is None  # 3.10: no default limit, nothing dropped
+    assert plan(QueueSpec(name="q", max_length=5, overflow="reject-publish")) is None  # nacks
+    assert plan(QueueSpec(name="q", type="classic")) is None
+    assert plan(QueueSpec(name="q", type="classic", max_length=5)) == DeadLettering(
+        *harness, ("max length 5 (drop-head)",))
+    assert plan(QueueSpec(name="q", delivery_limit=3, max_length=5, overflow="drop-head")) == \
+        DeadLettering(*harness, ("max length 5 (drop-head)", "delivery limit 3"))
+    assert plan(QueueSpec(name="q"), "4.0") == DeadLettering(
+        *harness, ("delivery limit 20 (RabbitMQ 4.0's default)",))
+    assert plan(QueueSpec(name="q", delivery_limit=50), "4.0") == DeadLettering(
+        *harness, ("delivery limit 50",))
+    assert plan(QueueSpec(name="q", type="classic"), "4.0") is None  # no delivery limit there
+    assert plan(QueueSpec(name="q"), None) is None  # a version nobody announced: no default
+    mine = plan(QueueSpec(name="q", dead_letter_exchange="mine"))
+    assert mine == DeadLettering("mine", None, ())
+    assert mine.observation("q")["by"] == "user"
+    declared = queue_arguments(QueueSpec(name="q", max_length=5), plan(QueueSpec(name="q",
+                                                                              max_length=5)))
+    assert declared["x-dead-letter-exchange"] == "q.harness-dlx"
+
+
+def test_the_dead_letter_queue_is_the_queues_kind_without_its_limits():
+    spec = QueueSpec(name="q", type="mirrored", ha_mode="exactly", ha_params=2, max_length=9,
+                     single_active_consumer=True, durable=False)
+    dlq = dead_letter_queue_spec(spec)
+    assert (dlq.name, dlq.type, dlq.durable, dlq.max_length, dlq.overflow) == (
+        "q.harness-dlq", "mirrored", True, None, None)
+    assert not dlq.single_active_consumer
+    assert ha_policy(dlq, NAMES) == ha_policy(spec, NAMES)
+    assert queue_arguments(dead_letter_queue_spec(QueueSpec(name="q", delivery_limit=4))) == {
+        "x-queue-type": "quorum"}

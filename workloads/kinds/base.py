@@ -59,6 +59,9 @@ class QueueSettings(Protocol):
     @property
     def overflow(self) -> str | None: ...
 
+    @property
+    def dead_letter_exchange(self) -> str | None: ...
+
 
 class QueueKind:
     """A kind of queue. Subclasses set `name` and `summary` and override what differs."""
@@ -69,6 +72,9 @@ class QueueKind:
     reads_whole_log = False
     # The least prefetch its consumers may ask for (0: unlimited is allowed).
     min_prefetch = 0
+    # It takes a delivery limit (x-delivery-limit): a message returned more often is dropped,
+    # or dead-lettered (workloads.queue_spec.dead_lettering).
+    takes_delivery_limit = False
     # The QueueSpec fields only this kind reads (a mirrored queue's policy settings); other
     # kinds ignore them (workloads.queue_spec.settings_that_matter).
     own_fields: tuple[str, ...] = ()

@@ -20,6 +20,7 @@ class Quorum(QueueKind):
 
     name = "quorum"
     summary = "a quorum queue (Raft), always durable"
+    takes_delivery_limit = True
 
     def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Quorum queues are durable and take no mirroring settings."""

@@ -29,14 +29,15 @@ class Stream(QueueKind):
     min_prefetch = 1  # RabbitMQ refuses a stream consumer without a prefetch
 
     def validate(self, spec: QueueSettings, node_count: int) -> None:
-        """Streams are durable, have no single active consumer (3.10) and no delivery limit."""
+        """Streams are durable, have no single active consumer (3.10), no max length in
+        messages and no dead-letter exchange (the spec refuses a delivery limit)."""
         super().validate(spec, node_count)
         if not spec.durable:
             raise QueueConfigError("stream queues are always durable")
         if spec.single_active_consumer:
             raise QueueConfigError("streams have no single active consumer on RabbitMQ 3.10")
-        if spec.delivery_limit is not None:
-            raise QueueConfigError("streams have no delivery limit")
+        if spec.dead_letter_exchange is not None:
+            raise QueueConfigError("streams do not dead-letter (--dead-letter-exchange)")
         if spec.max_length is not None:
             raise QueueConfigError("streams have no max length in messages (their retention is "
                                    "by bytes or age)")
