@@ -86,10 +86,14 @@ def wait_for_banner(ip: str, port: int = 22, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+LOCK_PATH = "/run/lock/rmqh-test-sshd.lock"
+
+
 @contextmanager
 def exclusive(timeout: float = 120.0) -> Iterator[None]:
-    """Holds the machine-wide lock of the test namespace; TimeoutError after `timeout` s."""
-    with open(__file__, "rb") as fh:
+    """Holds the machine-wide lock of the test namespace (a fixed path, so that checkouts of the
+    project elsewhere on the machine wait for each other too); TimeoutError after `timeout` s."""
+    with open(LOCK_PATH, "a+b") as fh:
         deadline = time.monotonic() + timeout
         while True:
             try:
