@@ -8,7 +8,8 @@ fault period, stops the fault, and so on until the event is set; then it stops
 the fault in hand and returns. A schedule played once (`order="once"`) is
 played on the clock from the moment `run` begins: each fault is started at its
 `start_s` and stopped `duration_s` later, and the interpreter returns after the
-last (healthy to the end). Every start and stop is an `invoke` op followed
+last (healthy to the end); the clock starts when `start` is called, just after
+the main phase begins. Every start and stop is an `invoke` op followed
 by an `info` op in the history (process "nemesis"; Jepsen records nemesis
 completions as info because their effect is never certain); a start's
 invocation names the fault (`{"fault": NAME}`) and, when it is not the bare
@@ -109,6 +110,7 @@ class NemesisInterpreter:
         self._active_node: str | None = None
         self._thread: threading.Thread | None = None
         self._deadline: float | None = None
+        self._began: float | None = None  # when `start` was called: a schedule's clock
 
     @property
     def active(self) -> str | None:
@@ -137,6 +139,7 @@ class NemesisInterpreter:
         if self._thread is not None:
             raise RuntimeError("the nemesis interpreter was already started")
         self._deadline = deadline
+        self._began = time.monotonic()
         self._thread = threading.Thread(target=self.run, name="nemesis", daemon=True)
         self._thread.start()
         return self._thread
@@ -159,8 +162,9 @@ class NemesisInterpreter:
         and is kept in `self.error`.
         """
         log.info("nemesis running: faults %s, seed %s", list(self.options.faults), self.seed)
-        # A schedule played once ends its steps on this clock (Step.end_s).
-        t0 = time.monotonic()
+        # A schedule played once ends its steps on this clock (Step.end_s): from `start`, not
+        # from when this thread got going (which may be late on a busy host).
+        t0 = self._began if self._began is not None else time.monotonic()
         try:
             for step in self._steps:
                 if self.stop_event.is_set():

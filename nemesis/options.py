@@ -120,6 +120,14 @@ class NemesisOptions:
         return NemesisOptions(faults=tuple(dict.fromkeys(e for _s, e, _d in items)),
                               order="once", schedule=items, **options)
 
+    def drawn(self) -> NemesisOptions:
+        """Returns these options drawing their faults from the seed (order "random") rather than
+        playing a schedule once: what faults or an order given over a schedule ask for. Options
+        that play no schedule are returned as they are."""
+        if self.order != "once":
+            return self
+        return dataclasses.replace(self, order="random", schedule=())
+
     def validate(self, nodes: Sequence[str] | None = None,
                  time_limit_s: float | None = None) -> NemesisOptions:
         """Takes, when known, the cluster's node names and the main phase's length. Returns self.

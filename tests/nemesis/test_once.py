@@ -118,22 +118,19 @@ class Rig:
         return read_history(self.path)
 
 
-def times(ops: list[Op], origin: int) -> list[tuple[str, str, float]]:
-    return [(o.type, o.f, round((o.time - origin) / S, 1)) for o in ops if o.process == NEMESIS]
-
-
 def test_the_interpreter_plays_the_schedule_on_the_clock_then_stays_healthy(tmp_path) -> None:
-    rig = Rig(tmp_path, once((0.2, "kill@n2", 0.3), (0.6, "pause@n1+n3", 0.2)))
+    rig = Rig(tmp_path, once((0.3, "kill@n2", 0.4), (1.0, "pause@n1+n3", 0.3)))
     rig.main()
     rig.interpreter.start(deadline=time.monotonic() + 5)
-    assert rig.interpreter.join(3)  # the schedule ends: the thread does not wait for the phase
+    assert rig.interpreter.join(5)  # the schedule ends: the thread does not wait for the phase
     ops = rig.ops()
-    origin = ops[0].time
-    assert times(ops, origin) == [
-        ("invoke", "kill", 0.2), ("info", "kill", 0.2), ("invoke", "start", 0.5),
-        ("info", "start", 0.5), ("invoke", "pause", 0.6), ("info", "pause", 0.6),
-        ("invoke", "resume", 0.8), ("info", "resume", 0.8)]
     nem = [o for o in ops if o.process == NEMESIS]
+    assert [(o.type, o.f) for o in nem] == [
+        ("invoke", "kill"), ("info", "kill"), ("invoke", "start"), ("info", "start"),
+        ("invoke", "pause"), ("info", "pause"), ("invoke", "resume"), ("info", "resume")]
+    invoked = [(o.time - ops[0].time) / S for o in nem if o.type == "invoke"]
+    assert invoked == pytest.approx([0.3, 0.7, 1.0, 1.3], abs=0.1)  # on the clock, not after
+    # each action: the stop is due duration_s after the start was due
     assert nem[0].value == {"fault": "kill", "entry": "kill@n2"} and nem[1].node == "n2"
     assert nem[5].value["nodes"] == ["n1", "n3"]
     assert rig.broker.all_running() and rig.interpreter.error is None
@@ -265,4 +262,4 @@ def test_replaying_the_played_schedule_with_the_seed_hits_the_same_nodes(tmp_pat
                for h in (ops, again)]
     assert grudges[0] == grudges[1]
     starts = [s for s, _e, _d in played_schedule(again, replay) or ()]
-    assert starts == pytest.approx([s for s, _e, _d in replay.schedule], abs=0.05)
+    assert starts == pytest.approx([s for s, _e, _d in replay.schedule], abs=0.1)
