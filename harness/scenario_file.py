@@ -383,7 +383,7 @@ def played_spec(spec: TestSpec, ops: Iterable[Op]) -> tuple[TestSpec, list[str |
     schedule played once) and a note per fault saying the nodes it hit; the spec as it is when
     the main phase never began."""
     ops = list(ops)
-    nemesis = played_options(ops, spec.nemesis)
+    nemesis = played_options(ops, spec.nemesis, spec.time_limit_s)
     if nemesis is None:
         return spec, []
     notes = [f"hit {', '.join(f.nodes)}" if f.nodes else None

@@ -100,11 +100,17 @@ def played_faults(ops: Iterable[Op], options: NemesisOptions) -> list[PlayedFaul
     return out
 
 
-def played_schedule(ops: Iterable[Op], options: NemesisOptions
+def played_schedule(ops: Iterable[Op], options: NemesisOptions, until_s: float | None = None
                     ) -> tuple[ScheduledFault, ...] | None:
-    """Takes a history's ops and the options the run played. Returns the faults as played, as
-    (start_s, entry, duration_s) items from the main phase's start, in milliseconds; None when
-    the history has no main phase (nothing was played)."""
+    """Takes a history's ops, the options the run played and, optionally, the main phase's
+    length. Returns the faults as played, as (start_s, entry, duration_s) items from the main
+    phase's start, in milliseconds; None when the history has no main phase (nothing was
+    played).
+
+    Given the phase's length, no fault is said to end past it: one that did had a start
+    action still running at the phase's end (a rolling restart) and was stopped once it
+    finished, which is what playing it again does too.
+    """
     ops = list(ops)
     origin, _end = main_phase(ops)
     if origin is None:
@@ -113,15 +119,19 @@ def played_schedule(ops: Iterable[Op], options: NemesisOptions
     for fault in played_faults(ops, options):
         start = round(max(0, fault.start_ns - origin) / NS, DIGITS)
         end = round(max(0, fault.end_ns - origin) / NS, DIGITS)
+        if until_s is not None:
+            end = min(end, max(start, round(until_s, DIGITS)))
         items.append((start, fault.entry, max(SHORTEST_S, round(end - start, DIGITS))))
     return tuple(items)
 
 
-def played_options(ops: Iterable[Op], options: NemesisOptions) -> NemesisOptions | None:
-    """Takes a history's ops and the options the run played. Returns options that play its
-    faults once as they were played (every other option kept); None when nothing was played
-    because the main phase never began."""
-    items = played_schedule(ops, options)
+def played_options(ops: Iterable[Op], options: NemesisOptions, until_s: float | None = None
+                   ) -> NemesisOptions | None:
+    """Takes a history's ops, the options the run played and, optionally, the main phase's
+    length. Returns options that play its faults once as they were played (every other option
+    kept; `played_schedule`); None when nothing was played because the main phase never
+    began."""
+    items = played_schedule(ops, options, until_s)
     if items is None:
         return None
     rest = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)

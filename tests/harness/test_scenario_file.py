@@ -30,7 +30,7 @@ from harness.scenario_file import (
 )
 from harness.scenarios import SCENARIOS
 from harness.series import same_scenario
-from harness.spec import TestSpec
+from harness.spec import TestSpec, spec_from_dict
 from harness.toml_text import COMMENT, dumps
 from nemesis.options import NemesisOptions
 from workloads.clients import ClientOptions
@@ -95,6 +95,14 @@ def test_a_schedule_an_unset_setting_and_lists_read_back() -> None:
     assert text.count("[[nemesis.schedule]]") == 2 and "# hit n2\nstart_s = 10.0" in text
     assert loads_scenario(text) == spec
     assert same_scenario(loads_scenario(text).to_dict(), spec)
+
+
+def test_a_schedule_reads_back_from_test_json_and_warns_of_short_silent_faults() -> None:
+    spec = dataclasses.replace(once_spec(), nemesis=NemesisOptions.played_once(
+        [(1.0, "partition-one@n2", 5.0), (10.0, "kill", 5.0)]))
+    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    (warning,) = spec.warnings()
+    assert warning.startswith("fault partition-one@n2 lasts 5 s, but RabbitMQ declares")
 
 
 def test_the_documented_examples_are_scenario_files() -> None:
@@ -295,3 +303,35 @@ def test_a_run_that_never_reached_its_main_phase_writes_its_spec(tmp_path) -> No
 def test_writing_a_runs_scenario_never_fails_the_run(tmp_path, caplog) -> None:
     assert write_run_scenario(tmp_path / "gone", SCENARIOS["kill"].spec) is None
     assert "could not write scenario.toml" in caplog.text
+
+
+def test_the_runner_writes_scenario_toml_beside_test_json(tmp_path, monkeypatch) -> None:
+    """run_test with every phase replaced: its faults as the history recorded them come back
+    as the run directory's scenario.toml."""
+    import contextlib
+
+    from history import HARNESS, NEMESIS, Op
+
+    def main_phase(self: Any) -> None:
+        self.history.append(Op(type="info", process=HARNESS, f="phase",
+                               value={"phase": "main", "state": "start"}))
+        self.history.append(Op(type="invoke", process=NEMESIS, f="kill",
+                               value={"fault": "kill", "entry": "kill@n2"}))
+        self.history.append(Op(type="info", process=NEMESIS, f="kill",
+                               value={"fault": "kill", "nodes": ["n2"]}, node="n2"))
+        self.history.append(Op(type="invoke", process=NEMESIS, f="start", value={"fault": "kill"},
+                               node="n2"))
+        self.outcome.error = "BrokerError: gone"  # no main phase time: nothing is checked
+
+    for phase in ("setup", "heal", "recover", "drain", "teardown"):
+        monkeypatch.setattr(harness.runner.Run, phase, lambda self: None)
+    monkeypatch.setattr(harness.runner.Run, "main", main_phase)
+    monkeypatch.setattr(harness.runner, "run_lock", contextlib.nullcontext)
+    spec = dataclasses.replace(TestSpec(name="t", seed=8),
+                               nemesis=NemesisOptions(faults=("kill@n2",)))
+    code, outcome = harness.runner.run_test(spec, tmp_path)
+    assert code == 2 and (outcome.run_dir / "test.json").exists()
+    again = read_scenario(outcome.run_dir / RUN_FILE)
+    assert again.seed == 8 and again.nemesis.faults == ("kill@n2",)
+    ((start, entry, duration),) = again.nemesis.schedule
+    assert entry == "kill@n2" and 0 <= start < 1 and 0 < duration < 1

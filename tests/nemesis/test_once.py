@@ -222,6 +222,19 @@ def test_a_fault_left_open_ends_at_the_heal_or_the_main_phases_end() -> None:
     assert played_schedule(cut, opts) == ((1.0, "pause", 8.0),)
 
 
+def test_a_fault_whose_start_ran_past_the_phases_end_ends_there_as_replaying_it_would() -> None:
+    opts = NemesisOptions(faults=("rolling-restart",), duration_s=5)
+    ops = [phase(0, "start"),
+           nem(50, "invoke", "start-rolling-restart", {"fault": "rolling-restart"}),
+           nem(80, "info", "start-rolling-restart", {"fault": "rolling-restart"}),
+           phase(80.1, "end"),
+           nem(80.1, "invoke", "stop-rolling-restart", {"fault": "rolling-restart"})]
+    assert played_schedule(ops, opts) == ((50.0, "rolling-restart", 30.1),)
+    again = played_options(ops, opts, until_s=60)
+    assert again is not None and again.schedule == ((50.0, "rolling-restart", 10.0),)
+    again.validate(NODES, time_limit_s=60)
+
+
 def test_an_older_history_maps_a_fault_to_the_first_entry_playing_it() -> None:
     opts = NemesisOptions(faults=("stop@follower:interval=15", "kill@leader"), order="cycle")
     ops = [phase(0, "start"), nem(15, "invoke", "stop", {"fault": "stop"}),
