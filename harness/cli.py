@@ -6,9 +6,10 @@ prints its seed when it starts and when it ends, shows its progress live on
 stderr (harness.progress) and rewrites the store's index afterwards;
 `run --replay RUN_DIR` repeats a stored run (its spec and seed; options
 given override them); `run --scenario-file F` runs a scenario file
-(harness.scenario_file), such as the scenario.toml every run writes. `check` judges a stored run (or a bare history) again;
-it is the one command that checks. `nightly` is the scenario matrix within a time budget,
-with JUnit XML and an HTML page for CI (harness.nightly).
+(harness.scenario_file), such as the scenario.toml every run writes. `check`
+judges a stored run (or a bare history) again; it is the one command that
+checks. `nightly` is the scenario matrix within a time budget, with JUnit XML
+and an HTML page for CI (harness.nightly).
 """
 
 from __future__ import annotations
@@ -314,7 +315,8 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         faults = ()
     drawn = faults is not None or a.nemesis_order not in (None, "once")  # over a schedule
     nemesis: NemesisOptions = _replace(
-        base.nemesis.drawn() if drawn else base.nemesis, faults=faults, order=a.nemesis_order, interval_s=a.nemesis_interval,
+        base.nemesis.drawn() if drawn else base.nemesis, faults=faults, order=a.nemesis_order,
+        interval_s=a.nemesis_interval,
         duration_s=a.nemesis_duration, targets=a.nemesis_targets, packet_loss=a.packet_loss,
         packet_scope=a.packet_scope, bandwidth_kbit=a.bandwidth_kbit, delay_ms=a.delay_ms,
     )

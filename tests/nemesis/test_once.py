@@ -166,7 +166,8 @@ def test_stopping_mid_schedule_ends_the_fault_in_hand(tmp_path) -> None:
 # -- the schedule as played ------------------------------------------------------------------------
 
 def nem(t: float, type_: str, f: str, value: dict[str, Any], **kw: Any) -> Op:
-    return Op(type=type_, process=NEMESIS, f=f, value=value, time=int(t * S), **kw)  # type: ignore[arg-type]
+    return Op(type=type_, process=NEMESIS, f=f, value=value, time=int(t * S),  # type: ignore[arg-type]
+              **kw)
 
 
 def phase(t: float, state: str) -> Op:
@@ -191,7 +192,7 @@ def test_a_histories_played_faults_become_a_schedule() -> None:
                                               "nodes": ["n1", "n2", "n3"]}, node="n1"),
         nem(53.1, "invoke", "stop-partition", {"fault": "partition-random-halves"}),
         nem(53.2, "info", "stop-partition", {"fault": "partition-random-halves"}),
-        nem(60.0, "invoke", "pause", {"fault": "pause"}),  # a start that failed: played all the same
+        nem(60.0, "invoke", "pause", {"fault": "pause"}),  # a failed start: played all the same
         nem(60.1, "info", "pause", {"fault": "pause"}, error="FaultError: no"),
         nem(60.1, "invoke", "resume", {"fault": "pause"}),
         nem(60.2, "info", "resume", {"fault": "pause"}),
