@@ -5,9 +5,11 @@ anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
 prints its seed when it starts and when it ends, shows its progress live on
 stderr (harness.progress) and rewrites the store's index afterwards;
 `run --replay RUN_DIR` repeats a stored run (its spec and seed; options
-given override them). `check` judges a stored run (or a bare history) again;
-it is the one command that checks. `nightly` is the scenario matrix within a time budget,
-with JUnit XML and an HTML page for CI (harness.nightly).
+given override them); `run --scenario-file F` runs a scenario file
+(harness.scenario_file), such as the scenario.toml every run writes. `check`
+judges a stored run (or a bare history) again; it is the one command that
+checks. `nightly` is the scenario matrix within a time budget, with JUnit XML
+and an HTML page for CI (harness.nightly).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from checkers.options import CheckOptions
 from clusters.registry import add_backend_options, options_from_args
 from clusters.releases import DEFAULT_LINE, METADATA_STORES, RELEASES, release
 from clusters.spark_master import check_spark_master
+from harness.scenario_file import read_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from harness.verdict import is_weak
 from nemesis import NemesisOptions
@@ -283,7 +286,9 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
     from harness.scenarios import scenario
 
     replay = getattr(a, "replay", None)
+    scenario_file = getattr(a, "scenario_file", None)
     base = (replay_spec(replay) if replay is not None
+            else read_scenario(scenario_file) if scenario_file is not None
             else scenario(a.scenario) if a.scenario else TestSpec())
     if a.rabbitmq and len(a.rabbitmq) > 1:
         raise SpecError(f"a run tests one RabbitMQ release (--rabbitmq {','.join(a.rabbitmq)}); "
@@ -320,8 +325,10 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
     faults = a.nemesis
     if faults is not None and faults in (("none",), ()):
         faults = ()
+    drawn = faults is not None or a.nemesis_order not in (None, "once")  # over a schedule
     nemesis: NemesisOptions = _replace(
-        base.nemesis, faults=faults, order=a.nemesis_order, interval_s=a.nemesis_interval,
+        base.nemesis.drawn() if drawn else base.nemesis, faults=faults, order=a.nemesis_order,
+        interval_s=a.nemesis_interval,
         duration_s=a.nemesis_duration, targets=a.nemesis_targets, packet_loss=a.packet_loss,
         packet_scope=a.packet_scope, bandwidth_kbit=a.bandwidth_kbit, delay_ms=a.delay_ms,
     )
@@ -349,6 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int,
                    help="run N independently seeded times (seeds SEED, SEED+1, ...) and "
                         "summarise: valid/invalid/unknown, detection rate, lost min/median/max")
+    r.add_argument("--scenario-file", type=Path, metavar="FILE",
+                   help="start from a scenario file (TOML: the spec, with faults drawn from its "
+                        "seed or an explicit schedule played once; every run directory holds "
+                        "scenario.toml, the run as played); other options override it, and "
+                        "--nemesis or --nemesis-order draw faults in place of its schedule")
     r.add_argument("--replay", type=Path, metavar="RUN_DIR",
                    help="repeat a stored run: its spec and seed (so the same seeded fault "
                         "schedule); other options override them")
@@ -393,7 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--out", type=Path, required=True, help="the archive, e.g. "
                     "measurements/detection.jsonl")
     sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
-    sub.add_parser("scenarios", help="list the named scenarios")
+    sc = sub.add_parser("scenarios", help="list the named scenarios")
+    sc.add_argument("--write", type=Path, metavar="DIR",
+                    help="write each as a scenario file, DIR/<name>.toml, instead")
     return p
 
 
@@ -532,6 +546,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
             raise UsageError("--replay repeats one stored run with its own spec; it takes "
                              "neither --repeat nor --scenario")
         replay_of = str(a.replay.resolve())
+    if a.scenario_file is not None and (a.scenario or a.replay is not None):
+        raise UsageError("--scenario-file is the run's spec; it takes neither --scenario nor "
+                         "--replay")
     spec = spec_from_args(a)
     for warning in spec.warnings():
         print(f"warning: {warning}", file=sys.stderr, flush=True)
@@ -743,8 +760,14 @@ def _cmd_clean(_a: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_scenarios(_a: argparse.Namespace) -> int:
+def _cmd_scenarios(a: argparse.Namespace) -> int:
+    from harness.scenario_file import write_catalogue
     from harness.scenarios import SCENARIOS
+
+    if a.write is not None:
+        for path in write_catalogue(a.write, {n: sc.spec for n, sc in SCENARIOS.items()}):
+            print(path)
+        return 0
 
     for name, sc in SCENARIOS.items():
         print(f"{name:32} {sc.spec.description}")
@@ -775,7 +798,7 @@ FLAGS = {"duration_s": "--nemesis-duration", "interval_s": "--nemesis-interval"}
 def name_the_options(message: str) -> str:
     """Takes an error message. Returns it with the spec's field names (duration_s) followed by
     the option that sets them (--nemesis-duration), where the message is not about an entry."""
-    if message.startswith("fault entry"):
+    if message.startswith(("fault entry", "scenario file")):
         return message
     for field_name, flag in FLAGS.items():
         message = message.replace(f"{field_name} must", f"{field_name} ({flag}) must")

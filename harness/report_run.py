@@ -360,6 +360,11 @@ def _nemesis_text(info: dict[str, Any]) -> str:
     faults = n.get("faults")
     if isinstance(faults, list | tuple) and not faults:
         return "none (no faults)"
+    schedule = n.get("schedule")
+    if n.get("order") == "once" and isinstance(schedule, list):
+        return "played once: " + ", ".join(  # (start_s, entry, duration_s) items
+            f"{x[1]} at {x[0]} s for {x[2]} s" for x in schedule
+            if isinstance(x, list | tuple) and len(x) == 3)
     interval = n.get("interval_s", n.get("interval"))
     duration = n.get("duration_s", n.get("duration"))
     parts = [_list(faults)]

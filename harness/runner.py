@@ -6,7 +6,9 @@ Ctrl-C, SIGTERM -- the nemesis heals, the cluster is torn down by pid, and the
 run directory keeps what was recorded. Each phase's start and end is a
 harness event in the history. An optional observer (harness.progress) sees
 every op as it is recorded, for the CLI's live progress; a replayed run
-records the run it repeats in test.json as `replay_of`.
+records the run it repeats in test.json as `replay_of`. Beside test.json the
+run writes scenario.toml, its spec with its faults as played
+(harness.scenario_file), which `run --scenario-file` plays again.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from harness.check import check_run, exit_code
 from harness.placement import QueueSampler
 from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, recover, restart_each
+from harness.scenario_file import write_run_scenario
 from harness.spec import TestSpec
 from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError, NemesisInterpreter
@@ -345,6 +348,7 @@ class Run:
                 self.teardown()
                 self.history.close()
                 self.save_test_json()
+                write_run_scenario(self.run_dir, self.spec)  # scenario.toml: the run as played
         return self.outcome
 
 

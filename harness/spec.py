@@ -112,7 +112,8 @@ class TestSpec:
             raise SpecError(f"a {kind.name} test needs {', '.join(clash)} = "
                             f"{kind.check_rules()[clash[0]]} ({kind.summary}; use for_queue)")
         try:
-            self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)])
+            self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)],
+                                  time_limit_s=self.time_limit_s)
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
         why = release(self.broker.rabbitmq).refuses_kind(kind.name)
@@ -146,9 +147,8 @@ class TestSpec:
         low, high = self.detection_s()
         spec = self.resolved()
         out = self.not_applying()
-        for entry in spec.nemesis.entries():
+        for entry, lasts in spec.nemesis.timed_entries():  # a schedule's items: their own
             info = fault_info(entry.fault)
-            lasts = spec.nemesis.resolve(entry).duration_s
             if kind_named(info.kind.name).silent and lasts is not None and lasts < high:
                 out.append(
                     f"fault {entry.text} lasts {lasts:g} s, but RabbitMQ declares a silent peer "
@@ -221,7 +221,7 @@ def spec_from_dict(d: dict[str, Any]) -> TestSpec:
             sub = _NESTED.get((cls, k))
             if sub is not None and isinstance(v, dict):
                 kwargs[k] = build(sub, v)
-            elif isinstance(v, list) and k in ("faults", "extra"):
+            elif isinstance(v, list) and k in ("faults", "extra", "schedule"):
                 kwargs[k] = tuple(tuple(x) if isinstance(x, list) else x for x in v)
             else:
                 kwargs[k] = v

@@ -8,7 +8,8 @@ The modules, from the bottom up: `errors`; the pure `partition`, `commands`
 and `targets`; `net` (iptables and tc through a Remote); `protocol` (what a
 fault is and acts through); `healers`; the faults themselves in `faults/`
 (`process`, `network`) and their registry (`faults/__init__`); `options`;
-`schedule`; `interpreter`. Each imports only modules before it.
+`schedule`; `played` (a history's faults read back as a schedule played once);
+`interpreter`. Each imports only modules before it.
 """
 
 from nemesis.errors import (

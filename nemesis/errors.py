@@ -1,7 +1,8 @@
 """Every error the nemesis raises, in one place.
 
 `NemesisError` is the base. `NemesisConfigError` is a bad option, found
-before anything runs (the harness exits 2 on it). `ShapeError` is a partition
+before anything runs (the harness exits 2 on it); `ScheduleError` is one about
+an explicit schedule, naming the item at fault. `ShapeError` is a partition
 shape that cannot be built for the given nodes. `FaultUnsupported` says a node
 cannot host a fault at all (tc netem on a kernel without sch_netem);
 `FaultError` says a fault's action failed on one or more nodes.
@@ -16,6 +17,15 @@ class NemesisError(Exception):
 
 class NemesisConfigError(NemesisError, ValueError):
     """An option, or combination of options, that cannot make a nemesis."""
+
+
+class ScheduleError(NemesisConfigError):
+    """An explicit schedule that cannot be played; `index` is the item at fault (from 0), None
+    when the schedule as a whole is."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 class ShapeError(NemesisError, ValueError):

@@ -5,9 +5,16 @@ turns the schedule's steps into fault actions and the fault actions into
 history ops. `NemesisInterpreter.run` (in its own thread via `start`) walks the schedule: it
 waits out a healthy period on the stop event, starts a fault, waits out the
 fault period, stops the fault, and so on until the event is set; then it stops
-the fault in hand and returns. Every start and stop is an `invoke` op followed
+the fault in hand and returns. A schedule played once (`order="once"`) is
+played on the clock from the moment `run` begins: each fault is started at its
+`start_s` and stopped `duration_s` later, and the interpreter returns after the
+last (healthy to the end); the clock starts when `start` is called, just after
+the main phase begins. Every start and stop is an `invoke` op followed
 by an `info` op in the history (process "nemesis"; Jepsen records nemesis
-completions as info because their effect is never certain). A start that
+completions as info because their effect is never certain); a start's
+invocation names the fault (`{"fault": NAME}`) and, when it is not the bare
+name, the entry it plays (`"entry": "kill@leader"`), so the schedule as played
+can be read back from the history (nemesis.played). A start that
 raises is recorded as an `info` with an `error` field, and the fault is then
 stopped at once (it may have half-happened), as Jepsen's flip-flop generator
 would.
@@ -34,7 +41,7 @@ from history import NEMESIS, Op, OpType, Recorder
 from nemesis.errors import NemesisConfigError
 from nemesis.faults import make_fault
 from nemesis.healers import HEALERS
-from nemesis.options import NemesisOptions
+from nemesis.options import NemesisOptions, cut_allowance
 from nemesis.protocol import Fault, FaultContext, Preflight, describe_error
 from nemesis.schedule import fault_rng, schedule, schedule_rng
 
@@ -103,6 +110,7 @@ class NemesisInterpreter:
         self._active_node: str | None = None
         self._thread: threading.Thread | None = None
         self._deadline: float | None = None
+        self._began: float | None = None  # when `start` was called: a schedule's clock
 
     @property
     def active(self) -> str | None:
@@ -131,6 +139,7 @@ class NemesisInterpreter:
         if self._thread is not None:
             raise RuntimeError("the nemesis interpreter was already started")
         self._deadline = deadline
+        self._began = time.monotonic()
         self._thread = threading.Thread(target=self.run, name="nemesis", daemon=True)
         self._thread.start()
         return self._thread
@@ -153,20 +162,26 @@ class NemesisInterpreter:
         and is kept in `self.error`.
         """
         log.info("nemesis running: faults %s, seed %s", list(self.options.faults), self.seed)
+        # A schedule played once ends its steps on this clock (Step.end_s): from `start`, not
+        # from when this thread got going (which may be late on a busy host).
+        t0 = self._began if self._began is not None else time.monotonic()
         try:
             for step in self._steps:
                 if self.stop_event.is_set():
                     break
+                ends = None if step.end_s is None else t0 + step.end_s
                 if step.kind == "healthy" or step.fault is None:
-                    self.stop_event.wait(step.seconds)
+                    self.stop_event.wait(step.seconds if ends is None
+                                         else max(0.0, ends - time.monotonic()))
                 elif self._deadline is not None and \
-                        time.monotonic() + step.seconds - _slack(step.seconds) > self._deadline:
+                        (ends if ends is not None else time.monotonic() + step.seconds) \
+                        - _slack(step.seconds) > self._deadline:
                     log.info("nemesis: no time left for %s's %g s; healthy to the end",
                              step.fault, step.seconds)
                     self.stop_event.wait(max(0.0, self._deadline - time.monotonic()))
                     break
                 else:
-                    self._fault_period(step.fault, step.seconds)
+                    self._fault_period(step.fault, step.seconds, ends)
         except Exception as e:
             log.exception("nemesis stopped by an error")
             self.error = e
@@ -220,19 +235,23 @@ class NemesisInterpreter:
             log.info("healed: %s", ", ".join(healed) or "nothing to heal")
         return value
 
-    def _fault_period(self, entry: str, seconds: float) -> None:
+    def _fault_period(self, entry: str, seconds: float, ends: float | None = None) -> None:
+        """Plays one fault: for `seconds` once started, or until `ends` (time.monotonic())."""
         with self._lock:
             if self.stop_event.is_set():
                 return
-            started = self._start_fault(self._faults[entry], self._ctxs[entry])
+            started = self._start_fault(self._faults[entry], self._ctxs[entry], entry)
         if started:
-            self.stop_event.wait(seconds)
+            self.stop_event.wait(seconds if ends is None else max(0.0, ends - time.monotonic()))
         with self._lock:
             self._stop_active()
 
-    def _start_fault(self, fault: Fault, ctx: FaultContext) -> bool:
+    def _start_fault(self, fault: Fault, ctx: FaultContext, entry: str) -> bool:
         info = fault.info
-        self._record("invoke", info.start_f, {"fault": info.name}, strict=True)
+        asked: dict[str, Any] = {"fault": info.name}
+        if entry != info.name:
+            asked["entry"] = entry
+        self._record("invoke", info.start_f, asked, strict=True)
         # Active before acting: a start that fails half-way still gets stopped.
         self._active, self._active_node, self._active_ctx = fault, None, ctx
         log.info("nemesis: %s (%s)", info.name, info.start_f)
@@ -284,7 +303,6 @@ class NemesisInterpreter:
 
 
 def _slack(seconds: float) -> float:
-    """Takes a fault's duration. Returns by how much the main phase's end may cut it: 5% or a
-    second, whichever is more (a scenario of 10 s healthy, 20 s faulty, twice, in 60 s plays both
-    faults although the nemesis's own steps take a few hundred ms)."""
-    return max(1.0, 0.05 * seconds)
+    """Takes a fault's duration. Returns by how much the main phase's end may cut it
+    (nemesis.options.cut_allowance, which an explicit schedule is validated against)."""
+    return cut_allowance(seconds)

@@ -23,6 +23,17 @@ text (it is what test.json records and what `--nemesis` takes):
 
 `FaultEntry.parse` reads one, `resolve` gives the options an entry plays
 with. An entry with no `@` and no option is a bare fault name, as before.
+
+An explicit schedule, played once (`order="once"`, `schedule`): each item is
+`(start_s, entry, duration_s)`, the fault entry started `start_s` seconds
+into the main phase and stopped `duration_s` seconds after it was started,
+rather than drawn from the seed; healthy before, between and after. The items
+are in order of start and never overlap (one fault is in effect at a time, as
+in the drawn schedules); an entry there carries no `duration=` or `interval=`
+of its own (the item says when); `faults` is then the schedule's entries, each
+once, in order of first play (`played_once` builds such options). Given the
+main phase's length, `validate` refuses an item that would end past it by
+more than the interpreter lets the phase's end cut a fault (`cut_allowance`).
 """
 
 from __future__ import annotations
@@ -34,15 +45,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from nemesis.errors import NemesisConfigError
+from nemesis.errors import NemesisConfigError, ScheduleError
 from nemesis.faults import fault_info
 from nemesis.targets import validate_targets
 
 log = logging.getLogger(__name__)
 
 PacketScope = Literal["peers", "all"]
-Order = Literal["random", "cycle"]
-ORDERS: tuple[str, ...] = ("random", "cycle")
+Order = Literal["random", "cycle", "once"]
+ORDERS: tuple[str, ...] = ("random", "cycle", "once")
+# One item of an explicit schedule: (start_s into the main phase, fault entry, duration_s).
+ScheduledFault = tuple[float, str, float]
+# How much two scheduled faults may overlap by rounding alone (a file keeps milliseconds).
+OVERLAP_TOLERANCE_S = 1e-6
 PACKET_SCOPES: tuple[str, ...] = ("peers", "all")
 # A tbf bucket smaller than one full Ethernet frame would drop every large packet.
 MIN_BURST_BYTES = 1600
@@ -60,7 +75,10 @@ class NemesisOptions:
 
     - faults: fault entries (see the module's docstring): a fault name (see nemesis.faults)
       with optional targets and options of its own ("kill@leader:duration=10"); empty for none
-    - order: "random" (each fault drawn at random) or "cycle" (in the order given, repeated)
+    - order: "random" (each fault drawn at random), "cycle" (in the order given, repeated) or
+      "once" (the explicit `schedule`, played once)
+    - schedule: with order "once", (start_s, fault entry, duration_s) items: each fault's start
+      in seconds into the main phase and how long it lasts (the module's docstring); else empty
     - interval_s: healthy seconds before each fault; duration_s: seconds each fault lasts,
       None for "long enough for RabbitMQ to notice it": the test spec sets it from the
       cluster's failure-detection time (harness.spec: 2 x net_ticktime); a nemesis used
@@ -73,7 +91,7 @@ class NemesisOptions:
     - command_timeout_s: hard timeout of each iptables/tc command
     - heal_wait_s: how long heal waits for a fault action in flight before healing anyway
 
-    Every field but faults, order and heal_wait_s is a default an entry may override.
+    Every field but faults, order, schedule and heal_wait_s is a default an entry may override.
     """
 
     faults: tuple[str, ...] = ("partition-random-halves",)
@@ -92,18 +110,37 @@ class NemesisOptions:
     reorder_pct: float = 25.0
     command_timeout_s: float = 5.0
     heal_wait_s: float = 120.0
+    schedule: tuple[ScheduledFault, ...] = ()
 
-    def validate(self, nodes: Sequence[str] | None = None) -> NemesisOptions:
-        """Takes, when known, the cluster's node names. Returns self.
+    @staticmethod
+    def played_once(schedule: Sequence[ScheduledFault], **options: Any) -> NemesisOptions:
+        """Takes (start_s, fault entry, duration_s) items and any other options. Returns options
+        that play them once (order "once", `faults` the items' entries), not yet validated."""
+        items = tuple((start, entry, duration) for start, entry, duration in schedule)
+        return NemesisOptions(faults=tuple(dict.fromkeys(e for _s, e, _d in items)),
+                              order="once", schedule=items, **options)
+
+    def drawn(self) -> NemesisOptions:
+        """Returns these options drawing their faults from the seed (order "random") rather than
+        playing a schedule once: what faults or an order given over a schedule ask for. Options
+        that play no schedule are returned as they are."""
+        if self.order != "once":
+            return self
+        return dataclasses.replace(self, order="random", schedule=())
+
+    def validate(self, nodes: Sequence[str] | None = None,
+                 time_limit_s: float | None = None) -> NemesisOptions:
+        """Takes, when known, the cluster's node names and the main phase's length. Returns self.
 
         Raises NemesisConfigError for an unknown fault (listing the known
         ones), a malformed entry, a negative or non-finite time, an
-        out-of-range setting (the defaults' or an entry's own), and, given
-        the nodes, target names not in the cluster or a fault needing more
-        nodes than there are.
+        out-of-range setting (the defaults' or an entry's own), a bad
+        explicit schedule (`check_schedule`), and, given the nodes, target
+        names not in the cluster or a fault needing more nodes than there are.
         """
         if isinstance(self.faults, str) or not isinstance(self.faults, tuple):
             raise NemesisConfigError(f"faults must be a tuple of fault names, got {self.faults!r}")
+        self.check_schedule(time_limit_s, nodes)  # first: its errors say which item is wrong
         entries = [FaultEntry.parse(e) for e in dict.fromkeys(self.faults)]
         for entry in entries:
             if entry.targets is not None:
@@ -128,6 +165,75 @@ class NemesisOptions:
                         f"nodes; the cluster has {len(nodes)}"
                     )
         return self
+
+    def check_schedule(self, time_limit_s: float | None = None,
+                       nodes: Sequence[str] | None = None) -> None:
+        """Takes, when known, the main phase's length and the cluster's node names. Returns None
+        when the explicit schedule can be played: order "once" and a schedule go together; each
+        item is (start >= 0, a fault entry without timing of its own whose targets and settings
+        fit the cluster, duration > 0); the items are in order and do not overlap; none ends past
+        the time limit by more than `cut_allowance`; `faults` is the schedule's entries.
+
+        Raises ScheduleError (a NemesisConfigError) saying which item (`index`, from 0) is wrong
+        and why.
+        """
+        if not isinstance(self.schedule, tuple):
+            raise ScheduleError(f"schedule must be a tuple of (start_s, entry, duration_s) items, "
+                                f"got {self.schedule!r}")
+        if self.order != "once":
+            if self.schedule:
+                raise ScheduleError(f"a schedule is played with order 'once', not "
+                                    f"{self.order!r}")
+            return
+        self._check_values()
+        end = 0.0
+        previous = ""
+        for i, item in enumerate(self.schedule):
+            start, entry, duration = _item(i, item)
+            where = f"scheduled fault {i + 1} ({entry})"
+            parsed = FaultEntry.parse(entry)
+            timing = [k for k, f in TIMING_KEYS.items() if f in dict(parsed.settings)]
+            if timing:
+                raise ScheduleError(f"{where}: a scheduled fault's start_s and duration_s say "
+                                    f"when it plays; its entry takes no {', '.join(timing)}", i)
+            try:
+                self._check_entry(parsed, nodes)
+            except NemesisConfigError as e:
+                raise ScheduleError(f"{where}: {e}", i) from None
+            if start + OVERLAP_TOLERANCE_S < end:
+                raise ScheduleError(
+                    f"{where} starts at {start:g} s, before scheduled fault {i} ({previous}) "
+                    f"ends at {end:g} s: faults play one at a time, in order of start", i)
+            end, previous = start + duration, entry
+            if time_limit_s is not None and end - cut_allowance(duration) > time_limit_s:
+                raise ScheduleError(
+                    f"{where} ends at {end:g} s, past the main phase's {time_limit_s:g} s: the "
+                    f"nemesis would not play it (a fault may lose at most "
+                    f"{cut_allowance(duration):g} s to the phase's end)", i)
+        derived = tuple(dict.fromkeys(entry for _s, entry, _d in self.schedule))
+        if self.faults != derived:
+            raise ScheduleError(f"with order 'once' the faults are the schedule's entries "
+                                f"({', '.join(derived) or 'none'}), not "
+                                f"{', '.join(self.faults) or 'none'}")
+
+    def _check_entry(self, entry: FaultEntry, nodes: Sequence[str] | None) -> None:
+        """Raises NemesisConfigError when an entry's targets, its resolved settings or, given the
+        nodes, the cluster's size do not fit it."""
+        if entry.targets is not None:
+            validate_targets(entry.targets, nodes)
+        self.resolve(entry)._check_values(entry.fault)
+        info = fault_info(entry.fault)
+        if nodes is not None and len(nodes) < info.min_nodes:
+            raise NemesisConfigError(f"fault {info.name!r} needs at least {info.min_nodes} "
+                                     f"nodes; the cluster has {len(nodes)}")
+
+    def timed_entries(self) -> tuple[tuple[FaultEntry, float | None], ...]:
+        """Returns each fault entry to be played with how long it lasts, each pair once: the
+        scheduled items' with order "once", else every entry's own duration (None: not set)."""
+        if self.order == "once":
+            return tuple(dict.fromkeys((FaultEntry.parse(e), float(d))
+                                       for _s, e, d in self.schedule))
+        return tuple((e, self.resolve(e).duration_s) for e in self.entries())
 
     def _check_values(self, fault: str | None = None) -> None:
         """Raises NemesisConfigError for a time or setting out of range; given a fault's name,
@@ -197,6 +303,7 @@ class NemesisOptions:
         """Returns the options as JSON-able data (faults as a list)."""
         d = asdict(self)
         d["faults"] = list(self.faults)
+        d["schedule"] = [list(item) for item in self.schedule]
         return d
 
     @staticmethod
@@ -214,6 +321,9 @@ class NemesisOptions:
         data = dict(d)
         if "faults" in data and isinstance(data["faults"], list):
             data["faults"] = tuple(data["faults"])
+        if "schedule" in data and isinstance(data["schedule"], list):
+            data["schedule"] = tuple(tuple(x) if isinstance(x, list) else x
+                                     for x in data["schedule"])
         return NemesisOptions(**data).validate()
 
 
@@ -222,8 +332,33 @@ QUEUE_SELECTORS: frozenset[str] = frozenset({"leader", "follower", "followers"})
 # Each option an entry may set, and the type its text is read as.
 _TYPES: Mapping[str, type] = {
     f.name: float if f.name == "duration_s" else type(f.default)
-    for f in fields(NemesisOptions) if f.name not in ("faults", "order")
+    for f in fields(NemesisOptions) if f.name not in ("faults", "order", "schedule")
 }
+
+
+def cut_allowance(seconds: float) -> float:
+    """Takes a fault's duration. Returns by how much the main phase's end may cut it: 5% or a
+    second, whichever is more (a scenario of 10 s healthy, 20 s faulty, twice, in 60 s plays both
+    faults although the nemesis's own steps take a few hundred ms)."""
+    return max(1.0, 0.05 * seconds)
+
+
+def _item(i: int, item: Any) -> ScheduledFault:
+    """Returns a schedule item checked: (start_s >= 0, entry text, duration_s > 0)."""
+    if not isinstance(item, tuple) or len(item) != 3:
+        raise ScheduleError(f"scheduled fault {i + 1} must be (start_s, entry, duration_s), "
+                            f"got {item!r}", i)
+    start, entry, duration = item
+    if not isinstance(entry, str):
+        raise ScheduleError(f"scheduled fault {i + 1}: its fault is an entry like kill@n2, got "
+                            f"{entry!r}", i)
+    try:
+        _non_negative("start_s", start)
+        _positive("duration_s", duration)
+        FaultEntry.parse(entry)
+    except NemesisConfigError as e:
+        raise ScheduleError(f"scheduled fault {i + 1} ({entry}): {e}", i) from None
+    return float(start), entry, float(duration)
 
 
 @dataclass(frozen=True)

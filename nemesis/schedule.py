@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Literal
 
 from nemesis.options import AUTO_DURATION_S, NemesisOptions
@@ -26,11 +27,13 @@ from nemesis.options import AUTO_DURATION_S, NemesisOptions
 
 @dataclass(frozen=True)
 class Step:
-    """One period of the schedule: healthy, or a named fault, for some seconds."""
+    """One period of the schedule: healthy, or a named fault, for some seconds; in a schedule
+    played once, also when it ends (`end_s`, seconds from the schedule's start)."""
 
     kind: Literal["healthy", "fault"]
     seconds: float
     fault: str | None = None
+    end_s: float | None = None
 
 
 def schedule_rng(seed: int | str) -> random.Random:
@@ -47,8 +50,12 @@ def schedule(options: NemesisOptions, rng: random.Random) -> Iterator[Step]:
     """Takes (validated) options and a Random. Yields healthy and fault steps, alternating,
     forever: before each fault, its entry's interval; the fault, for its entry's duration.
 
-    With no faults, yields only healthy steps.
+    With no faults, yields only healthy steps. With order "once", yields the explicit
+    schedule's steps (`once`) and ends.
     """
+    if options.order == "once":
+        yield from once(options)
+        return
     resolved = {entry: options.resolve(entry) for entry in dict.fromkeys(options.faults)}
     k = 0
     while True:
@@ -65,7 +72,17 @@ def schedule(options: NemesisOptions, rng: random.Random) -> Iterator[Step]:
         yield Step("fault", AUTO_DURATION_S if own.duration_s is None else own.duration_s, entry)
 
 
+def once(options: NemesisOptions) -> Iterator[Step]:
+    """Takes options with an explicit schedule. Yields, for each item, the healthy step up to
+    its start and its fault step, each with its `end_s`; nothing after the last."""
+    end = 0.0
+    for start, entry, duration in options.schedule:
+        yield Step("healthy", max(0.0, start - end), None, start)
+        end = start + duration
+        yield Step("fault", duration, entry, end)
+
+
 def plan(options: NemesisOptions, seed: int | str, count: int) -> list[Step]:
-    """Takes options, the test seed and a count. Returns the schedule's first `count` steps."""
-    steps = schedule(options, schedule_rng(seed))
-    return [next(steps) for _ in range(count)]
+    """Takes options, the test seed and a count. Returns the schedule's first `count` steps
+    (fewer when it ends first: a schedule played once)."""
+    return list(islice(schedule(options, schedule_rng(seed)), count))

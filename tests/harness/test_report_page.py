@@ -162,6 +162,15 @@ def test_the_spec_timings_read_as_defaults_once_an_entry_sets_its_own() -> None:
                                       "healthy, each for 8.0 s, targets one")
 
 
+def test_a_schedule_played_once_is_said_fault_by_fault() -> None:
+    info = json.loads(json.dumps(FIXTURE_SPEC))
+    info["spec"]["nemesis"].update(order="once", faults=["kill@n2", "pause"],
+                                   schedule=[[10.0, "kill@n2", 15.0], [30.5, "pause", 20.0]])
+    rows = dict(spec_rows(info, None, FIXTURE_RESULTS))
+    assert rows["nemesis faults"] == ("played once: kill@n2 at 10.0 s for 15.0 s, pause at "
+                                      "30.5 s for 20.0 s")
+
+
 def test_spec_rows_of_an_old_flat_spec_and_of_nothing() -> None:
     rows = dict(spec_rows({"name": "t", "nodes": ["n1", "n2"], "time_limit": 20,
                            "nemesis": {"faults": [], "interval": 5}}, None, None))
