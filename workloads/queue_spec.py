@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from clusters.releases import RELEASES
 from workloads.kinds import KINDS, QueueConfigError, kind_of
 
 QUEUE_TYPES: tuple[str, ...] = tuple(KINDS)
@@ -31,8 +32,10 @@ QUEUE_TYPES: tuple[str, ...] = tuple(KINDS)
 # queue take these two; drop-head is the broker's default).
 OVERFLOWS: tuple[str, ...] = ("drop-head", "reject-publish")
 # The delivery limit RabbitMQ gives a quorum queue declared without one, by release line: none
-# before 4.0; from 4.0, 20 (a message returned more often is dropped, or dead-lettered).
-DEFAULT_DELIVERY_LIMITS: dict[str, int | None] = {"3.10": None, "4.0": 20}
+# before 4.0; from 4.0, 20 (a message returned more often is dropped, or dead-lettered). The
+# release table (clusters.releases) is where it is said.
+DEFAULT_DELIVERY_LIMITS: dict[str, int | None] = {
+    line: r.delivery_limit for line, r in RELEASES.items()}
 # What the harness appends to the queue's name for its own dead-letter exchange and queue.
 DEAD_LETTER_SUFFIXES: tuple[str, str] = (".harness-dlx", ".harness-dlq")
 __all__ = ["DEFAULT_DELIVERY_LIMITS", "OVERFLOWS", "QUEUE_TYPES", "DeadLettering",
