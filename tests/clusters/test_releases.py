@@ -1,6 +1,8 @@
 """Tests of the release table: what each RabbitMQ line offers, and how a root filesystem's
 binaries are reached (chroot in a private mount namespace, the data folder at its own path)."""
 
+from pathlib import Path
+
 import pytest
 
 from clusters.local import BACKEND as LOCAL
@@ -119,3 +121,37 @@ def test_a_backend_refuses_a_line_it_cannot_provide_and_docker_picks_the_lines_i
     named = DockerCluster(BackendOptions(kind="docker", docker_image="mine:1"), 3, "r1")
     named.launcher(release("4.0"))
     assert named.image == "mine:1"  # a named image is the user's choice; its version is checked
+
+
+def test_the_local_backend_runs_a_rootfs_release_chrooted_with_its_data_bound(tmp_path,
+                                                                            monkeypatch):
+    import clusters.netns as netns
+
+    root = tmp_path / "rootfs"
+    (root / "etc").mkdir(parents=True)
+    monkeypatch.setattr(netns, "ensure_rootfs", lambda version: root)
+    monkeypatch.setattr(netns, "cleanup", lambda prefix: [])
+    data = tmp_path / "state" / "cluster" / "run1"
+    cluster = NetnsCluster(make_plan(3), data_root=str(data))
+    assert isinstance(cluster.launcher(release("3.10")), HostLauncher)
+    launcher = cluster.launcher(release("4.0"))
+    assert launcher == ChrootLauncher(str(root), (str(data),))
+    assert (root / "etc" / "hosts").read_text() == Path("/etc/hosts").read_text()
+    # The launcher's script makes the mount point; destroy removes it once empty.
+    mountpoint = root / str(data).lstrip("/")
+    mountpoint.mkdir(parents=True)
+    cluster.destroy()
+    assert not mountpoint.exists()
+
+
+def test_a_root_filesystem_that_cannot_be_built_is_a_backend_error(monkeypatch):
+    import clusters.netns as netns
+    from clusters.backend import BackendError
+    from clusters.rootfs import RootfsError
+
+    def fail(version):
+        raise RootfsError("building the RabbitMQ 4.0 root filesystem failed (exit 2): no mirror")
+
+    monkeypatch.setattr(netns, "ensure_rootfs", fail)
+    with pytest.raises(BackendError, match="no mirror"):
+        NetnsCluster(make_plan(1), data_root="/d").launcher(release("4.0"))
