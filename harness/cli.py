@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from checkers.options import CheckOptions
+from checkers.verdict import is_weak
 from clusters.registry import add_backend_options, options_from_args
 from clusters.spark_master import check_spark_master
 from harness.spec import SpecError, TestSpec, spec_from_dict
-from harness.verdict import is_weak
 from nemesis import NemesisOptions
 from workloads.kinds import KINDS
 from workloads.queue_spec import OVERFLOWS

@@ -4,7 +4,7 @@
 directory `<store>/<test>/<timestamp>/` (time, test name, backend, verdict and
 why, with the test's strength beneath it, lost / duplicated / reordered counts,
 duration, a link to its report); a valid run whose faults tested nothing reads
-"valid but weak" (harness.verdict), never "valid",
+"valid but weak" (checkers.verdict), never "valid",
 and, when the store holds scenario matrices (`<store>/matrix/<timestamp>/
 matrix.json`), a section linking a page rendered for each (harness.matrix_page).
 A run without results.json (still running, or it crashed before its check) is

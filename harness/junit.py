@@ -8,7 +8,7 @@ is a FINDING or MISSED carries a <failure> with a one-sentence message and the
 run directory; an infrastructure error or a run with no verdict an <error>
 (never a failure: it proves nothing about RabbitMQ); a run not started for
 lack of budget a <skipped>. A weak run (valid, but RabbitMQ noticed none of
-its faults or nothing was at risk: harness.verdict) is never a pass: it is a
+its faults or nothing was at risk: checkers.verdict) is never a pass: it is a
 <skipped type="weak"> saying why, so CI shows it apart from findings and
 infrastructure errors. Passing runs carry what they showed and their run
 directory in <system-out>. `sentence` says in one sentence what a run showed, with the

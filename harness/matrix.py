@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.verdict import is_weak
+from checkers.verdict import is_weak
 
 # How a run compares with its scenario's prediction.
 AS_EXPECTED = "as expected"

@@ -4,7 +4,7 @@ The page shows each row (one scenario run: expectation, verdict with the
 test's strength beneath it when the matrix records one, judgement, counts, a link to its report when the run
 is in this store), the per-scenario summaries when the matrix has them, and
 the problems it noted. A valid run whose faults tested nothing reads "valid but
-weak" (harness.verdict), never "valid"; its row says why. matrix.json is
+weak" (checkers.verdict), never "valid"; its row says why. matrix.json is
 read leniently (harness.matrix writes it; its fields grow): a field that is
 missing reads "-", an expectation is taken from `expect` (text) or
 `expect_valid` (true: valid; null: loss possible). Runs are found by the last

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from harness.verdict import is_weak
+from checkers.verdict import is_weak
 
 NA = "n/a"
 MAX_TABLE_ROWS = 500
@@ -28,7 +28,7 @@ MAX_TABLE_ROWS = 500
 # verdict key -> (banner text, colour)
 VERDICTS: dict[str, tuple[str, str]] = {
     "true": ("valid", "#2e7d32"),
-    # A valid run whose faults tested nothing (harness.verdict): never a pass, so never green.
+    # A valid run whose faults tested nothing (checkers.verdict): never a pass, so never green.
     "weak": ("valid but weak", "#6a1b9a"),
     "false": ("INVALID", "#c62828"),
     "unknown": ("unknown", "#ef6c00"),
@@ -282,7 +282,7 @@ def _summary_of(s: dict[str, Any]) -> str:
 
 def strength_of(results: Any) -> Strength | None:
     """Takes results.json's content. Returns its strength section as a Strength, or None when
-    it has none (older runs). `weak` is the verdict's (harness.verdict.is_weak): only a valid
+    it has none (older runs). `weak` is the verdict's (checkers.verdict.is_weak): only a valid
     run is called weak."""
     s = results.get("strength") if isinstance(results, dict) else None
     if not isinstance(s, dict):
@@ -308,7 +308,7 @@ def row_strength(row: Any) -> Strength | None:
         _summary_of(nested) if nested else "")
     if not (weak or reason or summary or nested or get("weak") is False):
         return None
-    # Only a valid run is weak (harness.verdict): an invalid one's finding says more.
+    # Only a valid run is weak (checkers.verdict): an invalid one's finding says more.
     weak = weak and get("valid") in (True, None)
     return Strength(weak, str(reason).strip(), str(summary).strip())
 

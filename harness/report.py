@@ -8,7 +8,7 @@ sits in a store (`store/<test>/<timestamp>/`), rewrites the store's index
 (harness.index). It returns the written paths of the run directory.
 
 The page, in reading order: a verdict banner with one sentence saying why
-("valid but weak", never green, when the faults tested nothing: harness.verdict)
+("valid but weak", never green, when the faults tested nothing: checkers.verdict)
 and the test's strength in a line; the counts; each anomaly class found, with
 what it means, and each incident once (or, for older results, example ids per
 class); the plots (latency, throughput, queue depth, queue leader), fault

@@ -1,7 +1,7 @@
 """The judgement part of the report, read from results.json: verdict, counts, anomalies.
 
 `verdict_sentence` says in one sentence why a run is valid, valid but weak
-(harness.verdict: its faults tested nothing), invalid or unknown (the
+(checkers.verdict: its faults tested nothing), invalid or unknown (the
 anomalies found, the strength section's "reason", the queue section's
 "reason", the run section's "problems", a checker's error). `counts_section`
 is a readable table of the queue and ordering counts, `anomalies_section` one
@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from checkers.verdict import is_weak
 from harness.page import NA, as_dict, badge, count, e, strength_of, table, td, td_html, valid_key
 from harness.report_strength import incidents_by_class, incidents_of, incidents_section
-from harness.verdict import is_weak
 
 log = logging.getLogger(__name__)
 

@@ -5,6 +5,8 @@ anomaly; its "strength" section (issue 19) says whether the faults tested anythi
 run whose faults RabbitMQ never noticed, or that had nothing at risk when its faults began,
 is *valid but weak*: it is never a pass. Results without a strength section (older runs)
 read as they always did. `verdict_word` gives the word, `is_weak` the question alone.
+It sits with the checkers, whose results it reads: the harness's exit codes and matrix
+judgements and every page of reports/ ask it the same question.
 """
 
 from __future__ import annotations

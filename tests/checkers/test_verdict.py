@@ -1,4 +1,4 @@
-"""The verdict word (harness.verdict): a valid run that tested nothing is "valid but weak"."""
+"""The verdict word (checkers.verdict): a valid run that tested nothing is "valid but weak"."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness.verdict import is_weak, verdict_word
+from checkers.verdict import is_weak, verdict_word
 
 WEAK = {"weak": True, "reason": "none of 6 partitions was noticed"}
 STRONG = {"weak": False, "reason": ""}
