@@ -40,7 +40,6 @@ from harness.page import (
 )
 from harness.report_strength import fault_cells, faults_of, match_fault, strength_note
 from history.faults import HEAL, kind_for_start, kind_named
-from workloads.kinds import KINDS, QueueKind
 
 log = logging.getLogger(__name__)
 
@@ -328,11 +327,23 @@ def _queue_text(info: dict[str, Any]) -> str:
     qtype = q.get("type", "?")
     parts = [f"{qtype} queue {q.get('name', '')!s}".strip()]
     parts.append("durable" if q.get("durable", True) else "transient")
-    # The kind says what of its settings to show; a kind no longer known, only the common ones.
-    parts += KINDS.get(str(qtype), QueueKind()).describe(q)
+    # The kind said at run time what of its settings to show (test.json's queue_description);
+    # a run from before it did, only the settings every kind has.
+    said = info.get("queue_description")
+    parts += [str(x) for x in said] if isinstance(said, list) else _common_queue_settings(q)
     if q.get("single_active_consumer"):
         parts.append("single active consumer")
     return ", ".join(parts)
+
+
+def _common_queue_settings(q: dict[str, Any]) -> list[str]:
+    """Takes test.json's queue section. Returns the phrases for the settings every queue kind
+    has (a delivery limit, a max length and its overflow), for runs whose test.json has no
+    queue_description."""
+    limit, length = q.get("delivery_limit"), q.get("max_length")
+    return (([f"delivery limit {limit}"] if limit is not None else [])
+            + ([f"max length {length} ({q.get('overflow') or 'drop-head'})"]
+               if length is not None else []))
 
 
 def _workload_text(info: dict[str, Any]) -> str:

@@ -154,6 +154,18 @@ def test_spec_rows_of_the_fixture_are_all_filled() -> None:
     assert all(v and "n/a" not in v for v in rows.values()), rows
 
 
+def test_the_queue_row_says_what_the_kind_said_at_run_time() -> None:
+    # test.json's queue_description is the kind's own words; a run from before it was recorded
+    # shows the settings every kind has.
+    info = json.loads(json.dumps(FIXTURE_SPEC))
+    info["spec"]["queue"].update(type="mirrored", delivery_limit=5, max_length=100)
+    assert dict(spec_rows(info, None, None))["queue"] == (
+        "mirrored queue jepsen.queue, durable, delivery limit 5, max length 100 (drop-head)")
+    info["queue_description"] = ["ha-mode all", "ha-sync-mode automatic"]
+    assert dict(spec_rows(info, None, None))["queue"] == (
+        "mirrored queue jepsen.queue, durable, ha-mode all, ha-sync-mode automatic")
+
+
 def test_the_spec_timings_read_as_defaults_once_an_entry_sets_its_own() -> None:
     info = json.loads(json.dumps(FIXTURE_SPEC))
     info["spec"]["nemesis"]["faults"] = ["kill@leader:duration=3", "pause"]
