@@ -67,7 +67,7 @@ report: setup
 SERVE_PORT ?= 8000
 serve: setup
 	@mkdir -p store
-	$(PY) -m harness.index store
+	$(PY) -m reports.index store
 	$(PY) -m http.server $(SERVE_PORT) --bind 127.0.0.1 --directory store
 
 # The checker on synthetic histories, then the workload against raw pika on a real cluster.

@@ -437,11 +437,11 @@ def _require_root(specs: Sequence[TestSpec] = ()) -> None:
 
 
 def _refresh_index(store_root: Path) -> None:
-    """Rewrites the store's index.html when harness.index exists; skips quietly when not."""
+    """Rewrites the store's index.html when reports.index exists; skips quietly when not."""
     try:
-        from harness.index import write_index
+        from reports.index import write_index
     except ModuleNotFoundError as e:
-        if e.name != "harness.index":
+        if e.name != "reports.index":
             log.warning("store index not rewritten: %s", e)
         return
     except ImportError as e:
@@ -458,8 +458,8 @@ def _run_and_report(spec: TestSpec, replay_of: str | None = None,
     """Runs a validated spec with live progress, draws its report, rewrites the store index
     and prints its seed and verdict. Returns (code, outcome)."""
     from harness.progress import RunProgress, showing
-    from harness.report import render
     from harness.runner import run_test
+    from reports.report import render
 
     again = f" (replay of {replay_of})" if replay_of else ""
     print(f"run {spec.name}: seed {spec.seed}{again}", flush=True)
@@ -661,7 +661,7 @@ def _cmd_check(a: argparse.Namespace) -> int:
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from harness.report import render
+    from reports.report import render
 
     if not (a.run_dir / "history.jsonl").exists():
         raise UsageError(f"{a.run_dir} has no history.jsonl")

@@ -26,7 +26,7 @@ from typing import Literal
 
 from harness import matrix
 from harness.matrix import Row
-from harness.page import row_strength
+from reports.page import row_strength
 
 Kind = Literal["passed", "failure", "error", "skipped"]
 

@@ -37,9 +37,9 @@ from typing import Any
 
 from harness import junit, matrix
 from harness.matrix import Expectation, Row
-from harness.page import NA, badge, e, link, page, table, td, td_html, write_atomic
 from harness.series import Series
 from harness.spec import TestSpec
+from reports.page import NA, badge, e, link, page, table, td, td_html, write_atomic
 
 log = logging.getLogger(__name__)
 

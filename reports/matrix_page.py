@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.page import (
+from reports.page import (
     NA,
     as_dict,
     badge,

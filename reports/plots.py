@@ -1,6 +1,6 @@
 """Perf plots for a stored run, after Jepsen's checker/perf.clj, drawn from one history scan.
 
-The scan (harness.history_scan, re-exported here) reads the history once in
+The scan (reports.history_scan, re-exported here) reads the history once in
 bounded memory. Four plots share one time axis and one layout (same figure
 width, same axes position, legend in the right margin), so that stacked in the
 report their times line up:
@@ -20,7 +20,7 @@ report their times line up:
 
 Every plot shades fault windows in the colour of their kind (history.faults,
 the one declaration of kinds), marks heals and hatches the drain phase, with
-a legend. The report (harness.report) lists them, with their file names.
+a legend. The report (reports.report) lists them, with their file names.
 Matplotlib is used through its Agg canvas only.
 """
 
@@ -43,7 +43,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator
 
 from checkers.fates import FATE_LABELS, FATE_ORDER
-from harness.history_scan import (
+from history.faults import HEAL, kind_named
+from reports.history_scan import (
     DEFAULT_MAX_POINTS,
     NS_PER_MS,
     NS_PER_S,
@@ -53,7 +54,6 @@ from harness.history_scan import (
     fault_windows,
     scan_history,
 )
-from history.faults import HEAL, kind_named
 
 log = logging.getLogger(__name__)
 

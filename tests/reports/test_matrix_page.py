@@ -1,4 +1,4 @@
-"""Matrix pages (harness.matrix_page) of matrices that carry test strength (issue 19): a weak
+"""Matrix pages (reports.matrix_page) of matrices that carry test strength (issue 19): a weak
 run reads "valid but weak" with its reason, every run with a strength shows its summary, and
 matrices from before strength show as before (tests/harness/test_index.py)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.matrix_page import write_matrix_page
-from harness.page import VERDICTS
-from tests.harness.strength_store import (
+from reports.matrix_page import write_matrix_page
+from reports.page import VERDICTS
+from tests.reports.strength_store import (
     STRONG_SUMMARY,
     WEAK_REASON,
     WEAK_SUMMARY,

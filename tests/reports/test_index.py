@@ -1,4 +1,4 @@
-"""The store index (harness.index): every run newest first with its verdict and counts, runs
+"""The store index (reports.index): every run newest first with its verdict and counts, runs
 without results, matrix pages, and the report rewriting the index of the store it is in."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import index
-from harness.report import render, store_root_of
-from tests.harness.fixture_store import INVALID, MATRIX, RUNNING, UNKNOWN, VALID, make_store
+from reports import index
+from reports.report import render, store_root_of
+from tests.reports.fixture_store import INVALID, MATRIX, RUNNING, UNKNOWN, VALID, make_store
 
 
 def rows_of(html: str) -> list[list[str]]:
@@ -129,8 +129,8 @@ def test_history_seconds_reads_the_tail(tmp_path: Path) -> None:
 
 
 def test_a_weak_run_is_listed_valid_but_weak_with_its_strength(tmp_path: Path) -> None:
-    from harness.page import VERDICTS
-    from tests.harness.strength_store import STRONG_SUMMARY, WEAK_SUMMARY, make_strength_store
+    from reports.page import VERDICTS
+    from tests.reports.strength_store import STRONG_SUMMARY, WEAK_SUMMARY, make_strength_store
 
     store = tmp_path / "store"
     make_strength_store(store)

@@ -4,9 +4,9 @@ results.json's `faults` (one entry per fault window: noticed or not, when, by wh
 what it caused, which messages were at risk), `strength` (is the run weak?) and `incidents`
 (the anomalies grouped by the faults that caused them) are drawn here: `fault_cells` gives
 one fault's three cells (noticed, effects, at risk) for the report's table of what RabbitMQ
-noticed (harness.report_run), `strength_note` the lines above that table, and `incidents_section` each incident once, with its timeline,
+noticed (reports.report_run), `strength_note` the lines above that table, and `incidents_section` each incident once, with its timeline,
 its broker-log lines, its messages per class and a few example ids. Every text that comes
-from the run (node names, log lines, evidence) is escaped (harness.page.e, td, td_note);
+from the run (node names, log lines, evidence) is escaped (reports.page.e, td, td_note);
 results of another shape degrade to "n/a" or are left out, never raised.
 """
 
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from harness.page import NA, as_dict, count, e, strength_of, table, td, td_note
+from reports.page import NA, as_dict, count, e, strength_of, table, td, td_note
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run"
+FIXTURE_RUN = Path(__file__).resolve().parents[1] / "harness" / "fixtures" / "run"
 
 INVALID = ("partition", "20261123T101500.000000Z")
 VALID = ("healthy", "20261123T110000.000000Z")

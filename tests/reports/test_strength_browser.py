@@ -12,11 +12,11 @@ import pytest
 
 from harness import matrix
 from harness.nightly import nightly_html
-from harness.page import write_atomic
-from harness.report import render
-from tests.harness.browser import CHROMIUM, Browser
-from tests.harness.strength_store import STRENGTH_MATRIX, make_strength_store
-from tests.harness.test_report_browser import inspect
+from reports.page import write_atomic
+from reports.report import render
+from tests.reports.browser import CHROMIUM, Browser
+from tests.reports.strength_store import STRENGTH_MATRIX, make_strength_store
+from tests.reports.test_report_browser import inspect
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ kind, from history.faults), joined with the perf checker's per-window stats
 from results.json (publishes, confirmed share, latency, time to the first
 confirm after the fault). When results.json has a `faults` section, a table
 before it says for the same windows whether RabbitMQ noticed each fault, what
-it caused and how many messages were at risk (harness.report_strength), under
+it caused and how many messages were at risk (reports.report_strength), under
 the test's strength (two tables: in one, fourteen columns overflow the page).
 `spec_section` reads test.json into a readable table (seed, nodes, time
 limit, queue, partition handling, faults, phase times, recovery, drain,
@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.history_scan import NS_PER_S, FaultWindow, HistoryScan
-from harness.page import (
+from history.faults import HEAL, kind_for_start, kind_named
+from reports.history_scan import NS_PER_S, FaultWindow, HistoryScan
+from reports.page import (
     NA,
     as_dict,
     count,
@@ -38,8 +39,7 @@ from harness.page import (
     td,
     td_html,
 )
-from harness.report_strength import fault_cells, faults_of, match_fault, strength_note
-from history.faults import HEAL, kind_for_start, kind_named
+from reports.report_strength import fault_cells, faults_of, match_fault, strength_note
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from harness.report import render
-from tests.harness.browser import CHROMIUM, Browser, PageCheck
-from tests.harness.fixture_store import MATRIX, make_store
+from reports.report import render
+from tests.reports.browser import CHROMIUM, Browser, PageCheck
+from tests.reports.fixture_store import MATRIX, make_store
 
 WIDTH = 1280
 

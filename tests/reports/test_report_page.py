@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from harness.history_scan import (
+from history import HARNESS, NEMESIS, Op, OpType
+from history import faults as kinds
+from reports.history_scan import (
     PlacementSample,
     Thinned,
     WindowTracker,
@@ -19,13 +21,11 @@ from harness.history_scan import (
     fault_windows,
     placement_sample,
 )
-from harness.plots import fault_colour, placement_spans
-from harness.report import render
-from harness.report_results import anomalies_section, counts_section, verdict_sentence
-from harness.report_run import grudge_text, spec_rows
-from history import HARNESS, NEMESIS, Op, OpType
-from history import faults as kinds
-from tests.harness.fixture_store import FIXTURE_RUN
+from reports.plots import fault_colour, placement_spans
+from reports.report import render
+from reports.report_results import anomalies_section, counts_section, verdict_sentence
+from reports.report_run import grudge_text, spec_rows
+from tests.reports.fixture_store import FIXTURE_RUN
 
 S = 1_000_000_000
 FIXTURE_RESULTS: dict[str, Any] = json.loads((FIXTURE_RUN / "results.json").read_text())

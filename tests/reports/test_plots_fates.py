@@ -9,9 +9,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from harness import plots
-from harness.history_scan import CheckedFates, HistoryScan, scan_history
-from harness.plots import fates_missing, plot_fates
+from reports import plots
+from reports.history_scan import CheckedFates, HistoryScan, scan_history
+from reports.plots import fates_missing, plot_fates
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FATES = {"by": "publish time", "bucket_ms": 500.0, "drained": True,

@@ -8,7 +8,7 @@ is a readable table of the queue and ordering counts, `anomalies_section` one
 block per anomaly class present, with what it means (the checker's own
 `explanations` when results.json carries them, else the definitions below,
 shared/DESIGN.md's words), then, when results.json groups the anomalies into
-`incidents` (harness.report_strength), each incident once; older results show
+`incidents` (reports.report_strength), each incident once; older results show
 each class's example ids and per-message `details` instead. Everything
 degrades to a note when a field is missing, so results of older or newer
 checkers render.
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.verdict import is_weak
-from harness.page import NA, as_dict, badge, count, e, strength_of, table, td, td_html, valid_key
-from harness.report_strength import incidents_by_class, incidents_of, incidents_section
+from reports.page import NA, as_dict, badge, count, e, strength_of, table, td, td_html, valid_key
+from reports.report_strength import incidents_by_class, incidents_of, incidents_section
 
 log = logging.getLogger(__name__)
 

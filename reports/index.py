@@ -6,13 +6,13 @@ why, with the test's strength beneath it, lost / duplicated / reordered counts,
 duration, a link to its report); a valid run whose faults tested nothing reads
 "valid but weak" (checkers.verdict), never "valid",
 and, when the store holds scenario matrices (`<store>/matrix/<timestamp>/
-matrix.json`), a section linking a page rendered for each (harness.matrix_page).
+matrix.json`), a section linking a page rendered for each (reports.matrix_page).
 A run without results.json (still running, or it crashed before its check) is
 listed with the verdict "no results". Pages are self-contained like the
-reports (harness.page): relative links only, no scripts. `harness.report.render`
+reports (reports.page): relative links only, no scripts. `reports.report.render`
 calls `write_index` after drawing a run that sits in a store.
 
-`python -m harness.index [STORE]` rewrites the index (`make serve` does, before
+`python -m reports.index [STORE]` rewrites the index (`make serve` does, before
 serving the store).
 """
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.matrix_page import MATRIX_DIR, MATRIX_HTML, MatrixSummary, find_matrices
-from harness.page import (
+from reports.matrix_page import MATRIX_DIR, MATRIX_HTML, MatrixSummary, find_matrices
+from reports.page import (
     NA,
     VERDICTS,
     as_dict,
@@ -49,7 +49,7 @@ from harness.page import (
     td_note,
     write_atomic,
 )
-from harness.report_results import verdict_sentence
+from reports.report_results import verdict_sentence
 
 log = logging.getLogger(__name__)
 

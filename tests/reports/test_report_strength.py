@@ -15,23 +15,23 @@ from typing import Any
 
 import pytest
 
-from harness.history_scan import HistoryScan, scan_history
-from harness.page import VERDICTS
-from harness.report import render
-from harness.report_results import (
+from reports.history_scan import HistoryScan, scan_history
+from reports.page import VERDICTS
+from reports.report import render
+from reports.report_results import (
     anomalies_section,
     other_checks_section,
     section_badges,
     verdict_sentence,
 )
-from harness.report_run import faults_section
-from harness.report_strength import (
+from reports.report_run import faults_section
+from reports.report_strength import (
     at_risk_text,
     effects_text,
     noticed_text,
 )
-from tests.harness.fixture_store import FIXTURE_RUN
 from tests.harness.fixtures.make_run import strength_sections
+from tests.reports.fixture_store import FIXTURE_RUN
 
 FIXTURE_RESULTS: dict[str, Any] = json.loads((FIXTURE_RUN / "results.json").read_text())
 HOSTILE = "<script>alert(1)</script> n1 & n2 said \"down\""

@@ -2,10 +2,10 @@
 
 `render(run_dir)` reads what the store holds (shared/DESIGN.md: test.json,
 history.jsonl, results.json, harness.log, nodes/<node>/), any of which may be
-missing, scans the history once (harness.history_scan, bounded memory), draws
-the plots (harness.plots), writes report.html, and, when the run directory
+missing, scans the history once (reports.history_scan, bounded memory), draws
+the plots (reports.plots), writes report.html, and, when the run directory
 sits in a store (`store/<test>/<timestamp>/`), rewrites the store's index
-(harness.index). It returns the written paths of the run directory.
+(reports.index). It returns the written paths of the run directory.
 
 The page, in reading order: a verdict banner with one sentence saying why
 ("valid but weak", never green, when the faults tested nothing: checkers.verdict)
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
-from harness.page import (
+from reports.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
+from reports.page import (
     VERDICTS,
     e,
     href,
@@ -42,7 +42,7 @@ from harness.page import (
     td,
     write_atomic,
 )
-from harness.plots import (
+from reports.plots import (
     fates_missing,
     plot_depth,
     plot_fates,
@@ -50,14 +50,14 @@ from harness.plots import (
     plot_placement,
     plot_rate,
 )
-from harness.report_results import (
+from reports.report_results import (
     anomalies_section,
     counts_section,
     other_checks_section,
     section_badges,
     verdict_sentence,
 )
-from harness.report_run import (
+from reports.report_run import (
     LINKED_FILES,
     RunFiles,
     faults_section,
@@ -65,7 +65,7 @@ from harness.report_run import (
     list_run_files,
     spec_section,
 )
-from harness.report_strength import incidents_of
+from reports.report_strength import incidents_of
 
 log = logging.getLogger(__name__)
 
@@ -406,7 +406,7 @@ def render(
     out = run_dir / REPORT_HTML
     write_atomic(out, page_with("../../" + INDEX_HTML if store is not None else None))
     if store is not None:
-        from harness.index import write_index
+        from reports.index import write_index
 
         try:
             write_index(store)

@@ -1,4 +1,4 @@
-"""Tests for harness.plots and harness.report: fault windows, the streaming scan, plots, report.html."""
+"""Tests for reports.plots and reports.report: fault windows, the streaming scan, plots, report.html."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from harness import report
-from harness.plots import (
+from history import HARNESS, NEMESIS, HistoryWriter, Op, OpType
+from reports import report
+from reports.plots import (
     MAX_RATE_POINTS,
     FaultWindow,
     fault_windows,
     rate_series,
     scan_history,
 )
-from harness.report import render
-from history import HARNESS, NEMESIS, HistoryWriter, Op, OpType
+from reports.report import render
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -512,7 +512,7 @@ def test_render_200k_ops(tmp_path: Path) -> None:
 # --- one latency-quantile definition ----------------------------------------------------------
 
 
-FIXTURE_RUN = Path(__file__).resolve().parent / "fixtures" / "run"
+FIXTURE_RUN = Path(__file__).resolve().parents[1] / "harness" / "fixtures" / "run"
 
 
 def test_the_reports_latency_quantiles_are_results_json_s() -> None:

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.harness.fixture_store import INVALID, VALID, make_store
 from tests.harness.fixtures.make_run import strength_sections
+from tests.reports.fixture_store import INVALID, VALID, make_store
 
 STRENGTH_MATRIX = "20261123T150000.000000Z"
 STRONG_SUMMARY = "faults noticed 2 of 2, failovers 2, most messages at risk 14"
