@@ -80,7 +80,7 @@ bench-workload: setup
 
 lint: setup
 	$(PY) -m ruff check .
-	$(PY) -m mypy history harness workloads nemesis checkers clusters bench
+	$(PY) -m mypy history harness workloads nemesis checkers reports clusters bench
 
 # Removes whatever a run left (namespaces, links, broker processes by pid, broker data).
 clean:

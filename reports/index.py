@@ -1,16 +1,17 @@
 """The store, browsable: store/index.html lists every run, newest first, and every matrix.
 
 `write_index(store_root)` rewrites `<store>/index.html`: one row per run
-directory `<store>/<test>/<timestamp>/` (time, test name, backend, verdict and
-why, with the test's strength beneath it, lost / duplicated / reordered counts,
-duration, a link to its report); a valid run whose faults tested nothing reads
-"valid but weak" (checkers.verdict), never "valid",
-and, when the store holds scenario matrices (`<store>/matrix/<timestamp>/
-matrix.json`), a section linking a page rendered for each (reports.matrix_page).
-A run without results.json (still running, or it crashed before its check) is
-listed with the verdict "no results". Pages are self-contained like the
-reports (reports.page): relative links only, no scripts. `reports.report.render`
-calls `write_index` after drawing a run that sits in a store.
+directory `<store>/<test>/<timestamp>/` (time, test name, backend, the broker's
+version with the other versions beneath it, verdict and why with the test's
+strength beneath it, lost / duplicated / reordered counts, duration, a link to
+its report); a valid run whose faults tested nothing reads "valid but weak"
+(checkers.verdict), never "valid", and, when the store holds scenario
+matrices (`<store>/matrix/<timestamp>/matrix.json`), a section linking a page
+rendered for each (reports.matrix_page). A run without results.json (still
+running, or it crashed before its check) is listed with the verdict "no
+results". The page is templates/index.html.j2: self-contained like the
+reports, relative links only, no scripts. `reports.report.render` calls
+`write_index` after drawing a run that sits in a store.
 
 `python -m reports.index [STORE]` rewrites the index (`make serve` does, before
 serving the store).
@@ -22,31 +23,26 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from reports.html import Cell, badge_td, link_td, render, table, td
 from reports.matrix_page import MATRIX_DIR, MATRIX_HTML, MatrixSummary, find_matrices
 from reports.page import (
     NA,
     VERDICTS,
     as_dict,
     as_int,
-    badge,
     count,
     dup_text,
-    e,
-    link,
-    page,
     parse_stamp,
     read_json_quietly,
     results_key,
     stamp_text,
     strength_of,
-    table,
-    td,
-    td_html,
-    td_note,
+    version_cell_text,
     write_atomic,
 )
 from reports.report_results import verdict_sentence
@@ -84,7 +80,8 @@ def history_seconds(path: Path) -> float | None:
 @dataclass(frozen=True)
 class RunSummary:
     """One run as the index lists it. `verdict` is "true", "weak" (valid but weak), "false",
-    "unknown" or "none"; `strength` the strength summary ("" for runs without one)."""
+    "unknown" or "none"; `strength` the strength summary ("" for runs without one);
+    `versions` what test.json (else results.json) says of the broker's versions."""
 
     rel: str
     test: str
@@ -100,6 +97,7 @@ class RunSummary:
     duration: str = NA
     has_report: bool = False
     strength: str = ""
+    versions: dict[str, Any] = field(default_factory=dict)
 
 
 def summarise_run(store_root: Path, run_dir: Path) -> RunSummary:
@@ -140,6 +138,7 @@ def summarise_run(store_root: Path, run_dir: Path) -> RunSummary:
         duration=duration,
         has_report=(run_dir / REPORT_HTML).is_file(),
         strength=st.line() if (st := strength_of(results)) is not None else "",
+        versions=as_dict(info.get("versions")) or as_dict(as_dict(results).get("versions")),
     )
 
 
@@ -173,73 +172,64 @@ def why(sentence: str, limit: int = MAX_WHY) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def _lost_cell(r: RunSummary) -> str:
+def _lost_cell(r: RunSummary) -> Cell:
     if r.lost is None:
         return td("-", num=True)
     # Messages a drain could not read back are not proven lost: bracketed, as in the matrix.
     return td(f"{r.lost:,}" if r.lost_proven or r.lost == 0 else f"({r.lost:,})", num=True)
 
 
-def run_rows(runs: list[RunSummary]) -> list[list[str]]:
-    """Takes run summaries. Returns the index table's rows of cell HTML."""
+def run_rows(runs: list[RunSummary]) -> list[list[Cell]]:
+    """Takes run summaries. Returns the index table's rows of cells."""
     rows = []
     for r in runs:
         target = f"{r.rel}/{REPORT_HTML}" if r.has_report else f"{r.rel}/"
+        version, others = version_cell_text(r.versions)
         rows.append([
-            td(stamp_text(r.stamp), cls="nowrap"),
+            # Date over time: the version column took the width a one-line time had.
+            td(stamp_text(r.stamp).replace(" ", "\n", 1), cls="stamp"),
             td(r.test),
             td(r.backend),
-            f'<td title="{e(r.sentence)}">{badge(r.verdict)}</td>',
-            td_note(why(r.sentence), r.strength, cls="why"),
+            td(version, note=others),
+            badge_td(r.verdict, title=r.sentence),
+            td(why(r.sentence), cls="why", note=r.strength),
             _lost_cell(r),
             td(dup_text(r.duplicated, r.unflagged), num=True),
             td(count(r.reordered) if r.reordered is not None else "-", num=True),
             td(r.duration, num=True),
-            td_html(link(target, "report" if r.has_report else "files (no report)")),
+            link_td(target, "report" if r.has_report else "files (no report)"),
         ])
     return rows
 
 
-def _matrix_rows(matrices: list[MatrixSummary]) -> list[list[str]]:
+def _matrix_rows(matrices: list[MatrixSummary]) -> list[list[Cell]]:
     return [[
         td(stamp_text(m.stamp), cls="nowrap"),
         td(count(m.rows), num=True),
         td(m.judgement_text),
         td(m.exit_code if m.exit_code is not None else NA, num=True),
-        td_html(link(f"{m.rel}/{MATRIX_HTML}", "matrix")),
+        link_td(f"{m.rel}/{MATRIX_HTML}", "matrix"),
     ] for m in matrices]
 
 
 def index_html(runs: list[RunSummary], matrices: list[MatrixSummary]) -> str:
-    """Takes run and matrix summaries (newest first). Returns the store index page."""
+    """Takes run and matrix summaries (newest first). Returns the store index page
+    (templates/index.html.j2)."""
     tally: dict[str, int] = {}
     for r in runs:
         tally[r.verdict] = tally.get(r.verdict, 0) + 1
-    said = ", ".join(f"{tally[k]} {VERDICTS[k][0]}" for k in TALLY_ORDER if k in tally)
-    plural = "" if len(runs) == 1 else "s"
-    body = [
-        "<h1>Runs in the store</h1>",
-        f'<p class="sub">{len(runs)} run{plural}' + (f" ({e(said)})" if said else "")
-        + ", newest first. Times are UTC. Valid but weak: no anomaly, but RabbitMQ noticed "
-        "none of the faults or nothing was at risk, so not a pass. Duplicated: all duplicates "
-        "(those without the redelivered flag in brackets); lost in brackets: the drain did not "
-        "complete, so not proven lost.</p>",
-    ]
-    if matrices:
-        body.append('<p class="nav"><a href="#matrices">scenario matrices</a></p>')
-    if runs:
-        body.append(table(
-            ["time (UTC)", "test", "backend", "verdict", "why", "lost", "duplicated",
+    return render(
+        "index.html.j2",
+        runs=len(runs),
+        tally=", ".join(f"{tally[k]} {VERDICTS[k][0]}" for k in TALLY_ORDER if k in tally),
+        run_table=table(
+            ["time (UTC)", "test", "backend", "version", "verdict", "why", "lost", "duplicated",
              "reordered", "duration", "report"],
-            run_rows(runs), len(runs), wide=True, num_cols=[5, 6, 7, 8],
-        ))
-    else:
-        body.append('<p class="note">No runs yet.</p>')
-    if matrices:
-        body.append('<h2 id="matrices">Scenario matrices</h2>' + table(
+            run_rows(runs), len(runs), wide=True, num_cols=[6, 7, 8, 9]) if runs else None,
+        matrix_table=table(
             ["time (UTC)", "scenario runs", "judgements", "exit code", "page"],
-            _matrix_rows(matrices), len(matrices), num_cols=[1, 3]))
-    return page("store", body)
+            _matrix_rows(matrices), len(matrices), num_cols=[1, 3]) if matrices else None,
+    )
 
 
 def write_index(store_root: Path) -> Path:

@@ -348,3 +348,64 @@ def dup_text(dup: Any, unflagged: Any) -> str:
     if d is None:
         return "-"
     return f"{d:,} ({u:,})" if u is not None else f"{d:,}"
+
+
+# --- versions (test.json's and results.json's "versions": rabbitmq, erlang, and what grows) ---
+
+MAX_VERSION_ITEMS = 6
+# What a page shows where a run or a matrix row says nothing of its versions.
+NO_VERSION = "—"
+
+
+def _version_value(v: Any) -> str:
+    """Takes one version's value. Returns it as text: a list's items (the first few, then how
+    many more), a dict's "key value" pairs, anything else as it is."""
+    if isinstance(v, dict):
+        v = [f"{k} {x}" for k, x in v.items()]
+    if isinstance(v, list | tuple):
+        shown = ", ".join(str(x) for x in v[:MAX_VERSION_ITEMS])
+        more = len(v) - MAX_VERSION_ITEMS
+        return shown + (f", … {more} more" if more > 0 else "")
+    return str(v)
+
+
+def versions_of(x: Any) -> list[tuple[str, str]]:
+    """Takes a "versions" dict (anything else reads as none). Returns each key, in words, with
+    its value as text, in the dict's order; keys without a value are left out."""
+    if not isinstance(x, dict):
+        return []
+    return [(str(k).replace("_", " "), _version_value(v)) for k, v in x.items()
+            if v not in (None, "", [], {})]
+
+
+def versions_line(x: Any) -> str:
+    """Takes a "versions" dict. Returns every version it names, "rabbitmq 3.10.8, erlang
+    Erlang/OTP 25.2.3", or "" when it names none."""
+    return ", ".join(f"{k} {v}" for k, v in versions_of(x))
+
+
+def row_versions(row: Any) -> dict[str, Any]:
+    """Takes a matrix row (a dict from matrix.json, or a harness.matrix.Row). Returns its
+    versions, read leniently: its `versions` dict, led by its `rabbitmq` release line when
+    the dict has no rabbitmq key; {} when it has neither (older matrices)."""
+    def get(key: str) -> Any:
+        return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+    found = get("versions")
+    versions = dict(found) if isinstance(found, dict) else {}
+    line = get("rabbitmq")
+    if "rabbitmq" not in versions and isinstance(line, str | int | float) and str(line).strip():
+        versions = {"rabbitmq": str(line), **versions}
+    return versions
+
+
+def version_cell_text(versions: Any) -> tuple[str, str]:
+    """Takes a "versions" dict. Returns what a table's version cell says: the RabbitMQ version
+    (else the first named), and beneath it the others; (NO_VERSION, "") when it names none."""
+    items = versions_of(versions)
+    if not items:
+        return NO_VERSION, ""
+    lead = next((i for i, (k, _v) in enumerate(items) if k == "rabbitmq"), 0)
+    main = items.pop(lead)
+    return (main[1] if main[0] == "rabbitmq" else f"{main[0]} {main[1]}"), \
+        ", ".join(f"{k} {v}" for k, v in items)

@@ -21,7 +21,7 @@ def rows_of(html: str) -> list[list[str]]:
     out = []
     for row in re.findall(r"<tr>(.*?)</tr>", first, re.S)[1:]:
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-        out.append([re.sub(r"<[^>]+>", "", c).strip() for c in cells])
+        out.append([" ".join(re.sub(r"<[^>]+>", "", c).split()) for c in cells])
     return out
 
 
@@ -33,21 +33,23 @@ def test_index_lists_every_run_newest_first(tmp_path: Path) -> None:
     assert path == store / "index.html"
     html = path.read_text()
     rows = rows_of(html)
-    assert [r[:4] for r in rows] == [
-        ["2026-11-23 13:00:00", RUNNING[0], "netns", "no results"],
-        ["2026-11-23 12:00:00", UNKNOWN[0], "netns", "unknown"],
-        ["2026-11-23 11:00:00", VALID[0], "netns", "valid"],
-        ["2026-11-23 10:15:00", INVALID[0], "netns", "INVALID"],
+    # time, test, backend, version (rabbitmq, the others beneath it), verdict
+    assert [r[:5] for r in rows] == [
+        ["2026-11-23 13:00:00", RUNNING[0], "netns", "3.10.8erlang 25.2.3", "no results"],
+        ["2026-11-23 12:00:00", UNKNOWN[0], "netns", "3.10.8erlang 25.2.3", "unknown"],
+        ["2026-11-23 11:00:00", VALID[0], "netns", "3.10.8erlang 25.2.3", "valid"],
+        ["2026-11-23 10:15:00", INVALID[0], "netns", "3.10.8erlang 25.2.3", "INVALID"],
     ]
+    assert '<td>3.10.8<span class="cell-note">erlang 25.2.3</span></td>' in html
     # lost, duplicated (unflagged), reordered, duration
-    assert [r[5:9] for r in rows] == [
+    assert [r[6:10] for r in rows] == [
         ["-", "-", "-", "25 s so far"],
         ["(2)", "3 (1)", "0", "51 s"],
         ["0", "2 (0)", "0", "51 s"],
         ["2", "3 (1)", "2", "51 s"],
     ]
-    assert rows[3][4].startswith("2 confirmed messages lost")
-    assert rows[0][4] == "The run is still going, or ended before its check."
+    assert rows[3][5].startswith("2 confirmed messages lost")
+    assert rows[0][5] == "The run is still going, or ended before its check."
     # no report yet: the links go to the run directories
     assert f'href="{INVALID[0]}/{INVALID[1]}/"' in html and "files (no report)" in html
     assert "4 runs (1 INVALID, 1 unknown, 1 no results, 1 valid)" in html
@@ -115,8 +117,8 @@ def test_empty_and_odd_stores(tmp_path: Path) -> None:
     (store / "matrix" / "x").mkdir(parents=True)
     (store / "matrix" / "x" / "matrix.json").write_text(json.dumps([1, 2]))
     html = index.write_index(store).read_text()
-    assert [r[:5] for r in rows_of(html)] == [
-        ["2026-01-01 00:00:00", "t", "n/a", "no results", "Unreadable results.json."]
+    assert [r[:6] for r in rows_of(html)] == [
+        ["2026-01-01 00:00:00", "t", "n/a", "—", "no results", "Unreadable results.json."]
     ]
     assert 'id="matrices"' not in html
 
@@ -137,12 +139,12 @@ def test_a_weak_run_is_listed_valid_but_weak_with_its_strength(tmp_path: Path) -
     html = index.write_index(store).read_text()
     rows = {r[1]: r for r in rows_of(html)}
     weak = rows[VALID[0]]
-    assert weak[3] == "valid but weak"
+    assert weak[4] == "valid but weak"
     # the sentence cut to fit, the strength beneath it
-    assert weak[4] == ("Neither of 2 faults was noticed by RabbitMQ. No anomaly was found (all "
+    assert weak[5] == ("Neither of 2 faults was noticed by RabbitMQ. No anomaly was found (all "
                        f"208 confirmed messages were delivered), but a ru…"
                        f"Test strength: {WEAK_SUMMARY}.")
     assert f'<span class="badge" style="background:{VERDICTS["weak"][1]}">valid but weak' in html
-    assert rows[INVALID[0]][4].endswith(f"Test strength: {STRONG_SUMMARY}.")
-    assert rows[UNKNOWN[0]][4].endswith("messages still q…")  # no strength to show
+    assert rows[INVALID[0]][5].endswith(f"Test strength: {STRONG_SUMMARY}.")
+    assert rows[UNKNOWN[0]][5].endswith("messages still q…")  # no strength to show
     assert "4 runs (1 INVALID, 1 unknown, 1 no results, 1 valid but weak)" in html

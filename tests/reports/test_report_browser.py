@@ -1,4 +1,4 @@
-"""The report and the store index, opened in a real headless Chromium (tests/harness/browser.py).
+"""The report and the store index, opened in a real headless Chromium (tests/reports/browser.py).
 
 A store is made from the fixture run (checked by the real checker) and a few
 variations; every run is rendered, which rewrites the index and the matrix
