@@ -1,14 +1,16 @@
 """Scenario matrix pages: `<store>/matrix/<timestamp>/matrix.html`, drawn from its matrix.json.
 
-The page shows each row (one scenario run: expectation, verdict with the
-test's strength beneath it when the matrix records one, judgement, counts, a link to its report when the run
-is in this store), the per-scenario summaries when the matrix has them, and
+The page (templates/matrix.html.j2) shows each row (one scenario run: expectation,
+seed, the broker's version (the row's `versions`, led by its `rabbitmq` release
+line; "—" when the row has neither; no column when no row has one), verdict with the test's strength beneath it
+when the matrix records one, judgement, counts, a link to its report when the
+run is in this store), the per-scenario summaries when the matrix has them, and
 the problems it noted. A valid run whose faults tested nothing reads "valid but
-weak" (checkers.verdict), never "valid"; its row says why. matrix.json is
-read leniently (harness.matrix writes it; its fields grow): a field that is
-missing reads "-", an expectation is taken from `expect` (text) or
-`expect_valid` (true: valid; null: loss possible). Runs are found by the last
-two parts of their recorded directory, so a store copied elsewhere still links.
+weak" (checkers.verdict), never "valid"; its row says why. matrix.json is read
+leniently (harness.matrix writes it; its fields grow): a field that is missing
+reads "-", an expectation is taken from `expect` (text) or `expect_valid`
+(true: valid; null: loss possible). Runs are found by the last two parts of
+their recorded directory, so a store copied elsewhere still links.
 """
 
 from __future__ import annotations
@@ -20,23 +22,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from reports.html import Cell, badge_td, link_td, render, table, td
 from reports.page import (
     NA,
     as_dict,
-    badge,
     count,
     dup_text,
-    e,
-    link,
-    page,
     parse_stamp,
     read_json_quietly,
     row_strength,
+    row_versions,
     stamp_text,
-    table,
-    td,
-    td_html,
     verdict_of,
+    version_cell_text,
     write_atomic,
 )
 
@@ -118,66 +116,68 @@ def strength_text(r: dict[str, Any]) -> str:
     return "; ".join(x for x in (why, st.summary) if x)
 
 
-def _row_cells(store_root: Path, matrix_dir: Path, r: dict[str, Any]) -> list[str]:
+def _row_cells(store_root: Path, matrix_dir: Path, r: dict[str, Any],
+               with_version: bool) -> list[Cell]:
     st = row_strength(r)
     key = "weak" if st is not None and st.weak else verdict_of(r.get("valid"))
     to = run_link(store_root, matrix_dir, r.get("run_dir"))
-    said = strength_text(r)
-    # The strength sits under the verdict: a column of its own overflowed the page.
-    note = f'<span class="cell-note">{e(said)}</span>' if said else ""
+    version, others = version_cell_text(row_versions(r))
     return [
         td(r.get("scenario") or NA),
         td(expectation(r)),
         td(_cell(r.get("seed")), num=True),
-        td_html(badge(key) + note),
+        *([td(version, note=others)] if with_version else []),
+        # The strength sits under the verdict: a column of its own overflowed the page.
+        badge_td(key, note=strength_text(r)),
         td(r.get("judgement") or NA),
         *(td(_cell(r.get(k)), num=True) for k in ROW_COUNTS),
         td(dup_text(r.get("duplicated"), r.get("unflagged_duplicated")), num=True),
         *(td(_cell(r.get(k)), num=True) for k in ROW_COUNTS_AFTER),
-        td_html(link(to, "report") if to else e("not in this store")),
+        link_td(to, "report") if to else td("not in this store"),
     ]
 
 
-def _summaries(doc: dict[str, Any]) -> str:
+def _summaries(doc: dict[str, Any]) -> Any:
     summaries = [s for s in doc.get("summaries") or [] if isinstance(s, dict)]
     if not summaries:
-        return ""
+        return None
     fields = list(SUMMARY_FIELDS)
     if any(WEAK_FIELD in s for s in summaries):
         fields.insert(fields.index("unknown") + 1, WEAK_FIELD)
     rows = [[td(s.get("scenario") or NA), td(expectation(s)),
              *(td(_cell(s.get(k)), num=k != "verdict") for k in fields),
              td(_cell(s.get("judgements")))] for s in summaries]
-    return ("<h2>Per scenario</h2>"
-            + table(["scenario", "expected", *(k.replace("_", " ") for k in fields),
-                     "judgements"], rows, len(rows), wide=True,
-                    num_cols=range(2, 2 + len(fields) - 1)))
+    return table(["scenario", "expected", *(k.replace("_", " ") for k in fields), "judgements"],
+                 rows, len(rows), wide=True, num_cols=range(2, 2 + len(fields) - 1))
 
 
 def matrix_html(store_root: Path, matrix_dir: Path, doc: dict[str, Any]) -> str:
-    """Takes the store root, a matrix directory and its matrix.json content. Returns its page."""
+    """Takes the store root, a matrix directory and its matrix.json content. Returns its page
+    (templates/matrix.html.j2)."""
     rows_in = [r for r in doc.get("rows") or [] if isinstance(r, dict)]
-    rows = [_row_cells(store_root, matrix_dir, r) for r in rows_in]
-    notes = [f"<li>{e(r.get('scenario'))}: {e('; '.join(map(str, r['problems'])))}</li>"
-             for r in rows_in if isinstance(r.get("problems"), list) and r["problems"]]
-    notes += [f"<li>{e(p)}</li>" for p in doc.get("problems") or [] if isinstance(p, str)]
+    # A version column once some row names one (matrices from before versions look as they did).
+    with_version = any(row_versions(r) for r in rows_in)
+    rows = [_row_cells(store_root, matrix_dir, r, with_version) for r in rows_in]
+    problems = [f"{r.get('scenario')}: {'; '.join(map(str, r['problems']))}"
+                for r in rows_in if isinstance(r.get("problems"), list) and r["problems"]]
+    problems += [p for p in doc.get("problems") or [] if isinstance(p, str)]
     code = doc.get("exit_code")
-    files = [link(MATRIX_JSON, MATRIX_JSON)]
-    if (matrix_dir / MATRIX_MD).is_file():
-        files.append(link(MATRIX_MD, MATRIX_MD))
-    body = [
-        f'<p class="nav">{link("../../" + INDEX_HTML, "← all runs in the store")}</p>',
-        f"<h1>Scenario matrix {e(stamp_text(matrix_dir.name))} UTC</h1>",
-        f'<p class="sub">{len(rows)} scenario runs; exit code '
-        f"{e(code if isinstance(code, int) else NA)} (0: all as expected, 1: a finding, "
-        f"2: an unknown verdict or a weak run). Files: {', '.join(files)}.</p>",
-        table(["scenario", "expected", "seed", "verdict", "judgement", "attempts", "acked",
-               "lost", "dup (unflagged)", "recovered", "order viol.", "wall s", "run"], rows,
-              wide=True, num_cols=[2, 5, 6, 7, 8, 9, 10, 11]),
-        _summaries(doc),
-        f"<h2>Problems</h2><ul>{''.join(notes)}</ul>" if notes else "",
-    ]
-    return page(f"matrix {matrix_dir.name}", body)
+    files = [MATRIX_JSON] + ([MATRIX_MD] if (matrix_dir / MATRIX_MD).is_file() else [])
+    return render(
+        "matrix.html.j2",
+        name=matrix_dir.name,
+        when=stamp_text(matrix_dir.name),
+        index_link="../../" + INDEX_HTML,
+        runs=len(rows),
+        exit_code=code if isinstance(code, int) else NA,
+        files=files,
+        rows=table(["scenario", "expected", "seed", *(["version"] if with_version else []),
+                    "verdict", "judgement", "attempts", "acked", "lost", "dup (unfl.)",
+                    "recovered", "order viol.", "wall s", "run"], rows, wide=True,
+                   num_cols=[2, *(n + with_version for n in (5, 6, 7, 8, 9, 10, 11))]),
+        summaries=_summaries(doc),
+        problems=problems,
+    )
 
 
 def write_matrix_page(store_root: Path, matrix_dir: Path) -> MatrixSummary | None:

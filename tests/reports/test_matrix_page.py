@@ -35,6 +35,7 @@ def test_weak_rows_read_valid_but_weak_with_why_and_every_strength_is_shown(
         "weak": 1, "as expected": 2, "FINDING": 1}
     html = (made["matrix"] / "matrix.html").read_text()
     rows = cells(html[html.index("<table"):html.index("</table>")])
+    assert "<th>version</th>" not in html  # no row names one
     assert [r[3:5] for r in rows] == [
         [f"valid but weak {WEAK_REASON}; {WEAK_SUMMARY}", "weak"],
         [f"valid {STRONG_SUMMARY}", "as expected"],
@@ -61,3 +62,22 @@ def test_hostile_strength_text_is_escaped(tmp_path: Path) -> None:
     write_matrix_page(store, made["matrix"])
     html = (made["matrix"] / "matrix.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;x()&lt;/script&gt; &amp; co; faults" in html
+
+
+def test_a_row_shows_its_versions_or_release_line_and_a_dash_without(tmp_path: Path) -> None:
+    import json
+
+    store = tmp_path / "store"
+    made = make_strength_store(store)
+    doc = json.loads((made["matrix"] / "matrix.json").read_text())
+    doc["rows"][0]["versions"] = {"rabbitmq": "4.0.5", "erlang": "26.2", "metadata_store":
+                                  "khepri"}
+    doc["rows"][1]["rabbitmq"] = "3.10"
+    doc["rows"][2].update(rabbitmq="4.0", versions={"erlang": "26.2"})
+    (made["matrix"] / "matrix.json").write_text(json.dumps(doc))
+    write_matrix_page(store, made["matrix"])
+    html = (made["matrix"] / "matrix.html").read_text()
+    assert re.findall(r"<th[^>]*>(.*?)</th>", html)[3] == "version"
+    rows = cells(html[html.index("<table"):html.index("</table>")])
+    assert [r[3] for r in rows] == ["4.0.5 erlang 26.2, metadata store khepri", "3.10",
+                                    "4.0 erlang 26.2", "—"]
