@@ -357,7 +357,7 @@ MAX_VERSION_ITEMS = 6
 NO_VERSION = "—"
 
 
-def _version_value(v: Any) -> str:
+def version_value(v: Any) -> str:
     """Takes one version's value. Returns it as text: a list's items (the first few, then how
     many more), a dict's "key value" pairs, anything else as it is."""
     if isinstance(v, dict):
@@ -374,7 +374,7 @@ def versions_of(x: Any) -> list[tuple[str, str]]:
     its value as text, in the dict's order; keys without a value are left out."""
     if not isinstance(x, dict):
         return []
-    return [(str(k).replace("_", " "), _version_value(v)) for k, v in x.items()
+    return [(str(k).replace("_", " "), version_value(v)) for k, v in x.items()
             if v not in (None, "", [], {})]
 
 

@@ -1,9 +1,11 @@
 """The nightly matrix (no cluster): the budget, retries of infrastructure failures, exit codes,
 and its outputs: matrix.json, JUnit XML read back by junitparser, the HTML page, the workflow."""
 
+import dataclasses
 import json
 import re
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -351,3 +353,32 @@ def test_a_weak_run_is_never_a_pass_in_junit_or_on_the_page(tmp_path):
     sums = html[html.index("<h2>Scenarios</h2>"):html.index("<h2>Runs</h2>")]
     assert '<th class="num">weak</th>' in sums and ">weak</span>" in sums
     assert "exit code 2 (0: all as expected, 1: a finding, 2: unknown, weak," in html
+
+
+@dataclasses.dataclass(frozen=True)
+class VersionedRow(matrix.Row):
+    """A matrix row as it may grow: the broker's versions and the release line chosen."""
+
+    versions: dict | None = None
+    rabbitmq: str | None = None
+
+
+def test_a_rows_versions_are_testcase_properties_and_a_column_of_the_page(tmp_path):
+    from harness import junit
+    from harness.nightly import nightly_html
+
+    base = matrix.make_row("a", matrix.Expectation(), 0, 90, tmp_path / "a", OK, seed=1)
+    fields = dataclasses.asdict(base) | {"problems": ()}
+    rows = [VersionedRow(**fields, versions={"rabbitmq": "4.0.5", "erlang": "26.2",
+                                             "feature_flags": ["khepri_db", "quorum_queue"]}),
+            VersionedRow(**fields, rabbitmq="3.10"), base]
+    root = ET.fromstring(junit.junit_xml([junit.case_for_row(r) for r in rows], "n", "t"))
+    props = [{p.get("name"): p.get("value") for p in case.iter("property")}
+             for case in root.iter("testcase")]
+    assert props == [{"rabbitmq": "4.0.5", "erlang": "26.2",
+                      "feature_flags": "khepri_db, quorum_queue"}, {"rabbitmq": "3.10"}, {}]
+    html = nightly_html(tmp_path, rows, [], [], [], {}, 0, {})
+    assert '<th>seed</th><th>version</th>' in html.replace(' class="num"', "")
+    assert ('<td>4.0.5<span class="cell-note">erlang 26.2, feature flags khepri_db, '
+            "quorum_queue</span></td>") in html
+    assert "<td>3.10</td>" in html and "<td>—</td>" in html
