@@ -64,6 +64,30 @@ def thousands(n: Any) -> str:
     return f"{n:,}"
 
 
+@dataclass(frozen=True)
+class Note:
+    """A paragraph set apart as a note (<p class="note">)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    """A plain paragraph, after a colour swatch when one is given."""
+
+    text: str
+    swatch: str | None = None
+
+
+@dataclass(frozen=True)
+class Codes:
+    """A paragraph of ids shown as code after a label ("Examples: ..."), then "… N more"."""
+
+    label: str
+    codes: tuple[str, ...]
+    more: int = 0
+
+
 ENV = Environment(
     loader=PackageLoader("reports", "templates"),
     autoescape=True,
@@ -72,17 +96,21 @@ ENV = Environment(
 )
 ENV.filters["href"] = href
 ENV.filters["thousands"] = thousands
+ENV.tests["note"] = lambda x: isinstance(x, Note)
+ENV.tests["para"] = lambda x: isinstance(x, Para)
+ENV.tests["codes"] = lambda x: isinstance(x, Codes)
+ENV.tests["table"] = lambda x: isinstance(x, Table)
 ENV.globals["verdicts"] = VERDICTS
 ENV.globals["NA"] = NA
 
 
-def render(template: str, **data: Any) -> str:
+def render_template(template: str, **data: Any) -> str:
     """Takes a template's name (under reports/templates/) and the data it reads. Returns the
     rendered text, every value escaped."""
     return ENV.get_template(template).render(**data)
 
 
-# --- tables as data ---------------------------------------------------------------------------
+# --- tables and paragraphs as data ---------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reports.html import Cell, badge_td, link_td, render, table, td
+from reports.html import Cell, badge_td, link_td, render_template, table, td
 from reports.matrix_page import MATRIX_DIR, MATRIX_HTML, MatrixSummary, find_matrices
 from reports.page import (
     NA,
@@ -218,7 +218,7 @@ def index_html(runs: list[RunSummary], matrices: list[MatrixSummary]) -> str:
     tally: dict[str, int] = {}
     for r in runs:
         tally[r.verdict] = tally.get(r.verdict, 0) + 1
-    return render(
+    return render_template(
         "index.html.j2",
         runs=len(runs),
         tally=", ".join(f"{tally[k]} {VERDICTS[k][0]}" for k in TALLY_ORDER if k in tally),

@@ -1,12 +1,13 @@
 """Scenario matrix pages: `<store>/matrix/<timestamp>/matrix.html`, drawn from its matrix.json.
 
-The page (templates/matrix.html.j2) shows each row (one scenario run: expectation,
-seed, the broker's version (the row's `versions`, led by its `rabbitmq` release
-line; "—" when the row has neither; no column when no row has one), verdict with the test's strength beneath it
-when the matrix records one, judgement, counts, a link to its report when the
-run is in this store), the per-scenario summaries when the matrix has them, and
-the problems it noted. A valid run whose faults tested nothing reads "valid but
-weak" (checkers.verdict), never "valid"; its row says why. matrix.json is read
+The page (templates/matrix.html.j2) shows each row (one scenario run:
+expectation, seed, the broker's version (the row's `versions`, led by its
+`rabbitmq` release line; "—" when the row has neither; no column when no row
+has one), verdict with the test's strength beneath it when the matrix records
+one, judgement, counts, a link to its report when the run is in this store),
+the per-scenario summaries when the matrix has them, and the problems it
+noted. A valid run whose faults tested nothing reads "valid but weak"
+(checkers.verdict), never "valid"; its row says why. matrix.json is read
 leniently (harness.matrix writes it; its fields grow): a field that is missing
 reads "-", an expectation is taken from `expect` (text) or `expect_valid`
 (true: valid; null: loss possible). Runs are found by the last two parts of
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reports.html import Cell, badge_td, link_td, render, table, td
+from reports.html import Cell, badge_td, link_td, render_template, table, td
 from reports.page import (
     NA,
     as_dict,
@@ -163,7 +164,7 @@ def matrix_html(store_root: Path, matrix_dir: Path, doc: dict[str, Any]) -> str:
     problems += [p for p in doc.get("problems") or [] if isinstance(p, str)]
     code = doc.get("exit_code")
     files = [MATRIX_JSON] + ([MATRIX_MD] if (matrix_dir / MATRIX_MD).is_file() else [])
-    return render(
+    return render_template(
         "matrix.html.j2",
         name=matrix_dir.name,
         when=stamp_text(matrix_dir.name),

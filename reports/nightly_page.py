@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reports.html import Cell, badge_td, link_td, render, table, td
+from reports.html import Cell, badge_td, link_td, render_template, table, td
 from reports.page import NA, version_cell_text
 
 REPORT_HTML = "report.html"
@@ -108,7 +108,7 @@ def nightly_html(out_dir: Path, scenarios: Sequence[ScenarioLine], runs: Sequenc
         td(f"{s.wall_s_median:.0f}", num=True),
     ] for s in scenarios]
     rows = [_run_cells(out_dir, r) for r in runs]
-    return render(
+    return render_template(
         "nightly.html.j2",
         name=out_dir.name,
         runs=len(runs) - skipped,

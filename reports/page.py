@@ -1,10 +1,9 @@
-"""Small HTML helpers shared by the run report and the store index.
+"""What every page of reports/ says the same way: verdict words and colours, counts, times,
+sizes, a run's strength, its versions, and the atomic write of a page.
 
-Every page is one self-contained file: inline CSS, no scripts, relative links
-only, every piece of text from a run escaped (`e`). Tables never hold an empty
-cell: a missing value is written as `NA` or a short phrase saying why. The
-layout fits a 1280-px-wide window: a 1200-px column, tables that wrap long
-words, images scaled to the column.
+Plain data only: the HTML is the templates' (reports.html, reports/templates/).
+Tables never hold an empty cell: a missing value is written as `NA` or a short
+phrase saying why.
 """
 
 from __future__ import annotations
@@ -12,18 +11,14 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from checkers.verdict import is_weak
 
 NA = "n/a"
-MAX_TABLE_ROWS = 500
 
 # verdict key -> (banner text, colour)
 VERDICTS: dict[str, tuple[str, str]] = {
@@ -38,138 +33,10 @@ VERDICTS: dict[str, tuple[str, str]] = {
 # Run and matrix directory names in the store: UTC timestamps.
 STAMP_FORMATS = ("%Y%m%dT%H%M%S.%fZ", "%Y%m%dT%H%M%SZ")
 
-CSS = """
-* { box-sizing: border-box; }
-body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 1.5em auto;
-       max-width: 1200px; padding: 0 1em; color: #222; line-height: 1.4; }
-h1 { margin: 0 0 0.1em 0; overflow-wrap: anywhere; }
-h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; padding-bottom: 0.15em; }
-h3 { margin: 1.2em 0 0.3em 0; }
-.sub { color: #555; margin: 0 0 0.4em 0; overflow-wrap: anywhere; }
-.banner { border-radius: 0.3em; padding: 0.6em 1em; margin: 0.6em 0 1em 0; color: #fff;
-          display: flex; align-items: center; gap: 1em; }
-.banner .verdict { font-size: 2em; font-weight: bold; white-space: nowrap; }
-.banner p { margin: 0; font-size: 1.1em; }
-.badge { display: inline-block; color: #fff; padding: 0 0.45em; border-radius: 0.2em;
-         font-weight: bold; white-space: nowrap; }
-table { border-collapse: collapse; margin: 0.4em 0 1em 0; max-width: 100%; }
-table.wide { width: 100%; }
-th, td { border: 1px solid #ccc; padding: 0.22em 0.5em; text-align: left; vertical-align: top;
-         overflow-wrap: break-word; }
-td.nowrap { white-space: nowrap; }
-td.why { color: #555; font-size: 0.9em; }
-.cell-note { display: block; color: #555; font-size: 0.88em; font-weight: normal; }
-.strength { margin: -0.4em 0 1em 0; }
-.strength.weak { border-left: 4px solid #6a1b9a; padding: 0.1em 0 0.1em 0.8em; }
-td.weak-cell { color: #6a1b9a; font-weight: 600; }
-tr.mend td { background: #fff8e1; }
-h4 { margin: 0.8em 0 0.2em 0; }
-th { background: #f3f3f3; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-th.num { text-align: right; }
-tr.bad td { color: #b71c1c; font-weight: 600; }
-td.meaning { color: #555; }
-td.sub-row { padding-left: 1.6em; }
-tr.group th { background: #e8eef6; }
-code { font-family: Menlo, Consolas, monospace; font-size: 0.9em; }
-.ids code { display: inline-block; margin: 0 0.3em 0.2em 0; background: #f4f4f4;
-            padding: 0 0.25em; border-radius: 0.15em; }
-.swatch { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.35em;
-          vertical-align: -0.1em; border-radius: 0.1em; }
-.nav { margin: 0.2em 0 0.6em 0; }
-.note { color: #555; font-style: italic; }
-.anomaly { border-left: 4px solid #c62828; padding: 0.1em 0 0.1em 0.8em; margin: 0.8em 0; }
-.anomaly.allowed { border-left-color: #9e9e9e; }
-.anomaly.unproven { border-left-color: #ef6c00; }
-.anomaly h3 { margin-top: 0.2em; }
-figure { margin: 0.6em 0 1.2em 0; }
-figure img { display: block; width: 100%; height: auto; border: 1px solid #ddd; }
-figcaption { color: #555; font-size: 0.92em; margin-top: 0.2em; }
-details { margin: 0.4em 0 1em 0; }
-summary { cursor: pointer; color: #1f4e8c; }
-ul.files { padding-left: 1.2em; }
-ul.files li { margin: 0.15em 0; overflow-wrap: anywhere; }
-"""
-
 
 def as_dict(x: Any) -> dict[str, Any]:
     """Takes anything. Returns it when it is a dict, else an empty dict."""
     return x if isinstance(x, dict) else {}
-
-
-def e(x: Any) -> str:
-    """Takes anything. Returns its text, HTML-escaped (quotes too)."""
-    return escape(str(x), quote=True)
-
-
-def href(rel: str) -> str:
-    """Takes a relative path. Returns it URL-quoted and escaped, for an href or src."""
-    return escape(quote(rel), quote=True)
-
-
-def link(rel: str, text: str) -> str:
-    """Takes a relative path and a text. Returns an <a> to it."""
-    return f'<a href="{href(rel)}">{e(text)}</a>'
-
-
-def td(x: Any, num: bool = False, cls: str | None = None) -> str:
-    """Takes a value (escaped here; an empty one becomes NA). Returns a <td>."""
-    text = str(x) if x is not None and str(x).strip() else NA
-    classes = " ".join(c for c in ("num" if num else None, cls) if c)
-    return f'<td class="{classes}">{e(text)}</td>' if classes else f"<td>{e(text)}</td>"
-
-
-def td_note(text: Any, note: Any = None, num: bool = False, cls: str | None = None) -> str:
-    """Takes a value and a note beneath it (both escaped here; an empty value becomes NA, an
-    empty note is left out). Returns a <td>."""
-    main = str(text) if text is not None and str(text).strip() else NA
-    under = (f'<span class="cell-note">{e(note)}</span>'
-             if note is not None and str(note).strip() else "")
-    classes = " ".join(c for c in ("num" if num else None, cls) if c)
-    attr = f' class="{classes}"' if classes else ""
-    return f"<td{attr}>{e(main)}{under}</td>"
-
-
-def td_html(inner: str, num: bool = False) -> str:
-    """Takes cell HTML, already escaped. Returns a <td>."""
-    return f'<td class="num">{inner}</td>' if num else f"<td>{inner}</td>"
-
-
-def table(
-    headers: Iterable[str] | None,
-    rows: Iterable[Iterable[str]],
-    total: int | None = None,
-    *,
-    wide: bool = False,
-    num_cols: Iterable[int] = (),
-    row_classes: Iterable[str | None] | None = None,
-) -> str:
-    """Takes header texts (or None), rows of cell HTML (already escaped), how many rows there
-    are in all, whether the table spans the column, and which header columns are numeric.
-
-    Returns a table of at most MAX_TABLE_ROWS rows, noting how many of `total` were left out.
-    """
-    nums = set(num_cols)
-    out = ['<table class="wide">' if wide else "<table>"]
-    if headers is not None:
-        cells = (
-            f'<th class="num">{e(h)}</th>' if i in nums else f"<th>{e(h)}</th>"
-            for i, h in enumerate(headers)
-        )
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    classes = iter(row_classes) if row_classes is not None else None
-    n = 0
-    for row in rows:
-        cls = next(classes, None) if classes is not None else None
-        if n >= MAX_TABLE_ROWS:
-            break
-        attr = f' class="{cls}"' if cls else ""
-        out.append(f"<tr{attr}>" + "".join(row) + "</tr>")
-        n += 1
-    out.append("</table>")
-    if total is not None and total > n:
-        out.append(f'<p class="note">{total - n:,} more rows not shown.</p>')
-    return "".join(out)
 
 
 def valid_key(valid: Any) -> str:
@@ -179,29 +46,6 @@ def valid_key(valid: Any) -> str:
     if valid is False:
         return "false"
     return "unknown"
-
-
-def badge(key: str, text: str | None = None) -> str:
-    """Takes a verdict key (VERDICTS) and optionally its text. Returns a coloured badge."""
-    default, colour = VERDICTS.get(key, VERDICTS["unknown"])
-    return f'<span class="badge" style="background:{colour}">{e(text or default)}</span>'
-
-
-def swatch(colour: str) -> str:
-    """Takes a CSS colour. Returns a small square of it."""
-    return f'<span class="swatch" style="background:{e(colour)}"></span>'
-
-
-def page(title: str, body: Iterable[str]) -> str:
-    """Takes the page title and body parts (HTML). Returns the whole document."""
-    head = (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        # No favicon request: a served store would log a 404 for every page.
-        '<link rel="icon" href="data:,">'
-        f"<title>{e(title)}</title><style>{CSS}</style></head><body>"
-    )
-    return head + "\n".join(p for p in body if p) + "\n</body></html>\n"
 
 
 def write_atomic(path: Path, text: str) -> Path:

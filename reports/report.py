@@ -7,16 +7,19 @@ the plots (reports.plots), writes report.html, and, when the run directory
 sits in a store (`store/<test>/<timestamp>/`), rewrites the store's index
 (reports.index). It returns the written paths of the run directory.
 
-The page, in reading order: a verdict banner with one sentence saying why
-("valid but weak", never green, when the faults tested nothing: checkers.verdict)
-and the test's strength in a line; the counts; each anomaly class found, with
-what it means, and each incident once (or, for older results, example ids per
-class); the plots (latency, throughput, queue depth, queue leader), fault
-windows shaded by kind; availability, time to recover, whether RabbitMQ noticed
-it, its effects and the messages at risk, per fault; the test's spec; links to
-the files. `report_html` is the pure part. The page has inline CSS,
-no scripts, relative links only, every piece of run text escaped, and no
-empty table cell; it fits a 1280-px-wide window.
+The page (templates/report.html.j2), in reading order: the test's name, when it
+ran and the broker's versions (every key test.json's `versions` has); a verdict
+banner with one sentence saying why ("valid but weak", never green, when the
+faults tested nothing: checkers.verdict) and the test's strength in a line;
+the counts; each anomaly class found, with what it means, and each incident
+once (or, for older results, example ids per class); the plots (latency,
+throughput, queue depth, queue leader), fault windows shaded by kind;
+availability, time to recover, whether RabbitMQ noticed it, its effects and
+the messages at risk, per fault; the test's spec; links to the files.
+`report_html` is the pure part: each section's data (reports.report_results,
+report_strength, report_run) into the templates. The page has inline CSS, no
+scripts, relative links only, every piece of run text escaped by the
+templates, and no empty table cell; it fits a 1280-px-wide window.
 """
 
 from __future__ import annotations
@@ -30,18 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
-from reports.page import (
-    VERDICTS,
-    e,
-    href,
-    link,
-    page,
-    results_key,
-    strength_of,
-    table,
-    td,
-    write_atomic,
-)
+from reports.html import Table, render_template, table, td
+from reports.page import VERDICTS, as_dict, results_key, strength_of, versions_line, write_atomic
 from reports.plots import (
     fates_missing,
     plot_depth,
@@ -51,19 +44,19 @@ from reports.plots import (
     plot_rate,
 )
 from reports.report_results import (
-    anomalies_section,
-    counts_section,
-    other_checks_section,
+    anomalies_data,
+    counts_data,
+    other_checks_table,
     section_badges,
     verdict_sentence,
 )
 from reports.report_run import (
     LINKED_FILES,
     RunFiles,
-    faults_section,
-    files_section,
+    faults_data,
+    files_data,
     list_run_files,
-    spec_section,
+    spec_data,
 )
 from reports.report_strength import incidents_of
 
@@ -92,10 +85,9 @@ __all__ = [
 _SECTIONS = ("counts", "anomalies", "incidents", "plots", "faults", "test", "files")
 
 
-def _nav(results: Any) -> str:
+def _nav(results: Any) -> list[str]:
     """The page's section links; "incidents" only when results.json tells them."""
-    shown = [s for s in _SECTIONS if s != "incidents" or incidents_of(results)]
-    return '<p class="nav">' + " · ".join(f'<a href="#{s}">{s}</a>' for s in shown) + "</p>"
+    return [s for s in _SECTIONS if s != "incidents" or incidents_of(results)]
 
 
 @dataclass(frozen=True)
@@ -175,7 +167,20 @@ def verdict_key(results: Loaded) -> str:
 # --- sections -------------------------------------------------------------------------
 
 
-def _banner(results: Loaded) -> str:
+@dataclass(frozen=True)
+class Banner:
+    """The verdict banner: its words and colour, the sentence saying why, each judging
+    section's (name, verdict key), the strength line ("" for none) and whether it is weak."""
+
+    text: str
+    colour: str
+    sentence: str
+    checks: tuple[tuple[str, str], ...]
+    strength: str
+    weak: bool
+
+
+def _banner(results: Loaded) -> Banner:
     key = verdict_key(results)
     text, colour = VERDICTS[key]
     if not results.present:
@@ -184,16 +189,9 @@ def _banner(results: Loaded) -> str:
         sentence = f"Not checked: results.json is unreadable ({results.error})."
     else:
         sentence = verdict_sentence(results.data)
-    badges = " · ".join(section_badges(results.ok))
-    sub = f'<p class="sub">Checks: {badges}</p>' if badges else ""
     strength = strength_of(results.ok)
-    if strength is not None and strength.line():
-        weak = " weak" if key == "weak" else ""
-        sub += f'<p class="sub strength{weak}">{e(strength.line())}</p>'
-    return (
-        f'<div class="banner" style="background:{colour}"><span class="verdict">{e(text)}</span>'
-        f"<p>{e(sentence)}</p></div>{sub}"
-    )
+    return Banner(text, colour, sentence, tuple(section_badges(results.ok)),
+                  strength.line() if strength is not None else "", key == "weak")
 
 
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -240,10 +238,20 @@ def latency_rows(scan: HistoryScan, results: Any = None) -> list[LatencyRow]:
     return rows
 
 
-def _latency_table(scan: HistoryScan, results: Any = None) -> str:
+@dataclass(frozen=True)
+class Latency:
+    """The latency table and what its numbers are ("" to say nothing more)."""
+
+    note: str
+    table: Table
+
+
+def latency_data(scan: HistoryScan, results: Any = None) -> Latency | None:
+    """Takes the history scan and results.json's data. Returns the latency table, None when
+    no client op completed."""
     rows = latency_rows(scan, results)
     if not rows:
-        return ""
+        return None
     cells = [[td(r.f), td(r.outcome), td(f"{r.ops:,}", num=True),
               *(td(f"{r.ms[k]:,.1f}", num=True) for k in ("p50", "p95", "p99", "max"))]
              for r in rows]
@@ -254,35 +262,47 @@ def _latency_table(scan: HistoryScan, results: Any = None) -> str:
     if scan.latency_kept < scan.latency_seen:
         notes.append(f"the other ops from a sample of {scan.latency_kept:,} of "
                      f"{scan.latency_seen:,}")
-    note = f" ({'; '.join(notes)})" if notes else ""
-    return (f'<p class="note">Client op latency in ms, nearest-rank quantiles{e(note)}:</p>'
-            + table(["op", "outcome", "ops", "p50", "p95", "p99", "max"], cells,
-                    num_cols=[2, 3, 4, 5, 6]))
+    return Latency(f" ({'; '.join(notes)})" if notes else "",
+                   table(["op", "outcome", "ops", "p50", "p95", "p99", "max"], cells,
+                         num_cols=[2, 3, 4, 5, 6]))
 
 
-def _plots_section(
-    scan: HistoryScan | None, drawn: dict[str, str], skipped: dict[str, str],
-    results: Any = None,
-) -> str:
-    out = ['<h2 id="plots">Plots</h2>']
+def _latency_table(scan: HistoryScan, results: Any = None) -> str:
+    """Takes what `latency_data` takes. Returns the latency table's HTML, "" without one."""
+    found = latency_data(scan, results)
+    return render_template("report/latency.html.j2", latency=found) if found is not None else ""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One plot as the page shows it: its file and heading, and its caption when drawn or why
+    it was not (`drawn` says which)."""
+
+    file_name: str
+    heading: str
+    drawn: bool
+    said: str
+
+
+@dataclass(frozen=True)
+class Plots:
+    """The Plots section: whether there is a history, each plot, and the latency table that
+    follows the latency plot (None without one)."""
+
+    history: bool
+    plots: tuple[Plot, ...] = ()
+    latency: Latency | None = None
+
+
+def _plots(scan: HistoryScan | None, drawn: dict[str, str], skipped: dict[str, str],
+           results: Any = None) -> Plots:
     if scan is None:
-        return out[0] + '<p class="note">No plots: there is no history.jsonl.</p>'
-    out.append('<p class="note">Fault windows are shaded in the colour of their kind, heals '
-               "marked with a dash-dot line, the drain hatched; all plots share one time "
-               "axis (seconds since the history began).</p>")
-    for spec in plot_specs():
-        if spec.file_name in drawn:
-            out.append(
-                f'<figure><img src="{href(spec.file_name)}" alt="{e(spec.heading)} plot" '
-                f'width="1200"><figcaption>{e(spec.heading)}: {e(drawn[spec.file_name])}'
-                "</figcaption></figure>"
-            )
-        else:
-            why = skipped.get(spec.file_name, "not drawn")
-            out.append(f'<p class="note">{e(spec.heading)}: {e(why)}.</p>')
-        if spec.file_name == "latency.png":
-            out.append(_latency_table(scan, results))
-    return "".join(out)
+        return Plots(False)
+    plots = tuple(
+        Plot(p.file_name, p.heading, True, drawn[p.file_name]) if p.file_name in drawn
+        else Plot(p.file_name, p.heading, False, skipped.get(p.file_name, "not drawn"))
+        for p in plot_specs())
+    return Plots(True, plots, latency_data(scan, results))
 
 
 def report_html(
@@ -301,7 +321,7 @@ def report_html(
     (None without a history), the file names of the drawn plots, the run's files, why any plot
     could not be drawn, and the relative link to the store's index (None: no link).
 
-    Returns the report page as one HTML string.
+    Returns the report page (templates/report.html.j2) as one HTML string.
     """
     drawn_names = list(images)
     captions = {s.file_name: s.caption for s in plot_specs()}
@@ -316,24 +336,26 @@ def report_html(
         file_name = err.split(":", 1)[0]
         skipped[file_name] = f"the plot failed: {err}"
     results_data = results.ok
-    back = f'<p class="nav">{link(index_link, "← all runs in the store")}</p>' \
-        if index_link else ""
-    title = f"{name} — {when}" if when else name
-    body = [
-        back,
-        f"<h1>{e(name)}</h1>",
-        f'<p class="sub">{e(when)}</p>' if when else "",
-        _nav(results_data),
-        _banner(results),
-        counts_section(results_data),
-        anomalies_section(results_data),
-        _plots_section(scan, drawn, skipped, results_data),
-        faults_section(scan, results_data),
-        spec_section(spec.data, spec.error, spec.present, scan, results_data),
-        other_checks_section(results_data),
-        files_section(files, drawn_names),
-    ]
-    return page(title, body)
+    # The broker's versions: test.json's, else results.json's (every key, as they grow).
+    versions = as_dict(as_dict(spec.ok).get("versions")) or as_dict(
+        as_dict(results_data).get("versions"))
+    return render_template(
+        "report.html.j2",
+        title=f"{name} — {when}" if when else name,
+        name=name,
+        when=when,
+        versions=versions_line(versions),
+        index_link=index_link,
+        nav=_nav(results_data),
+        banner=_banner(results),
+        counts=counts_data(results_data),
+        anomalies=anomalies_data(results_data),
+        plots=_plots(scan, drawn, skipped, results_data),
+        faults=faults_data(scan, results_data),
+        test=spec_data(spec.data, spec.error, spec.present, scan, results_data),
+        other=other_checks_table(results_data),
+        files=files_data(files, drawn_names),
+    )
 
 
 def _name_and_time(run_dir: Path, spec: Loaded) -> tuple[str, str]:

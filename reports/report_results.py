@@ -3,28 +3,30 @@
 `verdict_sentence` says in one sentence why a run is valid, valid but weak
 (checkers.verdict: its faults tested nothing), invalid or unknown (the
 anomalies found, the strength section's "reason", the queue section's
-"reason", the run section's "problems", a checker's error). `counts_section`
-is a readable table of the queue and ordering counts, `anomalies_section` one
-block per anomaly class present, with what it means (the checker's own
+"reason", the run section's "problems", a checker's error). `counts_data` is
+a readable table of the queue and ordering counts, `anomalies_data` one block
+per anomaly class present, with what it means (the checker's own
 `explanations` when results.json carries them, else the definitions below,
 shared/DESIGN.md's words), then, when results.json groups the anomalies into
 `incidents` (reports.report_strength), each incident once; older results show
-each class's example ids and per-message `details` instead. Everything
-degrades to a note when a field is missing, so results of older or newer
-checkers render.
+each class's example ids and per-message `details` instead. They are plain
+data; `counts_section` and `anomalies_section` draw them
+(templates/report/counts.html.j2, anomalies.html.j2), as the page does.
+Everything degrades to a note when a field is missing, so results of older or
+newer checkers render.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from checkers.verdict import is_weak
-from reports.page import NA, as_dict, badge, count, e, strength_of, table, td, td_html, valid_key
-from reports.report_strength import incidents_by_class, incidents_of, incidents_section
+from reports.html import Cell, Codes, Note, Table, badge_td, render_template, table, td, th
+from reports.page import NA, as_dict, count, strength_of, valid_key
+from reports.report_strength import Incident, incidents_by_class, incidents_data, incidents_of
 
 log = logging.getLogger(__name__)
 
@@ -286,17 +288,29 @@ def verdict_sentence(results: Any) -> str:
     return f"{head}, with no loss, unexpected message, unflagged duplicate or reordering{tail}."
 
 
-def counts_section(results: Any) -> str:
+@dataclass(frozen=True)
+class Counts:
+    """The Counts section as data: whether there are results, the table of counts, why
+    publishes failed ("" for none), whether the history records no acks, and the perf
+    checker's summary ("" for none)."""
+
+    checked: bool
+    table: Table | None = None
+    fail_reasons: str = ""
+    no_acks: bool = False
+    perf: str = ""
+
+
+def counts_data(results: Any) -> Counts:
     """Takes results.json's content. Returns the Counts section: one row per count, with what it
     means; a count the checker did not report reads "n/a"."""
-    out = ['<h2 id="counts">Counts</h2>']
     if not isinstance(results, dict):
-        return out[0] + '<p class="note">Not checked: no counts.</p>'
-    rows: list[list[str]] = []
+        return Counts(False)
+    rows: list[list[Cell]] = []
     classes: list[str | None] = []
     for name, spec in (("queue", QUEUE_COUNTS), ("ordering", ORDERING_COUNTS)):
         section = _section(results, name)
-        rows.append([f'<th colspan="3">{e(name)}</th>'])
+        rows.append([th(name, colspan=3)])
         classes.append("group")
         if not section or section.get("error"):
             why = (f"the {name} checker failed: {section['error']}" if section
@@ -320,19 +334,23 @@ def counts_section(results: Any) -> str:
             rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
                          td(shown, num=True), td(why, cls="meaning")])
             classes.append("bad" if k in BAD_COUNTS and _int(v) > 0 else None)
-    out.append(table(["what", "count", "meaning"], rows, row_classes=classes, num_cols=[1]))
     queue = _section(results, "queue")
     reasons = queue.get("fail_reasons")
-    if isinstance(reasons, dict) and reasons:
-        said = "; ".join(f"{why_} ({count(n)})" for why_, n in reasons.items())
-        out.append(f"<p>Why publishes failed: {e(said)}.</p>")
-    if queue.get("acks_recorded") is False:
-        out.append('<p class="note">The history records no acks (an older run, or auto-ack '
-                   "consumers): every delivery is read as acked.</p>")
     perf = _section(results, "perf")
-    if perf:
-        out.append(_perf_summary(perf))
-    return "".join(out)
+    return Counts(
+        checked=True,
+        table=table(["what", "count", "meaning"], rows, row_classes=classes, num_cols=[1]),
+        fail_reasons=("; ".join(f"{why_} ({count(n)})" for why_, n in reasons.items())
+                      if isinstance(reasons, dict) and reasons else ""),
+        no_acks=queue.get("acks_recorded") is False,
+        perf=_perf_summary(perf) if perf else "",
+    )
+
+
+def counts_section(results: Any) -> str:
+    """Takes results.json's content. Returns the Counts section's HTML
+    (templates/report/counts.html.j2 with `counts_data`)."""
+    return render_template("report/counts.html.j2", counts=counts_data(results))
 
 
 def _share(x: Any) -> str:
@@ -348,21 +366,19 @@ def _perf_summary(perf: dict[str, Any]) -> str:
             f" Longest stretch without a confirm: {gap['ms'] / 1000:.3f} s "
             f"(from {_ms_as_s(gap.get('from_ms'))} to {_ms_as_s(gap.get('to_ms'))} s)."
         )
-    return f"<p>{e(''.join(text))}</p>"
+    return "".join(text)
 
 
 def _ms_as_s(x: Any) -> str:
     return f"{x / 1000:.3f}" if isinstance(x, int | float) and not isinstance(x, bool) else NA
 
 
-def _ids(ids: Any, total: int | None) -> str:
+def _ids(ids: Any, total: int | None) -> Note | Codes:
     if not isinstance(ids, list) or not ids:
-        return '<p class="note">No example ids in results.json.</p>'
+        return Note("No example ids in results.json.")
     shown = ids[:MAX_IDS]
     more = max(len(ids), total or 0) - len(shown)
-    body = "".join(f"<code>{e(_short(x))}</code>" for x in shown)
-    tail = f' <span class="note">… {more:,} more</span>' if more > 0 else ""
-    return f'<p class="ids">Examples: {body}{tail}</p>'
+    return Codes("Examples", tuple(_short(x) for x in shown), more)
 
 
 def _short(x: Any) -> str:
@@ -373,16 +389,16 @@ def _short(x: Any) -> str:
     return str(x)
 
 
-def _details(details: Any) -> str:
-    """Renders per-anomaly details of unknown shape: a list of objects, a map id -> object, or a
+def _details(details: Any) -> Codes | Table | None:
+    """Shows per-anomaly details of unknown shape: a list of objects, a map id -> object, or a
     list of scalars."""
     if isinstance(details, dict):
         details = [{"id": k, **(v if isinstance(v, dict) else {"detail": v})}
                    for k, v in details.items()]
     if not isinstance(details, list) or not details:
-        return ""
+        return None
     if not all(isinstance(d, dict) for d in details):
-        return f'<p class="ids">Details: {"".join(f"<code>{e(_short(d))}</code>" for d in details[:MAX_DETAIL_ROWS])}</p>'
+        return Codes("Details", tuple(_short(d) for d in details[:MAX_DETAIL_ROWS]))
     columns: list[str] = []
     for d in details[:MAX_DETAIL_ROWS]:
         columns += [str(k) for k in d if str(k) not in columns]
@@ -392,9 +408,9 @@ def _details(details: Any) -> str:
     return table([c.replace("_", " ") for c in columns], rows, len(details))
 
 
-def _ordering_examples(examples: Any) -> str:
+def _ordering_examples(examples: Any) -> Note | Table:
     if not isinstance(examples, list) or not examples:
-        return '<p class="note">No examples in results.json.</p>'
+        return Note("No examples in results.json.")
     rows = []
     for x in examples[:MAX_DETAIL_ROWS]:
         if not isinstance(x, dict):
@@ -451,96 +467,128 @@ def _incidents_of_class(results: dict[str, Any], kind: AnomalyKind) -> list[tupl
             for x in by_class.get(name, [])]
 
 
-def _in_incidents(found: list[tuple[str, str, int]]) -> str:
-    """Says which incidents hold a class's messages, linked to them."""
-    links = ", ".join(f'<a href="#{e(anchor)}">{e(label)}</a> ({n:,})'
-                      for anchor, label, n in found)
-    return f"<p>In {links}.</p>"
+@dataclass(frozen=True)
+class AnomalyBlock:
+    """One anomaly class as the page shows it: its block's class, its name (the anchor
+    anomaly-<name>), its heading, what it means (None: nothing to say), the incidents that
+    hold its messages (anchor, label, how many), and, when no incident tells them, its
+    examples and per-message details (Notes, Codes and Tables)."""
+
+    cls: str
+    name: str
+    heading: str
+    explanation: str | None
+    incidents: tuple[tuple[str, str, int], ...] = ()
+    parts: tuple[Note | Codes | Table, ...] = ()
 
 
 def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: bool,
-                   cls: str | None = None) -> str:
+                   cls: str | None = None) -> AnomalyBlock:
     queue = _section(results, "queue")
-    cls = cls or ("anomaly allowed" if allowed else "anomaly")
-    out = [f'<div class="{cls}" id="anomaly-{e(kind.name)}">',
-           f"<h3>{e(kind.phrase(n))}</h3>"]
-    if kind.explanation or _explanation(results, kind):
-        out.append(f"<p>{e(_explanation(results, kind))}</p>")
-    told = _incidents_of_class(results, kind)
+    said = _explanation(results, kind)
+    told = tuple(_incidents_of_class(results, kind))
+    parts: list[Note | Codes | Table | None] = []
     if told:
-        # Its incidents tell the examples and the broker's log once, below.
-        out.append(_in_incidents(told))
+        pass  # its incidents tell the examples and the broker's log once, below
     elif kind.name == "ordering":
-        out.append(_ordering_examples(_section(results, "ordering").get("examples")))
+        parts.append(_ordering_examples(_section(results, "ordering").get("examples")))
     else:
-        out.append(_ids(queue.get(kind.name), n))
-        out.append(_details(_class_details(queue, kind.name)))
-    out.append("</div>")
-    return "".join(out)
+        parts.append(_ids(queue.get(kind.name), n))
+        parts.append(_details(_class_details(queue, kind.name)))
+    return AnomalyBlock(
+        cls=cls or ("anomaly allowed" if allowed else "anomaly"),
+        name=kind.name,
+        heading=kind.phrase(n),
+        explanation=said if kind.explanation or said else None,
+        incidents=told,
+        parts=tuple(p for p in parts if p is not None),
+    )
 
 
-def _stories(results: dict[str, Any], kinds: list[AnomalyKind]) -> str:
+def _stories(results: dict[str, Any],
+             kinds: list[AnomalyKind]) -> list[tuple[str, Note | Codes | Table]]:
     """The per-message details of the classes shown (the ordering examples for reordering),
-    folded and without the broker-log column, for results that tell their incidents."""
+    without the broker-log column, for results that tell their incidents: (heading, what)."""
     queue = _section(results, "queue")
-    parts = []
+    parts: list[tuple[str, Note | Codes | Table]] = []
     for kind in kinds:
+        shown: Note | Codes | Table | None
         if kind.name == "ordering":
             examples = _section(results, "ordering").get("examples")
-            shown = _ordering_examples(examples) if examples else ""
+            shown = _ordering_examples(examples) if examples else None
         else:
             shown = _details(_without_log(_class_details(queue, kind.name)))
-        if shown:
-            parts.append(f"<h4>{e(kind.many)}</h4>{shown}")
-    if not parts:
-        return ""
-    return ("<details><summary>What happened to each sampled message (its broker log is its "
-            "incident's)</summary>" + "".join(parts) + "</details>")
+        if shown is not None:
+            parts.append((kind.many, shown))
+    return parts
 
 
-def anomalies_section(results: Any) -> str:
+@dataclass(frozen=True)
+class Anomalies:
+    """The Anomalies section as data: whether there are results; a block per class that counts
+    against the run; which checkers failed to look ("" for none); the block of lost messages
+    not proven lost (None: none); whether to say none was found; the blocks of classes seen
+    but allowed; the incidents (reports.report_strength); the per-message stories the
+    incidents stand for, folded."""
+
+    checked: bool
+    found: tuple[AnomalyBlock, ...] = ()
+    failed: str = ""
+    unproven: AnomalyBlock | None = None
+    none: bool = False
+    seen: tuple[AnomalyBlock, ...] = ()
+    incidents: tuple[Incident, ...] = ()
+    stories: tuple[tuple[str, Note | Codes | Table], ...] = ()
+
+
+def anomalies_data(results: Any) -> Anomalies:
     """Takes results.json's content. Returns the Anomalies section: each class that counts
     against the run, then those seen but allowed (flagged redeliveries, recovered messages)."""
-    out = ['<h2 id="anomalies">Anomalies</h2>']
     if not isinstance(results, dict):
-        return out[0] + '<p class="note">Not checked.</p>'
+        return Anomalies(False)
     found = findings(results)
-    for kind, n in found:
-        out.append(_anomaly_block(results, kind, n, allowed=False))
     queue = _section(results, "queue")
     failed = [name for name in ("queue", "ordering") if _section(results, name).get("error")]
-    if failed:
-        out.append(f"<p>Not looked for by the {e(' and '.join(failed))} checker, which failed "
-                   "(see the verdict above).</p>")
-    if lost_unproven(queue):
-        out.append(_anomaly_block(results, UNPROVEN_LOST, _int(queue.get("lost_count")),
-                                  allowed=True, cls="anomaly unproven"))
-    elif not found and not failed:
-        out.append("<p>None: no lost, unexpected or unflagged duplicate message and no "
-                   "reordering.</p>")
+    unproven = (_anomaly_block(results, UNPROVEN_LOST, _int(queue.get("lost_count")),
+                               allowed=True, cls="anomaly unproven")
+                if lost_unproven(queue) else None)
     names = {k.name for k, _ in found}
     seen = [(ANOMALY_KINDS[k], _int(queue.get(f"{k}_count")))
             for k in ("redelivered_duplicated", "recovered", "delivered_failed")
             if k not in names and _int(queue.get(f"{k}_count"))]
-    if seen:
-        out.append("<h3>Seen, but not counted against the run</h3>")
-        out += [_anomaly_block(results, kind, n, allowed=True) for kind, n in seen]
+    incidents: list[Incident] = []
+    stories: list[tuple[str, Note | Codes | Table]] = []
     if incidents_of(results) is not None:
         allowed = frozenset(k for k, a in ANOMALY_KINDS.items() if a.allowed)
-        out.append(incidents_section(results, allowed))
-        unproven = [UNPROVEN_LOST] if lost_unproven(queue) else []
+        incidents = incidents_data(results, allowed)
+        unproven_kinds = [UNPROVEN_LOST] if unproven is not None else []
         # Only classes told by an incident: any other kept its own view above.
-        told = [k for k in [k for k, _ in found] + unproven + [k for k, _ in seen]
+        told = [k for k in [k for k, _ in found] + unproven_kinds + [k for k, _ in seen]
                 if _incidents_of_class(results, k)]
-        out.append(_stories(results, told))
-    return "".join(out)
+        stories = _stories(results, told)
+    return Anomalies(
+        checked=True,
+        found=tuple(_anomaly_block(results, kind, n, allowed=False) for kind, n in found),
+        failed=" and ".join(failed),
+        unproven=unproven,
+        none=unproven is None and not found and not failed,
+        seen=tuple(_anomaly_block(results, kind, n, allowed=True) for kind, n in seen),
+        incidents=tuple(incidents),
+        stories=tuple(stories),
+    )
 
 
-def other_checks_section(results: Any) -> str:
+def anomalies_section(results: Any) -> str:
+    """Takes results.json's content. Returns the Anomalies section's HTML
+    (templates/report/anomalies.html.j2 with `anomalies_data`)."""
+    return render_template("report/anomalies.html.j2", anomalies=anomalies_data(results))
+
+
+def other_checks_table(results: Any) -> Table | None:
     """Takes results.json's content. Returns a table of sections the page has no place for
-    (a new checker's), with their verdict and scalar fields, or "" when there are none."""
+    (a new checker's), with their verdict and scalar fields, or None when there are none."""
     if not isinstance(results, dict):
-        return ""
+        return None
     rows = []
     for name, s in results.items():
         if name in KNOWN_SECTIONS or name in INFO_SECTIONS or name == "valid":
@@ -548,20 +596,23 @@ def other_checks_section(results: Any) -> str:
         if isinstance(s, dict):
             fields = "; ".join(f"{k}: {_short(v)}" for k, v in s.items()
                                if k not in ("valid", "trace") and v not in (None, "", [], {}))
-            rows.append([td(name), td_html(badge(valid_key(s.get("valid")))), td(fields or "-")])
+            rows.append([td(name), badge_td(valid_key(s.get("valid"))), td(fields or "-")])
         else:
             rows.append([td(name), td("-"), td(_short(s))])
-    if not rows:
-        return ""
-    return '<h2 id="other">Other checks</h2>' + table(["check", "verdict", "fields"], rows)
+    return table(["check", "verdict", "fields"], rows) if rows else None
 
 
-def section_badges(results: Any) -> Iterable[str]:
-    """Takes results.json's content. Yields "name verdict" badges of each section, for the
-    banner's second line."""
+def other_checks_section(results: Any) -> str:
+    """Takes results.json's content. Returns the Other checks section's HTML
+    (templates/report/other.html.j2), or "" when there is nothing for it."""
+    found = other_checks_table(results)
+    return render_template("report/other.html.j2", other=found) if found is not None else ""
+
+
+def section_badges(results: Any) -> list[tuple[str, str]]:
+    """Takes results.json's content. Returns each section that judges (name, verdict key), for
+    the banner's second line."""
     if not isinstance(results, dict):
-        return
-    for name, s in results.items():
-        if isinstance(s, dict) and name not in INFO_SECTIONS:
-            key = valid_key(s.get("valid"))
-            yield f"{e(name)} {badge(key)}"
+        return []
+    return [(name, valid_key(s.get("valid"))) for name, s in results.items()
+            if isinstance(s, dict) and name not in INFO_SECTIONS]

@@ -1,18 +1,20 @@
 """The run part of the report: faults with their availability, the spec, and the run's files.
 
-`faults_section` is one row per fault window of the history (coloured by its
+`faults_data` is one row per fault window of the history (coloured by its
 kind, from history.faults), joined with the perf checker's per-window stats
 from results.json (publishes, confirmed share, latency, time to the first
 confirm after the fault). When results.json has a `faults` section, a table
 before it says for the same windows whether RabbitMQ noticed each fault, what
 it caused and how many messages were at risk (reports.report_strength), under
 the test's strength (two tables: in one, fourteen columns overflow the page).
-`spec_section` reads test.json into a readable table (seed, nodes, time
+`spec_data` reads test.json into a readable table (seed, nodes, versions, time
 limit, queue, partition handling, faults, phase times, recovery, drain,
-history size) and lists every other setting behind a fold.
-`files_section` links history.jsonl, results.json, test.json, harness.log and
-each node's logs. Older test.json layouts (flat keys) are read too; a value
-nowhere to be found reads "n/a" with the reason.
+history size) and lists every other setting behind a fold. `files_data`
+links history.jsonl, results.json, test.json, harness.log and each node's
+logs. Older test.json layouts (flat keys) are read too; a value nowhere to be
+found reads "n/a" with the reason. They are plain data; the `*_section`
+functions draw them (templates/report/faults.html.j2, test.html.j2,
+files.html.j2), as the page does.
 """
 
 from __future__ import annotations
@@ -25,21 +27,15 @@ from typing import Any
 
 from history.faults import HEAL, kind_for_start, kind_named
 from reports.history_scan import NS_PER_S, FaultWindow, HistoryScan
-from reports.page import (
-    NA,
-    as_dict,
-    count,
-    e,
-    href,
-    link,
-    seconds,
-    size,
-    swatch,
-    table,
-    td,
-    td_html,
+from reports.html import Cell, Note, Para, Table, render_template, swatch_td, table, td, th
+from reports.page import NA, as_dict, count, seconds, size, versions_line
+from reports.report_strength import (
+    StrengthNote,
+    fault_cells,
+    faults_of,
+    match_fault,
+    strength_note,
 )
-from reports.report_strength import fault_cells, faults_of, match_fault, strength_note
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +131,7 @@ def _ms(x: Any) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
 
-def _stats_cells(stats: dict[str, Any] | None, why_not: str) -> list[str]:
+def _stats_cells(stats: dict[str, Any] | None, why_not: str) -> list[Cell]:
     if stats is None:
         return [td(why_not, cls="meaning")] + [td(NA, num=True)] * 5
     lat = as_dict(stats.get("latency_ms"))
@@ -152,7 +148,25 @@ def _stats_cells(stats: dict[str, Any] | None, why_not: str) -> list[str]:
     ]
 
 
-def faults_section(scan: HistoryScan | None, results: Any) -> str:
+@dataclass(frozen=True)
+class Faults:
+    """The Faults section as data: whether results.json tells what RabbitMQ noticed (then the
+    strength lines and the table of what was noticed, or a Note when there were no faults);
+    whether there is no fault record at all (no history, no perf windows); whether the
+    nemesis did nothing; the availability table; the heals; the nemesis actions that failed
+    ("" for none)."""
+
+    told: bool
+    strength: StrengthNote | None = None
+    noticed: Table | Note | None = None
+    no_record: bool = False
+    nothing: bool = False
+    table: Table | None = None
+    heals: tuple[Para, ...] = ()
+    failures: str = ""
+
+
+def faults_data(scan: HistoryScan | None, results: Any) -> Faults:
     """Takes the history scan (None without a history) and results.json's content. Returns the
     Faults section: when results.json says, the test's strength and, per fault, whether
     RabbitMQ noticed it, its effects and the messages at risk; then baseline rows (no fault,
@@ -160,12 +174,8 @@ def faults_section(scan: HistoryScan | None, results: Any) -> str:
     then the heals and failed nemesis ops."""
     told = faults_of(results)
     windows = scan.windows if scan is not None else []
-    if told is None:
-        out = ['<h2 id="faults">Faults: availability and time to recover</h2>']
-    else:
-        out = ['<h2 id="faults">Faults: noticed, availability and time to recover</h2>',
-               strength_note(results), _noticed_table(windows, told),
-               "<h3>Availability and time to recover</h3>"]
+    noticed = None if told is None else _noticed_table(windows, told)
+    strength = None if told is None else strength_note(results)
     perf = results.get("perf") if isinstance(results, dict) else None
     perf = perf if isinstance(perf, dict) else {}
     perf_windows = [w for w in perf.get("windows") or [] if isinstance(w, dict)]
@@ -174,7 +184,7 @@ def faults_section(scan: HistoryScan | None, results: Any) -> str:
                else "no matching window in the perf results")
     headers = ["fault", "target", "from s", "to s", "ended by", "publishes", "confirmed",
                "unknown", "failed", "p50 / p99 ms", "recovered after s"]
-    rows: list[list[str]] = []
+    rows: list[list[Cell]] = []
     for key, label in (("healthy", "no fault in effect"), ("overall", "whole main phase")):
         stats = perf.get(key)
         if isinstance(stats, dict):
@@ -184,7 +194,7 @@ def faults_section(scan: HistoryScan | None, results: Any) -> str:
         kind = kind_named(w.kind)
         name = w.fault + (f" (start failed: {w.error})" if w.error else "")
         rows.append([
-            td_html(f"{swatch(kind.colour)}{e(name)}"),
+            swatch_td(kind.colour, name),
             td(target_text(w)),
             td(seconds(w.start_ns), num=True),
             td(seconds(w.end_ns), num=True),
@@ -199,7 +209,7 @@ def faults_section(scan: HistoryScan | None, results: Any) -> str:
             colour = k.colour if k is not None else kind_named(str(pw.get("f"))).colour
             target = pw.get("target")
             rows.append([
-                td_html(f"{swatch(colour)}{e(pw.get('f'))} (perf checker only)"),
+                swatch_td(colour, f"{pw.get('f')} (perf checker only)"),
                 td(", ".join(map(str, target)) if isinstance(target, list) else "-"),
                 td(f"{start / 1000:.3f}" if isinstance(start, int | float) else NA, num=True),
                 td(f"{end / 1000:.3f}" if isinstance(end, int | float) else NA, num=True),
@@ -207,28 +217,26 @@ def faults_section(scan: HistoryScan | None, results: Any) -> str:
                 *_stats_cells(pw, why_not),
             ])
     if scan is None and not perf_windows:
-        out.append('<p class="note">No history.jsonl: no fault record.</p>')
-        return "".join(out)
-    if not windows and not perf_windows:
-        out.append('<p class="note">No faults: the nemesis did nothing in this run.</p>')
-    out.append(table(headers, rows, len(rows), wide=True, num_cols=[2, 3, 5, 6, 7, 8, 9, 10]))
-    out.append(
-        '<p class="note">publishes: invoked while the fault was in effect; confirmed / unknown '
-        "/ failed: their outcomes; p50 / p99: confirm latency; recovered after: from the "
-        "fault's end to the first confirm after it.</p>"
+        return Faults(told is not None, strength, noticed, no_record=True)
+    failures = "; ".join(
+        f"{op.f} at {seconds(op.time)} s: {op.error or 'no error given'}"
+        for op in scan.nemesis_failures) if scan is not None else ""
+    return Faults(
+        told=told is not None, strength=strength, noticed=noticed,
+        nothing=not windows and not perf_windows,
+        table=table(headers, rows, len(rows), wide=True, num_cols=[2, 3, 5, 6, 7, 8, 9, 10]),
+        heals=tuple(_heal_line(h) for h in scan.heals) if scan is not None else (),
+        failures=failures,
     )
-    if scan is not None:
-        out += [_heal_line(h) for h in scan.heals]
-        if scan.nemesis_failures:
-            fails = "; ".join(
-                f"{op.f} at {seconds(op.time)} s: {op.error or 'no error given'}"
-                for op in scan.nemesis_failures
-            )
-            out.append(f"<p>Nemesis actions that failed (no effect): {e(fails)}.</p>")
-    return "".join(out)
 
 
-def _noticed_table(windows: list[FaultWindow], told: list[dict[str, Any]]) -> str:
+def faults_section(scan: HistoryScan | None, results: Any) -> str:
+    """Takes the history scan and results.json's content. Returns the Faults section's HTML
+    (templates/report/faults.html.j2 with `faults_data`)."""
+    return render_template("report/faults.html.j2", faults=faults_data(scan, results))
+
+
+def _noticed_table(windows: list[FaultWindow], told: list[dict[str, Any]]) -> Table | Note:
     """Takes the history's fault windows and results.json's faults. Returns a table with one
     row per fault, in the availability table's order: whether RabbitMQ noticed it, what it
     caused, how many messages were at risk; then faults results.json has and the history not."""
@@ -237,7 +245,7 @@ def _noticed_table(windows: list[FaultWindow], told: list[dict[str, Any]]) -> st
     for w in windows:
         kind = kind_named(w.kind)
         rows.append([
-            td_html(f"{swatch(kind.colour)}{e(w.fault)}"), td(target_text(w)),
+            swatch_td(kind.colour, w.fault), td(target_text(w)),
             td(seconds(w.start_ns), num=True), td(seconds(w.end_ns), num=True),
             *fault_cells(match_fault(w.f, w.start_ns / 1e6, told, taken)),
         ])
@@ -249,23 +257,18 @@ def _noticed_table(windows: list[FaultWindow], told: list[dict[str, Any]]) -> st
         target = fault.get("target")
         start, end = fault.get("start_ms"), fault.get("end_ms")
         rows.append([
-            td_html(f"{swatch(colour)}{e(fault.get('fault') or fault.get('f') or 'fault')} "
-                    "(results.json only)"),
+            swatch_td(colour, f"{fault.get('fault') or fault.get('f') or 'fault'} "
+                              "(results.json only)"),
             td(", ".join(map(str, target)) if isinstance(target, list) and target else "-"),
             td(f"{start / 1000:.3f}" if isinstance(start, int | float) else NA, num=True),
             td(f"{end / 1000:.3f}" if isinstance(end, int | float) else NA, num=True),
             *fault_cells(fault),
         ])
     if not rows:
-        return '<p class="note">No faults: nothing for RabbitMQ to notice.</p>'
-    return (table(["fault", "target", "from s", "to s", "noticed (after its start, by)",
-                   "effects (s since the history began)", "at risk"], rows, len(rows),
-                  wide=True, num_cols=[2, 3])
-            + '<p class="note">noticed: how long after the fault began a broker first showed '
-            "it, and by which detector (distribution: a peer seen down or partitioned; raft: a "
-            "new leader elected), or how late after the heal; effects: what the fault caused; "
-            "at risk: confirmed messages not yet consumed when the fault began (a queue depth "
-            "sample beside it).</p>")
+        return Note("No faults: nothing for RabbitMQ to notice.")
+    return table(["fault", "target", "from s", "to s", "noticed (after its start, by)",
+                  "effects (s since the history began)", "at risk"], rows, len(rows),
+                 wide=True, num_cols=[2, 3])
 
 
 def _unmatched(perf_windows: list[dict[str, Any]], windows: list[FaultWindow]) -> list[dict[str, Any]]:
@@ -273,13 +276,13 @@ def _unmatched(perf_windows: list[dict[str, Any]], windows: list[FaultWindow]) -
     return [p for p in perf_windows if not any(p is m for m in matched)]
 
 
-def _heal_line(h: FaultWindow) -> str:
+def _heal_line(h: FaultWindow) -> Para:
     took = (h.end_ns - h.start_ns) / NS_PER_S
     text = (f"{HEAL.label.capitalize()}: from {seconds(h.start_ns)} to {seconds(h.end_ns)} s "
             f"({took:.3f} s)")
     if h.error:
         text += f"; it reported: {h.error}"
-    return f"<p>{swatch(HEAL.colour)}{e(text)}.</p>"
+    return Para(f"{text}.", swatch=HEAL.colour)
 
 
 # --- spec ---------------------------------------------------------------------------------
@@ -488,7 +491,7 @@ def spec_rows(info: dict[str, Any], scan: HistoryScan | None, results: Any) -> l
         ("seed", str(_get(info, "seed", "spec.seed") if _get(info, "seed", "spec.seed")
                      is not None else NOT_IN_SPEC)),
         ("nodes", _nodes_text(info)),
-        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v) or NOT_IN_SPEC),
+        ("versions", versions_line(versions) or NOT_IN_SPEC),
         ("time limit", _num(_get(info, "spec.time_limit_s", "time_limit_s", "time_limit"), " s")),
         ("queue", _queue_text(info)),
         ("partition handling", str(handling or NOT_IN_SPEC)
@@ -529,63 +532,88 @@ def _leaves(d: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(key, str(d))]
 
 
-def phases_table(scan: HistoryScan | None) -> str:
-    """Takes the history scan. Returns a table of the harness phases with their times, or ""."""
+def phases_table(scan: HistoryScan | None) -> Table | None:
+    """Takes the history scan. Returns a table of the harness phases with their times, or None."""
     if scan is None or not scan.phases:
-        return ""
+        return None
     rows = [
         [td(p.phase), td(seconds(p.start_ns), num=True),
          td(seconds(p.end_ns) + ("" if p.ended else " (history ends)"), num=True),
          td(f"{(p.end_ns - p.start_ns) / NS_PER_S:.3f}", num=True)]
         for p in scan.phases
     ]
-    return ("<h3>Phases (seconds since the history began)</h3>"
-            + table(["phase", "start s", "end s", "duration s"], rows, num_cols=[1, 2, 3]))
+    return table(["phase", "start s", "end s", "duration s"], rows, num_cols=[1, 2, 3])
 
 
-def spec_section(spec: Any, spec_error: str | None, present: bool, scan: HistoryScan | None,
-                 results: Any) -> str:
+@dataclass(frozen=True)
+class SpecPart:
+    """The Test section as data: why test.json could not be read ("" when it was), the spec
+    table, the phases (None without them), and every recorded setting (None without a
+    test.json object) with how many there are."""
+
+    problem: str
+    table: Table
+    phases: Table | None = None
+    settings: Table | None = None
+    settings_count: int = 0
+
+
+def spec_data(spec: Any, spec_error: str | None, present: bool, scan: HistoryScan | None,
+              results: Any) -> SpecPart:
     """Takes test.json's content, why it could not be read, whether it exists, the scan and
     results.json's content. Returns the Test section: the spec table, the phases and, folded,
     every recorded setting."""
-    out = ['<h2 id="test">Test</h2>']
-    if not present:
-        out.append('<p class="note">No test.json: the spec of this run is unknown.</p>')
-    elif spec_error is not None:
-        out.append(f'<p class="note">test.json is unreadable: {e(spec_error)}</p>')
-    elif not isinstance(spec, dict):
-        out.append('<p class="note">test.json is not a JSON object.</p>')
+    problem = ("No test.json: the spec of this run is unknown." if not present
+               else f"test.json is unreadable: {spec_error}" if spec_error is not None
+               else "test.json is not a JSON object." if not isinstance(spec, dict) else "")
     if isinstance(spec, dict):
         rows = spec_rows(spec, scan, results)
     else:
         rows = [("history", _history_text({}, scan))]
-    out.append(table(None, ([f"<th>{e(k)}</th>", td(v)] for k, v in rows), wide=True))
-    out.append(phases_table(scan))
-    if isinstance(spec, dict):
-        leaves = _leaves(spec)
-        out.append(
-            f"<details><summary>Every recorded setting ({len(leaves):,})</summary>"
-            + table(["setting", "value"], ([td(k), td(v)] for k, v in leaves), len(leaves),
-                    wide=True)
-            + "</details>"
-        )
-    return "".join(out)
+    leaves = _leaves(spec) if isinstance(spec, dict) else []
+    return SpecPart(
+        problem=problem,
+        table=table(None, ([th(k), td(v)] for k, v in rows), wide=True),
+        phases=phases_table(scan),
+        settings=(table(["setting", "value"], ([td(k), td(v)] for k, v in leaves), len(leaves),
+                        wide=True) if isinstance(spec, dict) else None),
+        settings_count=len(leaves),
+    )
+
+
+def spec_section(spec: Any, spec_error: str | None, present: bool, scan: HistoryScan | None,
+                 results: Any) -> str:
+    """Takes what `spec_data` takes. Returns the Test section's HTML
+    (templates/report/test.html.j2)."""
+    return render_template("report/test.html.j2", test=spec_data(spec, spec_error, present, scan,
+                                                          results))
 
 
 # --- files --------------------------------------------------------------------------------
 
 
-def files_section(files: RunFiles, plots: list[str]) -> str:
+@dataclass(frozen=True)
+class FilesPart:
+    """The Files section as data: the run's top-level files with their sizes, the plots, and
+    each node's files (link, name, size)."""
+
+    files: tuple[tuple[str, str], ...]
+    plots: tuple[str, ...]
+    nodes: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...]
+
+
+def files_data(files: RunFiles, plots: list[str]) -> FilesPart:
     """Takes the run's files and the plot file names. Returns the Files section: links to the
     history, results, spec, log, plots and each node's logs."""
-    items = [f"<li>{link(name, name)} ({size(n)})</li>" for name, n in files.files]
-    if plots:
-        items.append("<li>plots: " + ", ".join(link(p, p) for p in plots) + "</li>")
-    for node, names in files.nodes.items():
-        sub = ", ".join(f"{link(f'nodes/{node}/{n}', n)} ({size(s)})" for n, s in names)
-        items.append(
-            f'<li><a href="{href(f"nodes/{node}/")}">nodes/{e(node)}/</a>: {sub or "empty"}</li>'
-        )
-    body = '<ul class="files">' + "".join(items) + "</ul>" if items else \
-        '<p class="note">None.</p>'
-    return '<h2 id="files">Files</h2>' + body
+    return FilesPart(
+        files=tuple((name, size(n)) for name, n in files.files),
+        plots=tuple(plots),
+        nodes=tuple((node, tuple((f"nodes/{node}/{n}", n, size(s)) for n, s in names))
+                    for node, names in files.nodes.items()),
+    )
+
+
+def files_section(files: RunFiles, plots: list[str]) -> str:
+    """Takes what `files_data` takes. Returns the Files section's HTML
+    (templates/report/files.html.j2)."""
+    return render_template("report/files.html.j2", files=files_data(files, plots))

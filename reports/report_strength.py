@@ -2,21 +2,24 @@
 
 results.json's `faults` (one entry per fault window: noticed or not, when, by which detector,
 what it caused, which messages were at risk), `strength` (is the run weak?) and `incidents`
-(the anomalies grouped by the faults that caused them) are drawn here: `fault_cells` gives
-one fault's three cells (noticed, effects, at risk) for the report's table of what RabbitMQ
-noticed (reports.report_run), `strength_note` the lines above that table, and `incidents_section` each incident once, with its timeline,
-its broker-log lines, its messages per class and a few example ids. Every text that comes
-from the run (node names, log lines, evidence) is escaped (reports.page.e, td, td_note);
-results of another shape degrade to "n/a" or are left out, never raised.
+(the anomalies grouped by the faults that caused them) are read here into plain data:
+`fault_cells` gives one fault's three cells (noticed, effects, at risk) for the report's table
+of what RabbitMQ noticed (reports.report_run), `strength_note` the lines above that table, and
+`incidents_data` each incident once, with its timeline, its broker-log lines, its messages per
+class and a few example ids (`incidents_section` draws them, templates/report/incidents.html.j2).
+Text from the run (node names, log lines, evidence) reaches the page as text: the templates
+escape it. Results of another shape degrade to "n/a" or are left out, never raised.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from reports.page import NA, as_dict, count, e, strength_of, table, td, td_note
+from reports.html import Cell, Note, Table, code_td, codes_td, render_template, table, td
+from reports.page import NA, as_dict, count, strength_of
 
 log = logging.getLogger(__name__)
 
@@ -171,43 +174,51 @@ def at_risk_text(fault: dict[str, Any]) -> tuple[str, str]:
     return text, "; ".join(notes)
 
 
-def fault_cells(fault: dict[str, Any] | None) -> list[str]:
+def fault_cells(fault: dict[str, Any] | None) -> list[Cell]:
     """Takes a results.json fault (None: the window has none). Returns the fault table's three
-    cells for it: noticed, effects, at risk (all escaped)."""
+    cells for it: noticed, effects, at risk."""
     if fault is None:
         return [td("no entry in results.json", cls="why"), td(NA), td(NA)]
     noticed, why = noticed_text(fault)
     risk, source = at_risk_text(fault)
     cls = "weak-cell" if fault.get("noticed") is False else None
     # Not a numeric (nowrap) cell: the note beside the count must wrap.
-    return [td_note(noticed, why, cls=cls), td(effects_text(fault)), td_note(risk, source)]
+    return [td(noticed, cls=cls, note=why), td(effects_text(fault)), td(risk, note=source)]
 
 
-def strength_note(results: Any) -> str:
-    """Takes results.json's content. Returns the lines above the fault table: the strength
-    summary, why the run is weak (when it is), and how soon RabbitMQ's distribution can notice
-    a lost peer; "" for results without a strength section."""
+@dataclass(frozen=True)
+class StrengthNote:
+    """The lines above the fault table: the strength summary (`line`), whether the run is weak
+    and why (`reason`, said as the page says it), and how soon RabbitMQ's distribution can
+    notice a lost peer (`detection`: the lower and upper bound in s and the net_ticktime
+    said in brackets; None when results.json does not say)."""
+
+    weak: bool
+    line: str
+    reason: str
+    detection: tuple[str, str, str] | None = None
+
+
+def strength_note(results: Any) -> StrengthNote | None:
+    """Takes results.json's content. Returns the lines above the fault table; None for results
+    without a strength section."""
     st = strength_of(results)
     if st is None:
-        return ""
+        return None
     raw = as_dict(as_dict(results).get("strength"))
-    out = []
     if st.weak:
-        out.append(f'<p class="strength weak"><strong>Valid but weak</strong>: {e(st.reason)}'
-                   f"{'.' if st.reason and not st.reason.endswith('.') else ''} "
-                   f"{e(st.line())}</p>")
-    elif st.line():
+        reason = st.reason + ("." if st.reason and not st.reason.endswith(".") else "")
+    else:
         reason = f" {st.reason.rstrip('.')}." if st.reason else ""
-        out.append(f'<p class="strength">{e(st.line())}{e(reason)}</p>')
     window = raw.get("detection_s")
     tick = _num(raw.get("net_ticktime"))
+    detection = None
     if isinstance(window, list) and len(window) == 2 and all(_num(x) is not None
                                                               for x in window):
         lo, hi = float(window[0]), float(window[1])
         tick_text = f" (net_ticktime {tick:g} s)" if tick is not None else ""
-        out.append(f'<p class="note">RabbitMQ notices a lost peer {lo:g} to {hi:g} s after it '
-                   f"goes{e(tick_text)}: a shorter fault may pass unnoticed.</p>")
-    return "".join(out)
+        detection = (f"{lo:g}", f"{hi:g}", tick_text)
+    return StrengthNote(st.weak, st.line(), reason, detection)
 
 
 # --- incidents ------------------------------------------------------------------------------
@@ -261,7 +272,7 @@ def _fault_names(incident: dict[str, Any], faults: Sequence[dict[str, Any]]) -> 
     return "Faults: " + "; ".join(said) + "."
 
 
-def _class_rows(incident: dict[str, Any]) -> list[list[str]]:
+def _class_rows(incident: dict[str, Any]) -> list[list[Cell]]:
     counts = as_dict(incident.get("counts"))
     examples = as_dict(incident.get("examples"))
     rows = []
@@ -269,19 +280,16 @@ def _class_rows(incident: dict[str, Any]) -> list[list[str]]:
         n = counts.get(name)
         ids = examples.get(name)
         ids = ids if isinstance(ids, list) else []
-        shown = "".join(f"<code>{e(x)}</code>" for x in ids[:MAX_EXAMPLES])
         v = _num(n)
         total = int(v) if v is not None else len(ids)
-        more = total - min(len(ids), MAX_EXAMPLES)
-        tail = f' <span class="note">… {more:,} more</span>' if more > 0 else ""
-        cell = (f'<td class="ids">{shown}{tail}</td>' if shown
+        shown = ids[:MAX_EXAMPLES]
+        cell = (codes_td(shown, total - len(shown), cls="ids") if shown
                 else td("no example ids in results.json", cls="why"))
-        rows.append([td(_words(name)), td(count(n) if v is not None else NA, num=True),
-                     cell])
+        rows.append([td(_words(name)), td(count(n) if v is not None else NA, num=True), cell])
     return rows
 
 
-def _timeline_rows(incident: dict[str, Any]) -> tuple[list[list[str]], list[str | None], int]:
+def _timeline_rows(incident: dict[str, Any]) -> tuple[list[list[Cell]], list[str | None], int]:
     steps = [x for x in incident.get("timeline") or [] if isinstance(x, dict)]
     steps.sort(key=lambda x: _num(x.get("at_ms")) or 0.0)
     rows, classes = [], []
@@ -289,71 +297,80 @@ def _timeline_rows(incident: dict[str, Any]) -> tuple[list[list[str]], list[str 
         what = str(x.get("what") or "")
         mend = what == "mend"
         rows.append([td(_s(x.get("at_ms"), 3), num=True),
-                     td_note(_words(what), "the harness's own restart" if mend else None),
+                     td(_words(what), note="the harness's own restart" if mend else None),
                      td(x.get("node") or "-"), td(x.get("text") or "-")])
         classes.append("mend" if mend else None)
     return rows, classes, len(steps)
 
 
-def _log_rows(incident: dict[str, Any]) -> tuple[list[list[str]], int]:
+def _log_rows(incident: dict[str, Any]) -> tuple[list[list[Cell]], int]:
     lines = [x for x in incident.get("log_lines") or [] if isinstance(x, dict)]
     rows = [[td(f"{float(x['t_s']):.3f}" if _num(x.get("t_s")) is not None else NA, num=True),
              td(x.get("node") or "-"), td(x.get("label") or "-"),
-             f'<td><code>{e(x.get("text") or "-")}</code></td>', td(x.get("evidence") or "-")]
+             code_td(x.get("text") or "-"), td(x.get("evidence") or "-")]
             for x in lines[:MAX_LOG_LINES]]
     return rows, len(lines)
 
 
-def incident_block(incident: dict[str, Any], position: int,
-                   faults: Sequence[dict[str, Any]], allowed: frozenset[str]) -> str:
+@dataclass(frozen=True)
+class Incident:
+    """One incident as the page tells it: its block's class and anchor, its heading, the
+    sentence of its span and faults ("" for none), its messages per class (a Table, or a Note
+    when none are counted), its timeline and its broker-log lines (Tables, None when it has
+    none), and a Note when it read the broker's log and found nothing."""
+
+    cls: str
+    anchor: str
+    title: str
+    said: str
+    classes: Table | Note
+    timeline: Table | None
+    log: Table | None
+    no_log: Note | None
+
+
+def incident_data(incident: dict[str, Any], position: int,
+                  faults: Sequence[dict[str, Any]], allowed: frozenset[str]) -> Incident:
     """Takes an incident, its position, the results' faults and the anomaly classes that do
-    not count against a run. Returns its block: heading, the faults it follows, messages per
-    class with example ids, its timeline and its broker-log lines, each once."""
+    not count against a run. Returns what its block shows: heading, the faults it follows,
+    messages per class with example ids, its timeline and its broker-log lines, each once."""
     counts = as_dict(incident.get("counts"))
     bad = any(_num(v) and k not in allowed for k, v in counts.items())
-    cls = "anomaly incident" if bad else "anomaly incident allowed"
-    out = [f'<div class="{cls}" id="{e(incident_anchor(incident, position))}">',
-           f"<h3>{e(incident_title(incident, position))}</h3>"]
     span = ""
     if _num(incident.get("start_ms")) is not None and _num(incident.get("end_ms")) is not None:
         span = f"From {_s(incident['start_ms'])} to {_s(incident['end_ms'])} s. "
-    said = _fault_names(incident, faults)
-    if span or said:
-        out.append(f"<p>{e(span + said)}</p>")
     classes = _class_rows(incident)
-    out.append(table(["messages", "count", "examples"], classes, len(classes), num_cols=[1])
-               if classes else '<p class="note">No messages counted.</p>')
     steps, step_classes, n_steps = _timeline_rows(incident)
-    if steps:
-        out.append("<h4>Timeline (seconds since the history began)</h4>"
-                   + table(["s", "what", "node", "detail"], steps, n_steps, wide=True,
-                           num_cols=[0], row_classes=step_classes))
     logs, n_logs = _log_rows(incident)
-    if logs:
-        out.append("<h4>Broker log</h4>" + table(["s", "node", "what", "line", "where"], logs,
-                                                 n_logs, wide=True, num_cols=[0]))
-    elif isinstance(incident.get("log_lines"), list):
-        out.append('<p class="note">No broker log line of this stretch says anything about '
-                   "it.</p>")
-    out.append("</div>")
-    return "".join(out)
+    return Incident(
+        cls="anomaly incident" if bad else "anomaly incident allowed",
+        anchor=incident_anchor(incident, position),
+        title=incident_title(incident, position),
+        said=span + _fault_names(incident, faults),
+        classes=(table(["messages", "count", "examples"], classes, len(classes), num_cols=[1])
+                 if classes else Note("No messages counted.")),
+        timeline=(table(["s", "what", "node", "detail"], steps, n_steps, wide=True,
+                        num_cols=[0], row_classes=step_classes) if steps else None),
+        log=(table(["s", "node", "what", "line", "where"], logs, n_logs, wide=True,
+                   num_cols=[0]) if logs else None),
+        no_log=(Note("No broker log line of this stretch says anything about it.")
+                if not logs and isinstance(incident.get("log_lines"), list) else None),
+    )
+
+
+def incidents_data(results: Any, allowed: frozenset[str]) -> list[Incident]:
+    """Takes results.json's content and the anomaly classes that do not count against a run.
+    Returns its incidents as the page tells them, each once; [] when there are none."""
+    faults = faults_of(results) or []
+    return [incident_data(x, i, faults, allowed) for i, x in enumerate(incidents_of(results) or [])]
 
 
 def incidents_section(results: Any, allowed: frozenset[str]) -> str:
     """Takes results.json's content and the anomaly classes that do not count against a run.
-    Returns the incidents, each once, under a heading; "" when there are none."""
-    incidents = incidents_of(results)
-    if not incidents:
-        return ""
-    faults = faults_of(results) or []
-    plural = "" if len(incidents) == 1 else "s"
-    out = ['<h2 id="incidents">Incidents</h2>',
-           f'<p class="note">{len(incidents)} incident{plural}, the anomalies grouped by the '
-           "faults that caused them. Each is told once: the faults it follows, what RabbitMQ "
-           "and the harness did meanwhile, the broker log lines of that stretch, and how many "
-           "messages of each class it holds.</p>"]
-    out += [incident_block(x, i, faults, allowed) for i, x in enumerate(incidents)]
-    return "".join(out)
+    Returns the Incidents section's HTML (templates/report/incidents.html.j2), each incident
+    once under a heading; "" when there are none."""
+    incidents = incidents_data(results, allowed)
+    return render_template("report/incidents.html.j2", incidents=incidents) if incidents else ""
 
 
 def incidents_by_class(results: Any) -> dict[str, list[tuple[str, str, int]]]:

@@ -320,7 +320,7 @@ def test_report_escapes_hostile_name(tmp_path: Path) -> None:
     render(run)
     html = (run / "report.html").read_text()
     assert "<script" not in html and "<b>sec" not in html
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp;" in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp;" in html
     assert "&lt;b&gt;sec&lt;/b&gt;" in html
     assert ">valid<" in html
 

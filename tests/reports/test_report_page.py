@@ -301,7 +301,7 @@ def test_fixture_report_reads_top_to_bottom(tmp_path: Path) -> None:
     # every table cell has text, and no raw JSON object is dumped
     for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", html, re.S):
         assert re.sub(r"<[^>]+>", "", cell).strip(), f"blank cell: {cell!r}"
-    assert "{&quot;" not in html and '{"' not in html
+    assert "{&#34;" not in html and '{"' not in html
     faults = html[html.index('id="faults"'):html.index('id="test"')]
     partition = kinds.PARTITION.colour
     assert f'background:{partition}"></span>partition-halves</td><td>n1 cut from n2, n3</td>' \
@@ -330,7 +330,7 @@ def test_a_crashed_checker_is_said_once_not_as_missing_counts() -> None:
                "ordering": {"valid": True, "violation_count": 0, "flagged_violation_count": 0}}
     counts = counts_section(results)
     assert counts.count("n/a") == 4  # the queue's one row, three ordering counts not reported
-    assert "the queue checker failed: KeyError: &#x27;x&#x27;" in counts
+    assert "the queue checker failed: KeyError: &#39;x&#39;" in counts
     assert '<td>redelivered out of order</td><td class="num">0</td>' in counts
     html = anomalies_section(results)
     assert "Not looked for by the queue checker, which failed" in html and "None:" not in html
