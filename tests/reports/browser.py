@@ -11,7 +11,9 @@ Log, Emulation), so a newer Chromium keeps working.
 a given width, waits for it to load, takes a full-page screenshot and returns
 a `PageCheck`: console errors and uncaught exceptions, table cells with no
 text, images that did not load, links (relative hrefs and #fragments), and
-the page's scroll width.
+the page's scroll width. `Browser.read(path, expression)` opens a page,
+dismisses and records any dialog (an alert() that ran), and returns what an
+expression evaluated in it says.
 """
 
 from __future__ import annotations
@@ -328,6 +330,63 @@ class Browser:
             scroll_height=int(value["scrollHeight"]),
             screenshot=screenshot,
         )
+
+
+    def read(self, page: Path, expression: str, timeout: float = TIMEOUT_S) -> PageRead:
+        """Takes a local HTML file and a JavaScript expression. Opens the page, waits for it to
+        load (or for a dialog: an alert() that ran), dismisses any dialog, and evaluates the
+        expression. Returns its value, the dialogs that opened and the console errors."""
+        url = page.resolve().as_uri()
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send(
+            "Target.attachToTarget", {"targetId": target, "flatten": True}
+        )["sessionId"]
+        dialogs: list[str] = []
+        try:
+            for domain in ("Page", "Runtime", "Log"):
+                self.send(f"{domain}.enable", session=session)
+            self.send("Page.navigate", {"url": url}, session=session)
+            deadline = time.monotonic() + timeout
+            loaded = False
+            while not loaded:
+                for ev in list(self._events):
+                    if ev.get("sessionId") != session:
+                        continue
+                    if ev.get("method") == "Page.javascriptDialogOpening":
+                        self._events.remove(ev)
+                        dialogs.append(str(ev.get("params", {}).get("message")))
+                        self.send("Page.handleJavaScriptDialog", {"accept": True},
+                                  session=session)
+                    elif ev.get("method") == "Page.loadEventFired":
+                        self._events.remove(ev)
+                        loaded = True
+                if not loaded:
+                    reply = self._read(deadline)
+                    if "method" in reply:
+                        self._events.append(reply)
+            value = self.send(
+                "Runtime.evaluate",
+                {"expression": expression, "returnByValue": True, "awaitPromise": True},
+                session=session,
+            )["result"].get("value")
+            events = self._drain_events(session)
+            dialogs += [str(e.get("params", {}).get("message")) for e in events
+                        if e.get("method") == "Page.javascriptDialogOpening"]
+            errors = [_console_error(e) for e in events]
+        finally:
+            self.send("Target.closeTarget", {"targetId": target})
+        return PageRead(url, value, dialogs, [e for e in errors if e])
+
+
+@dataclass
+class PageRead:
+    """What `Browser.read` found: the expression's value, the dialogs opened (an alert()'s
+    message), the console errors."""
+
+    url: str
+    value: Any
+    dialogs: list[str]
+    console_errors: list[str]
 
 
 def _console_error(event: dict[str, Any]) -> str | None:
