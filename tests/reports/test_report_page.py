@@ -154,6 +154,28 @@ def test_spec_rows_of_the_fixture_are_all_filled() -> None:
     assert all(v and "n/a" not in v for v in rows.values()), rows
 
 
+def test_the_header_says_every_version_the_run_recorded(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    render(run, index=False)
+    assert '<p class="sub">Versions: rabbitmq 3.10.8, erlang 25.2.3</p>' in (
+        run / "report.html").read_text()
+    info = json.loads((run / "test.json").read_text())
+    info["versions"] = {"rabbitmq": "4.0.5", "metadata_store": "khepri"}
+    (run / "test.json").write_text(json.dumps(info))
+    render(run, index=False)
+    assert '<p class="sub">Versions: rabbitmq 4.0.5, metadata store khepri</p>' in (
+        run / "report.html").read_text()
+    del info["versions"]
+    (run / "test.json").write_text(json.dumps(info))
+    render(run, index=False)
+    assert "Versions:" not in (run / "report.html").read_text()
+    results = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**results, "versions": {"rabbitmq": "3.9"}}))
+    render(run, index=False)  # results.json repeats test.json's
+    assert '<p class="sub">Versions: rabbitmq 3.9</p>' in (run / "report.html").read_text()
+
+
 def test_the_queue_row_says_what_the_kind_said_at_run_time() -> None:
     # test.json's queue_description is the kind's own words; a run from before it was recorded
     # shows the settings every kind has.
