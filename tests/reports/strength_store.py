@@ -1,4 +1,4 @@
-"""A test store whose runs carry test strength (issue 19): tests/harness/fixture_store.py's
+"""A test store whose runs carry test strength (issue 19): tests/reports/fixture_store.py's
 store, with the fixture's literal faults, strength and incidents sections
 (tests/harness/fixtures/make_run.py) added to two runs: the invalid run is strong (both
 faults noticed), the valid one weak (neither noticed). A second scenario matrix holds rows

@@ -1,6 +1,6 @@
 """Matrix pages (reports.matrix_page) of matrices that carry test strength (issue 19): a weak
 run reads "valid but weak" with its reason, every run with a strength shows its summary, and
-matrices from before strength show as before (tests/harness/test_index.py)."""
+matrices from before strength show as before (tests/reports/test_index.py)."""
 
 from __future__ import annotations
 
