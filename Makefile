@@ -67,7 +67,7 @@ report: setup
 SERVE_PORT ?= 8000
 serve: setup
 	@mkdir -p store
-	$(PY) -m harness.index store
+	$(PY) -m reports.index store
 	$(PY) -m http.server $(SERVE_PORT) --bind 127.0.0.1 --directory store
 
 # The checker on synthetic histories, then the workload against raw pika on a real cluster.
@@ -85,7 +85,7 @@ bench-cluster: setup
 
 lint: setup
 	$(PY) -m ruff check .
-	$(PY) -m mypy history harness workloads nemesis checkers clusters bench
+	$(PY) -m mypy history harness workloads nemesis checkers reports clusters bench
 
 # Removes whatever a run left (namespaces, links, broker processes by pid, broker data).
 clean:

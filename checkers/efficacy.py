@@ -22,7 +22,7 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
 
 `strength` sums them up: a run is *weak* when it had faults and none was
 noticed, or when no noticed fault found anything at risk; a run with no faults
-is a control. A weak run is never a pass (harness.verdict). Pure: no Spark, no
+is a control. A weak run is never a pass (checkers.verdict). Pure: no Spark, no
 files.
 """
 

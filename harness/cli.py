@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from checkers.options import CheckOptions
+from checkers.verdict import is_weak
 from clusters.registry import add_backend_options, options_from_args
 from clusters.releases import DEFAULT_LINE, METADATA_STORES, RELEASES, release
 from clusters.spark_master import check_spark_master
 from harness.scenario_file import read_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
-from harness.verdict import is_weak
 from nemesis import NemesisOptions
 from workloads.kinds import KINDS, kind_of
 from workloads.queue_spec import OVERFLOWS
@@ -493,11 +493,11 @@ def _require_root(specs: Sequence[TestSpec] = ()) -> None:
 
 
 def _refresh_index(store_root: Path) -> None:
-    """Rewrites the store's index.html when harness.index exists; skips quietly when not."""
+    """Rewrites the store's index.html when reports.index exists; skips quietly when not."""
     try:
-        from harness.index import write_index
+        from reports.index import write_index
     except ModuleNotFoundError as e:
-        if e.name != "harness.index":
+        if e.name != "reports.index":
             log.warning("store index not rewritten: %s", e)
         return
     except ImportError as e:
@@ -514,8 +514,8 @@ def _run_and_report(spec: TestSpec, replay_of: str | None = None,
     """Runs a validated spec with live progress, draws its report, rewrites the store index
     and prints its seed and verdict. Returns (code, outcome)."""
     from harness.progress import RunProgress, showing
-    from harness.report import render
     from harness.runner import run_test
+    from reports.report import render
 
     again = f" (replay of {replay_of})" if replay_of else ""
     print(f"run {spec.name}: seed {spec.seed}{again}", flush=True)
@@ -743,7 +743,7 @@ def _cmd_check(a: argparse.Namespace) -> int:
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from harness.report import render
+    from reports.report import render
 
     if not (a.run_dir / "history.jsonl").exists():
         raise UsageError(f"{a.run_dir} has no history.jsonl")

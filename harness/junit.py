@@ -8,11 +8,13 @@ is a FINDING or MISSED carries a <failure> with a one-sentence message and the
 run directory; an infrastructure error or a run with no verdict an <error>
 (never a failure: it proves nothing about RabbitMQ); a run not started for
 lack of budget a <skipped>. A weak run (valid, but RabbitMQ noticed none of
-its faults or nothing was at risk: harness.verdict) is never a pass: it is a
+its faults or nothing was at risk: checkers.verdict) is never a pass: it is a
 <skipped type="weak"> saying why, so CI shows it apart from findings and
 infrastructure errors. Passing runs carry what they showed and their run
-directory in <system-out>. `sentence` says in one sentence what a run showed, with the
-test's strength when the run has one; the nightly's HTML page uses it too.
+directory in <system-out>. A run whose row names the broker's versions carries
+them as the testcase's <properties> ("rabbitmq", "erlang", ...). `sentence`
+says in one sentence what a run showed, with the test's strength when the run
+has one; the nightly's HTML page uses it too.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Literal
 
 from harness import matrix
 from harness.matrix import Row
-from harness.page import row_strength
+from reports.page import row_strength, row_versions, version_value
 
 Kind = Literal["passed", "failure", "error", "skipped"]
 
@@ -61,6 +63,15 @@ class Case:
     type: str = ""
     detail: str = ""
     output: str = ""
+    # The testcase's <properties>: the broker's versions, {"rabbitmq": "4.0.5", ...}.
+    properties: tuple[tuple[str, str], ...] = ()
+
+
+def version_properties(row: Row) -> tuple[tuple[str, str], ...]:
+    """Takes a matrix row. Returns its versions as testcase properties ("rabbitmq", "4.0.5"),
+    led by its rabbitmq release line; none when the row names no version."""
+    return tuple((str(k), version_value(v)) for k, v in row_versions(row).items()
+                 if v not in (None, "", [], {}))
 
 
 def _anomalies(row: Row) -> list[str]:
@@ -128,12 +139,14 @@ def case_for_row(row: Row, retried: str | None = None) -> Case:
     lines += [f"problem: {p}" for p in row.problems]
     text = "\n".join(lines)
     say = sentence(row)
+    props = version_properties(row)
     if kind == "passed":
-        return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, output=say + "\n" + text)
+        return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, output=say + "\n" + text,
+                    properties=props)
     kind_type = ("infrastructure" if row.judgement == matrix.ERROR
                  else WEAK_TYPE if kind == "skipped" else row.judgement)
     return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, message=say,
-                type=kind_type, detail=say + "\n" + text, output=text)
+                type=kind_type, detail=say + "\n" + text, output=text, properties=props)
 
 
 def skipped_case(scenario: str, seed: int | None, reason: str) -> Case:
@@ -160,6 +173,10 @@ def junit_xml(cases: Sequence[Case], suite: str, timestamp: str,
     for c in cases:
         tc = ET.SubElement(ts, "testcase", classname=clean(c.classname), name=clean(c.name),
                            time=f"{c.time_s:.1f}")
+        if c.properties:
+            props = ET.SubElement(tc, "properties")
+            for k, v in c.properties:
+                ET.SubElement(props, "property", name=clean(k), value=clean(v))
         if c.kind == "skipped":
             el = ET.SubElement(tc, "skipped", message=clean(c.message))
             if c.type:

@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.verdict import is_weak
 from clusters.releases import DEFAULT_LINE
-from harness.verdict import is_weak
 
 # How a run compares with its scenario's prediction.
 AS_EXPECTED = "as expected"
@@ -51,6 +51,8 @@ ERROR = "error"
 HELD = frozenset({AS_EXPECTED, DETECTED})
 
 VALID = "valid"
+# What a row keeps of a run's versions (the feature flags stay in its results).
+ROW_VERSIONS = ("rabbitmq", "erlang", "metadata_store")
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,10 @@ class Row:
     # weak run, why it is weak.
     strength: str | None = None
     weak_reason: str | None = None
-    # The RabbitMQ release line the run tested (rows stored before there was a choice: 3.10).
+    # The RabbitMQ release line the run tested (rows stored before there was a choice: 3.10),
+    # and the versions its nodes reported (ROW_VERSIONS of results.json's `versions`).
     rabbitmq: str = DEFAULT_LINE
+    versions: dict[str, Any] | None = None
 
     @property
     def expect_valid(self) -> bool:
@@ -180,6 +184,8 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         problems=problems, infrastructure=infrastructure, tries=tries,
         strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
         rabbitmq=rabbitmq,
+        versions={k: v for k, v in (r.get("versions") or {}).items() if k in ROW_VERSIONS}
+        or None,
     )
 
 

@@ -15,8 +15,9 @@ is retried once with the same seed; if the retry fails the same way it is an
 kept in matrix.json under `retries`; the final row says `tries` and its
 `infrastructure` reason. After every run `store/matrix/<time>/` holds
 matrix.json (the matrix's fields plus `nightly`, `retries`, `skipped`),
-matrix.md, junit.xml (harness.junit) and index.html: the summary table and
-one row per run linking to its report.html, relatively; a weak run (valid,
+matrix.md, junit.xml (harness.junit) and index.html (drawn by
+reports.nightly_page from this module's words): the summary table and one row
+per run with the broker's versions, linking to its report.html, relatively; a weak run (valid,
 but its faults tested nothing) shows as "valid but weak", never as a pass, and
 every run with a strength says it. Nothing here prints:
 the CLI hands in the function that runs one test and the one that prints.
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -37,16 +37,16 @@ from typing import Any
 
 from harness import junit, matrix
 from harness.matrix import Expectation, Row
-from harness.page import NA, badge, e, link, page, table, td, td_html, write_atomic
 from harness.series import Series
 from harness.spec import TestSpec
+from reports import nightly_page
+from reports.page import row_versions, write_atomic
 
 log = logging.getLogger(__name__)
 
 OVERHEAD_S = 70.0
-JUNIT_XML = "junit.xml"
+JUNIT_XML = nightly_page.JUNIT_XML
 INDEX_HTML = "index.html"
-REPORT_HTML = "report.html"
 
 # What runs one test: (scenario name, spec with its seed, try 1 or 2) -> (exit code, RunOutcome).
 RunOne = Callable[[str, TestSpec, int], tuple[int, Any]]
@@ -268,34 +268,24 @@ class Nightly:
                              "base seed": str(self.series.base_seed)})
 
 
-# -- the page ---------------------------------------------------------------------------
+# -- the page (reports.nightly_page draws it) ----------------------------------------------
 
 _BADGE = {matrix.AS_EXPECTED: "true", matrix.DETECTED: "true", matrix.FINDING: "false",
           matrix.MISSED: "false", matrix.UNKNOWN: "unknown", matrix.ERROR: "unknown",
           matrix.WEAK: "weak"}
 
 
-def _run_badge(row: Row) -> str:
-    """A run's judgement as a badge: a weak run's in the weak colour, whatever its judgement."""
+def _run_badge(row: Row) -> tuple[str, str]:
+    """A run's judgement as a badge (its key and words): a weak run's in the weak colour and
+    words, whatever its judgement."""
     if junit.is_weak_row(row):
-        return badge("weak")
-    return badge(_BADGE.get(row.judgement, "unknown"), row.judgement)
+        return "weak", ""
+    return _BADGE.get(row.judgement, "unknown"), row.judgement
 
 
 def _summary_badge(verdict: str) -> str:
-    key = ("true" if verdict == "ok" else "false" if verdict == matrix.FINDING
-           else "weak" if verdict == matrix.WEAK else "unknown")
-    return badge(key, verdict)
-
-
-def _report_link(out_dir: Path, run_dir: str, text: str = "report") -> str:
-    if not run_dir:
-        return e("no run directory")
-    target = Path(run_dir)
-    report = target / REPORT_HTML
-    if report.is_file():
-        return link(os.path.relpath(report, out_dir), text)
-    return link(os.path.relpath(target, out_dir) + "/", "run directory")
+    return ("true" if verdict == "ok" else "false" if verdict == matrix.FINDING
+            else "weak" if verdict == matrix.WEAK else "unknown")
 
 
 def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.Summary],
@@ -303,50 +293,21 @@ def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.
                  retried: dict[int, str], code: int, facts: dict[str, str]) -> str:
     """Takes the output directory, the rows, their summaries, the skipped runs, the retried
     first tries, which rows were second tries (and why), the exit code and a few facts to show
-    (budget, time used, seed). Returns the page: plain HTML, relative links, no scripts."""
-    sums = [[
-        td(s.scenario), td(s.expect), td(s.runs, num=True), td(f"{s.held}/{s.runs}", num=True),
-        td(s.weak, num=True),
-        td(f"{s.min_rate:.0%}", num=True),
-        td_html(_summary_badge(s.verdict)),
-        td("-" if s.lost_min is None else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}",
-           num=True),
-        td(f"{s.wall_s_median:.0f}", num=True),
-    ] for s in summaries]
-    runs = [[
-        td(r.scenario), td(r.seed, num=True),
-        td_html(_run_badge(r)),
-        td(junit.sentence(r) + (f" Retried once after: {retried[i]}."
-                                if i in retried and r.judgement != matrix.ERROR else "")),
-        td(f"{r.wall_s:.0f}", num=True), td_html(_report_link(out_dir, r.run_dir)),
-    ] for i, r in enumerate(rows)]
-    runs += [[td(s.scenario), td(s.seed, num=True), td_html(badge("unchecked", "skipped")),
-              td(s.reason), td(NA, num=True), td(NA)] for s in skipped]
-    body = [
-        f'<p class="nav">{link("../../index.html", "← all runs in the store")}</p>',
-        f"<h1>Nightly scenario matrix {e(out_dir.name)}</h1>",
-        f'<p class="sub">{len(rows)} run(s), {len(skipped)} skipped; exit code {code} (0: all '
-        "as expected, 1: a finding, 2: unknown, weak, insensitive or infrastructure error). "
-        + "; ".join(f"{e(k)}: {e(v)}" for k, v in facts.items()) + ". Files: "
-        + ", ".join(link(f, f) for f in ("matrix.json", "matrix.md", JUNIT_XML, "matrix.html")
-                    if f != "matrix.html" or (out_dir / f).is_file()) + ".</p>",
-        "<h2>Scenarios</h2>",
-        table(["scenario", "expected", "runs", "held", "weak", "needs", "verdict",
-               "lost min / median / max", "wall s (median)"], sums, len(sums),
-              num_cols=[2, 3, 4, 5, 7, 8])
-        if sums else '<p class="note">No run finished.</p>',
-        "<h2>Runs</h2>",
-        table(["scenario", "seed", "judgement", "what it showed", "wall s", "report"], runs,
-              len(runs), wide=True, num_cols=[1, 4]),
-    ]
-    said = matrix.problems(summaries)
-    if said:
-        body.append("<h2>Problems</h2><ul>" + "".join(f"<li>{e(p)}</li>" for p in said)
-                    + "</ul>")
-    if retries:
-        items = "".join(
-            f"<li>{e(r.get('scenario'))} (seed {e(r.get('seed'))}): {e(r.get('reason'))} — "
-            f"{_report_link(out_dir, str(r.get('run_dir') or ''), 'first try')}</li>"
-            for r in retries)
-        body.append(f"<h2>Retried after an infrastructure failure</h2><ul>{items}</ul>")
-    return page(f"nightly {out_dir.name}", body)
+    (budget, time used, seed). Returns the page (reports.nightly_page), in the matrix's words:
+    each judgement's badge, what each run showed (junit.sentence)."""
+    scenarios = [nightly_page.ScenarioLine(
+        s.scenario, s.expect, s.runs, s.held, s.weak, s.min_rate, _summary_badge(s.verdict),
+        s.verdict,
+        "-" if s.lost_min is None else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}",
+        s.wall_s_median) for s in summaries]
+    runs = [nightly_page.RunLine(
+        r.scenario, r.seed, *_run_badge(r),
+        junit.sentence(r) + (f" Retried once after: {retried[i]}."
+                             if i in retried and r.judgement != matrix.ERROR else ""),
+        r.wall_s, r.run_dir, row_versions(r)) for i, r in enumerate(rows)]
+    runs += [nightly_page.RunLine(s.scenario, s.seed, "unchecked", "skipped", s.reason)
+             for s in skipped]
+    again = [nightly_page.RetryLine(str(r.get("scenario")), r.get("seed"), str(r.get("reason")),
+                                    str(r.get("run_dir") or "")) for r in retries]
+    return nightly_page.nightly_html(out_dir, scenarios, runs, len(skipped),
+                                     matrix.problems(summaries), again, code, facts)

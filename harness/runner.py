@@ -42,6 +42,7 @@ from history import HARNESS, HistoryWriter, Op
 from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
+from workloads.kinds import kind_of
 from workloads.queue_spec import ha_policy
 from workloads.queue_workload import QueueWorkload
 
@@ -138,6 +139,9 @@ class Run:
             "spec": spec.to_dict(), "seed": spec.seed, "backend": spec.backend.kind,
             "nodes": {n.name: n.ip for n in self.cluster.nodes},
             "versions": {},
+            # What the queue's kind says of its settings: the report shows it (reports/ knows
+            # no queue kinds).
+            "queue_description": kind_of(spec.queue).describe(spec.to_dict()["queue"]),
             # Where the broker differs from RabbitMQ's defaults, and when RabbitMQ notices a
             # silent fault (the report and the strength verdict read these).
             "broker_differences": spec.broker_differences(),

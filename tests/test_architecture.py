@@ -4,8 +4,9 @@ Each package may import only the packages listed for it (and the standard
 library and third-party packages not named in FORBIDDEN_THIRD_PARTY). The
 arrows point inward: the controller (harness) uses everything; workloads and
 nemeses act through clusters and record into history; checkers read
-histories and know nothing of brokers, SSH or AMQP; history depends on
-nothing of the project.
+histories and know nothing of brokers, SSH or AMQP; reports read what a run
+stored and know nothing of the clients, faults or clusters that made it;
+history depends on nothing of the project.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = ("history", "clusters", "workloads", "nemesis", "checkers", "harness", "bench")
+PROJECT = ("history", "clusters", "workloads", "nemesis", "checkers", "reports", "harness",
+           "bench")
 
 ALLOWED: dict[str, set[str]] = {
     "history": set(),
@@ -24,11 +26,14 @@ ALLOWED: dict[str, set[str]] = {
     "workloads": {"clusters", "history"},
     "nemesis": {"clusters", "history"},
     "checkers": {"history"},
-    "harness": {"history", "clusters", "workloads", "nemesis", "checkers"},
+    # Pages and pictures from the store: a stored run is reported without the code that ran it.
+    "reports": {"history", "checkers"},
+    "harness": {"history", "clusters", "workloads", "nemesis", "checkers", "reports"},
     "bench": {"history", "clusters", "workloads", "checkers", "harness"},
 }
 FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "checkers": {"pika", "paramiko", "docker"},
+    "reports": {"pika", "paramiko", "docker", "pyspark"},
     "history": {"pika", "paramiko", "docker", "pyspark"},
     "nemesis": {"pika", "pyspark"},
     "workloads": {"paramiko", "docker", "pyspark"},
@@ -92,6 +97,19 @@ def module_graph() -> dict[str, set[str]]:
                     deps.add(m)
         graph[name] = deps - {name}
     return graph
+
+
+def test_reports_reach_no_workload_nemesis_or_cluster_module_even_through_another():
+    # A report reads test.json, results.json, the history and the node logs; what a queue kind
+    # or a fault would say of itself, the run wrote into test.json when it ran.
+    graph = module_graph()
+    reached, todo = set(), [m for m in graph if m.split(".")[0] == "reports"]
+    while todo:
+        for dep in graph[todo.pop()] - reached:
+            reached.add(dep)
+            todo.append(dep)
+    wrong = sorted(m for m in reached if m.split(".")[0] in ("workloads", "nemesis", "clusters"))
+    assert not wrong, "reports/ reaches " + ", ".join(wrong)
 
 
 def test_no_module_imports_itself_round_a_circle():

@@ -1,9 +1,11 @@
 """The nightly matrix (no cluster): the budget, retries of infrastructure failures, exit codes,
 and its outputs: matrix.json, JUnit XML read back by junitparser, the HTML page, the workflow."""
 
+import dataclasses
 import json
 import re
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -351,3 +353,28 @@ def test_a_weak_run_is_never_a_pass_in_junit_or_on_the_page(tmp_path):
     sums = html[html.index("<h2>Scenarios</h2>"):html.index("<h2>Runs</h2>")]
     assert '<th class="num">weak</th>' in sums and ">weak</span>" in sums
     assert "exit code 2 (0: all as expected, 1: a finding, 2: unknown, weak," in html
+
+
+def test_a_rows_versions_are_testcase_properties_and_a_column_of_the_page(tmp_path):
+    from harness import junit
+    from harness.nightly import nightly_html
+
+    base = matrix.make_row("a", matrix.Expectation(), 0, 90, tmp_path / "a", OK, seed=1)
+    four = matrix.make_row("a", matrix.Expectation(), 0, 90, tmp_path / "a",
+                           OK | {"versions": {"rabbitmq": "4.0.5", "erlang": "26.2",
+                                              "feature_flags": ["khepri_db", "quorum_queue"]}},
+                           seed=1, rabbitmq="4.0")
+    rows = [dataclasses.replace(four, versions=four.versions | {"feature_flags": [
+        "khepri_db", "quorum_queue"]}), dataclasses.replace(base, rabbitmq="3.10"), base]
+    assert four.versions == {"rabbitmq": "4.0.5", "erlang": "26.2"}  # flags stay in results
+    root = ET.fromstring(junit.junit_xml([junit.case_for_row(r) for r in rows], "n", "t"))
+    props = [{p.get("name"): p.get("value") for p in case.iter("property")}
+             for case in root.iter("testcase")]
+    assert props == [{"rabbitmq": "4.0.5", "erlang": "26.2",
+                      "feature_flags": "khepri_db, quorum_queue"}, {"rabbitmq": "3.10"},
+                     {"rabbitmq": "3.10"}]
+    html = nightly_html(tmp_path, rows, [], [], [], {}, 0, {})
+    assert '<th>seed</th><th>version</th>' in html.replace(' class="num"', "")
+    assert ('<td>4.0.5<span class="cell-note">erlang 26.2, feature flags khepri_db, '
+            "quorum_queue</span></td>") in html
+    assert html.count("<td>3.10</td>") == 2  # a row from before release lines ran 3.10

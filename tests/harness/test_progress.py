@@ -223,6 +223,7 @@ def test_the_runner_feeds_its_observer_and_records_replay_of(tmp_path, monkeypat
     assert code == 2 and outcome.error
     info = json.loads((outcome.run_dir / "test.json").read_text())
     assert info["replay_of"] == "/store/t/20260101T000000.000000Z" and info["seed"] == 5
+    assert info["queue_description"] == []  # the kind's words: none for a default quorum queue
     s = p.snapshot()
     assert s.ops == 3 and s.ready == 3 and s.phase == "setup"
     code, outcome = runner.run_test(TestSpec(name="t", seed=6), tmp_path)

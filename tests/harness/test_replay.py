@@ -120,14 +120,14 @@ def test_every_run_prints_its_seed_first_and_last_and_rewrites_the_store_index(
     assert written == [store]
 
 
-def test_the_store_index_is_skipped_quietly_when_harness_index_is_missing(monkeypatch, tmp_path):
+def test_the_store_index_is_skipped_quietly_when_reports_index_is_missing(monkeypatch, tmp_path):
     import builtins
 
     real_import = builtins.__import__
 
     def no_index(name, *args, **kwargs):
-        if name == "harness.index":
-            raise ModuleNotFoundError("No module named 'harness.index'", name="harness.index")
+        if name == "reports.index":
+            raise ModuleNotFoundError("No module named 'reports.index'", name="reports.index")
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_index)

@@ -74,8 +74,8 @@ def test_partition_run_end_to_end(tmp_path):
 
     # The real run's report and the store index, in a real browser: no console error, blank
     # cell, broken image or link, nothing wider than the window.
-    from tests.harness.browser import CHROMIUM, Browser
-    from tests.harness.test_report_browser import WIDTH, problems
+    from tests.reports.browser import CHROMIUM, Browser
+    from tests.reports.test_report_browser import WIDTH, problems
 
     with Browser(CHROMIUM) as browser:
         for page, shot in ((run / "report.html", "report.png"),

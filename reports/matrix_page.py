@@ -1,0 +1,219 @@
+"""Scenario matrix pages: `<store>/matrix/<timestamp>/matrix.html`, drawn from its matrix.json.
+
+The page (templates/matrix.html.j2) shows each row (one scenario run:
+expectation, seed, the broker's version (the row's `versions`, led by its
+`rabbitmq` release line; "—" when the row has neither; no column when no row
+has one), verdict with the test's strength beneath it when the matrix records
+one, judgement, counts, a link to its report when the run is in this store),
+the per-scenario summaries when the matrix has them, and the problems it
+noted. A valid run whose faults tested nothing reads "valid but weak"
+(checkers.verdict), never "valid"; its row says why. matrix.json is read
+leniently (harness.matrix writes it; its fields grow): a field that is missing
+reads "-", an expectation is taken from `expect` (text) or `expect_valid`
+(true: valid; null: loss possible). Runs are found by the last two parts of
+their recorded directory, so a store copied elsewhere still links.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from reports.html import Cell, badge_td, link_td, render_template, table, td
+from reports.page import (
+    NA,
+    as_dict,
+    count,
+    dup_text,
+    parse_stamp,
+    read_json_quietly,
+    row_strength,
+    row_versions,
+    stamp_text,
+    verdict_of,
+    version_cell_text,
+    write_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+MATRIX_DIR = "matrix"
+MATRIX_JSON = "matrix.json"
+MATRIX_MD = "matrix.md"
+MATRIX_HTML = "matrix.html"
+REPORT_HTML = "report.html"
+INDEX_HTML = "index.html"
+ROW_COUNTS = ("attempts", "acknowledged", "lost")
+ROW_COUNTS_AFTER = ("recovered", "ordering_violations", "wall_s")
+SUMMARY_FIELDS = ("runs", "valid", "invalid", "unknown", "rate", "min_rate", "verdict")
+# Shown after "unknown" when the matrix counts weak runs (harness.matrix, issue 19).
+WEAK_FIELD = "weak"
+
+
+@dataclass(frozen=True)
+class MatrixSummary:
+    """One scenario matrix: where it is, when, how many rows, their judgements, its exit code."""
+
+    rel: str
+    stamp: str
+    rows: int
+    judgements: dict[str, int]
+    exit_code: int | None
+
+    @property
+    def judgement_text(self) -> str:
+        """Returns the judgements as text: "2 as expected, 1 FINDING"."""
+        return ", ".join(f"{n} {j}" for j, n in sorted(self.judgements.items())) or "none"
+
+
+def expectation(row: dict[str, Any]) -> str:
+    """Takes a matrix row. Returns what was expected of it, as text."""
+    if isinstance(row.get("expect"), str) and row["expect"]:
+        return str(row["expect"])
+    if "expect_valid" in row:
+        return "valid" if row["expect_valid"] else "loss possible"
+    return NA
+
+
+def run_link(store_root: Path, from_dir: Path, run_dir: Any) -> str | None:
+    """Takes the store root, the linking page's directory and a recorded run directory. Returns
+    a relative link to the run's report (or its directory), or None when it is not in the store."""
+    if not isinstance(run_dir, str) or not run_dir:
+        return None
+    parts = Path(run_dir).parts[-2:]
+    if len(parts) != 2:
+        return None
+    target = store_root.joinpath(*parts)
+    if not target.is_dir():
+        return None
+    report = target / REPORT_HTML
+    if report.is_file():
+        return os.path.relpath(report, from_dir)
+    return os.path.relpath(target, from_dir) + "/"
+
+
+def _cell(x: Any) -> str:
+    if isinstance(x, bool) or x is None:
+        return "-" if x is None else str(x).lower()
+    if isinstance(x, int | float):
+        return count(x)
+    if isinstance(x, dict):
+        return ", ".join(f"{k} {v}" for k, v in x.items()) or "-"
+    return str(x) or "-"
+
+
+def strength_text(r: dict[str, Any]) -> str:
+    """Takes a matrix row. Returns what its verdict cell says beneath the badge: why a weak run
+    is weak, then its strength summary; the summary alone for a strong run; "" for a row that
+    says nothing of strength (older matrices)."""
+    st = row_strength(r)
+    if st is None:
+        return ""
+    why = st.reason.rstrip(".") if st.weak else ""
+    return "; ".join(x for x in (why, st.summary) if x)
+
+
+def _row_cells(store_root: Path, matrix_dir: Path, r: dict[str, Any],
+               with_version: bool) -> list[Cell]:
+    st = row_strength(r)
+    key = "weak" if st is not None and st.weak else verdict_of(r.get("valid"))
+    to = run_link(store_root, matrix_dir, r.get("run_dir"))
+    version, others = version_cell_text(row_versions(r))
+    return [
+        td(r.get("scenario") or NA),
+        td(expectation(r)),
+        td(_cell(r.get("seed")), num=True),
+        *([td(version, note=others)] if with_version else []),
+        # The strength sits under the verdict: a column of its own overflowed the page.
+        badge_td(key, note=strength_text(r)),
+        td(r.get("judgement") or NA),
+        *(td(_cell(r.get(k)), num=True) for k in ROW_COUNTS),
+        td(dup_text(r.get("duplicated"), r.get("unflagged_duplicated")), num=True),
+        *(td(_cell(r.get(k)), num=True) for k in ROW_COUNTS_AFTER),
+        link_td(to, "report") if to else td("not in this store"),
+    ]
+
+
+def _summaries(doc: dict[str, Any]) -> Any:
+    summaries = [s for s in doc.get("summaries") or [] if isinstance(s, dict)]
+    if not summaries:
+        return None
+    fields = list(SUMMARY_FIELDS)
+    if any(WEAK_FIELD in s for s in summaries):
+        fields.insert(fields.index("unknown") + 1, WEAK_FIELD)
+    rows = [[td(s.get("scenario") or NA), td(expectation(s)),
+             *(td(_cell(s.get(k)), num=k != "verdict") for k in fields),
+             td(_cell(s.get("judgements")))] for s in summaries]
+    return table(["scenario", "expected", *(k.replace("_", " ") for k in fields), "judgements"],
+                 rows, len(rows), wide=True, num_cols=range(2, 2 + len(fields) - 1))
+
+
+def matrix_html(store_root: Path, matrix_dir: Path, doc: dict[str, Any]) -> str:
+    """Takes the store root, a matrix directory and its matrix.json content. Returns its page
+    (templates/matrix.html.j2)."""
+    rows_in = [r for r in doc.get("rows") or [] if isinstance(r, dict)]
+    # A version column once some row names one (matrices from before versions look as they did).
+    with_version = any(row_versions(r) for r in rows_in)
+    rows = [_row_cells(store_root, matrix_dir, r, with_version) for r in rows_in]
+    problems = [f"{r.get('scenario')}: {'; '.join(map(str, r['problems']))}"
+                for r in rows_in if isinstance(r.get("problems"), list) and r["problems"]]
+    problems += [p for p in doc.get("problems") or [] if isinstance(p, str)]
+    code = doc.get("exit_code")
+    files = [MATRIX_JSON] + ([MATRIX_MD] if (matrix_dir / MATRIX_MD).is_file() else [])
+    return render_template(
+        "matrix.html.j2",
+        name=matrix_dir.name,
+        when=stamp_text(matrix_dir.name),
+        index_link="../../" + INDEX_HTML,
+        runs=len(rows),
+        exit_code=code if isinstance(code, int) else NA,
+        files=files,
+        rows=table(["scenario", "expected", "seed", *(["version"] if with_version else []),
+                    "verdict", "judgement", "attempts", "acked", "lost", "dup (unfl.)",
+                    "recovered", "order viol.", "wall s", "run"], rows, wide=True,
+                   num_cols=[2, *(n + with_version for n in (5, 6, 7, 8, 9, 10, 11))]),
+        summaries=_summaries(doc),
+        problems=problems,
+    )
+
+
+def write_matrix_page(store_root: Path, matrix_dir: Path) -> MatrixSummary | None:
+    """Takes the store root and a matrix directory. Writes its matrix.html. Returns its summary,
+    or None when its matrix.json is missing or not a JSON object."""
+    doc = read_json_quietly(matrix_dir / MATRIX_JSON)
+    if not isinstance(doc, dict):
+        log.warning("no readable %s in %s", MATRIX_JSON, matrix_dir)
+        return None
+    write_atomic(matrix_dir / MATRIX_HTML, matrix_html(store_root, matrix_dir, doc))
+    judgements: dict[str, int] = {}
+    rows = [as_dict(r) for r in doc.get("rows") or [] if isinstance(r, dict)]
+    for r in rows:
+        j = str(r.get("judgement") or "unknown")
+        judgements[j] = judgements.get(j, 0) + 1
+    code = doc.get("exit_code")
+    return MatrixSummary(matrix_dir.relative_to(store_root).as_posix(), matrix_dir.name,
+                         len(rows), judgements, code if isinstance(code, int) else None)
+
+
+def find_matrices(store_root: Path) -> list[MatrixSummary]:
+    """Takes the store root. Renders every matrix page. Returns their summaries, newest first."""
+    base = store_root / MATRIX_DIR
+    if not base.is_dir():
+        return []
+    out = []
+    for d in base.iterdir():
+        if d.is_dir() and not d.is_symlink() and (d / MATRIX_JSON).is_file():
+            try:
+                summary = write_matrix_page(store_root, d)
+            except OSError as err:
+                log.warning("cannot render the matrix page of %s: %s", d, err)
+                continue
+            if summary is not None:
+                out.append(summary)
+    epoch = datetime.min.replace(tzinfo=UTC)
+    out.sort(key=lambda m: (parse_stamp(m.stamp) or epoch, m.rel), reverse=True)
+    return out

@@ -1,0 +1,126 @@
+"""The nightly's page: `<store>/matrix/<time>/index.html`, its scenarios and its runs.
+
+The nightly (harness.nightly) runs scenarios within a time budget and says in
+its own words what each run showed; this draws them (templates/nightly.html.j2)
+from plain records: a `ScenarioLine` per scenario (its runs, how many held,
+how many were weak, the rate it needs, its verdict, its losses, its wall
+time), a `RunLine` per run or skipped run (seed, the broker's versions or "—",
+a verdict badge, the sentence, wall time, a relative link to its report), the
+problems, and a `RetryLine` per first try retried after an infrastructure
+failure. A weak run (valid, but its faults tested nothing) carries the weak
+badge, never a pass's. Plain HTML, relative links, no scripts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reports.html import Cell, badge_td, link_td, render_template, table, td
+from reports.page import NA, version_cell_text
+
+REPORT_HTML = "report.html"
+JUNIT_XML = "junit.xml"
+FILES = ("matrix.json", "matrix.md", JUNIT_XML, "matrix.html")
+
+
+@dataclass(frozen=True)
+class ScenarioLine:
+    """One scenario of the nightly: its prediction, runs, how many held and were weak, the rate
+    it needs, its verdict (a VERDICTS key for the badge and the verdict's words), its lost
+    min / median / max ("-" for none) and its median wall time."""
+
+    scenario: str
+    expect: str
+    runs: int
+    held: int
+    weak: int
+    min_rate: float
+    verdict_key: str
+    verdict: str
+    lost: str
+    wall_s_median: float
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run (or a run not started): scenario, seed, the broker's versions, its badge (a
+    VERDICTS key and the words on it, "" for the key's own), what it showed, its wall time
+    (None: not run) and its run directory ("" for none)."""
+
+    scenario: str
+    seed: int | None
+    verdict_key: str
+    verdict: str
+    said: str
+    wall_s: float | None = None
+    run_dir: str = ""
+    versions: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RetryLine:
+    """A first try retried after an infrastructure failure: scenario, seed, why, where it ran."""
+
+    scenario: str
+    seed: int | None
+    reason: str
+    run_dir: str = ""
+
+
+def report_link(out_dir: Path, run_dir: str, text: str = "report") -> tuple[str | None, str]:
+    """Takes the page's directory, a run directory and the link's text. Returns where to link,
+    relatively (the run's report, else its directory; None when there is no run directory),
+    and the link's text."""
+    if not run_dir:
+        return None, "no run directory"
+    target = Path(run_dir)
+    report = target / REPORT_HTML
+    if report.is_file():
+        return os.path.relpath(report, out_dir), text
+    return os.path.relpath(target, out_dir) + "/", "run directory"
+
+
+def _run_cells(out_dir: Path, r: RunLine) -> list[Cell]:
+    version, others = version_cell_text(dict(r.versions))
+    to, text = report_link(out_dir, r.run_dir)
+    return [
+        td(r.scenario), td(r.seed, num=True), td(version, note=others),
+        badge_td(r.verdict_key, r.verdict or None), td(r.said),
+        td(f"{r.wall_s:.0f}" if r.wall_s is not None else NA, num=True),
+        td(NA) if r.wall_s is None else link_td(to, text) if to else td(text),
+    ]
+
+
+def nightly_html(out_dir: Path, scenarios: Sequence[ScenarioLine], runs: Sequence[RunLine],
+                 skipped: int, problems: Sequence[str], retries: Sequence[RetryLine],
+                 code: int, facts: Mapping[str, str]) -> str:
+    """Takes the output directory, the scenarios, the runs (those skipped last), how many were
+    skipped, the problems, the retried first tries, the exit code and a few facts to show
+    (budget, time used, seed). Returns the page."""
+    sums = [[
+        td(s.scenario), td(s.expect), td(s.runs, num=True), td(f"{s.held}/{s.runs}", num=True),
+        td(s.weak, num=True), td(f"{s.min_rate:.0%}", num=True),
+        badge_td(s.verdict_key, s.verdict), td(s.lost, num=True),
+        td(f"{s.wall_s_median:.0f}", num=True),
+    ] for s in scenarios]
+    rows = [_run_cells(out_dir, r) for r in runs]
+    return render_template(
+        "nightly.html.j2",
+        name=out_dir.name,
+        runs=len(runs) - skipped,
+        skipped=skipped,
+        code=code,
+        facts=list(facts.items()),
+        files=[f for f in FILES if f != "matrix.html" or (out_dir / f).is_file()],
+        scenarios=table(["scenario", "expected", "runs", "held", "weak", "needs", "verdict",
+                         "lost min / median / max", "wall s (median)"], sums, len(sums),
+                        num_cols=[2, 3, 4, 5, 7, 8]) if sums else None,
+        run_table=table(["scenario", "seed", "version", "judgement", "what it showed", "wall s",
+                         "report"], rows, len(rows), wide=True, num_cols=[1, 5]),
+        problems=list(problems),
+        retries=[(r, report_link(out_dir, r.run_dir, "first try")) for r in retries],
+    )

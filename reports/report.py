@@ -1,0 +1,442 @@
+"""The report for a stored run: plots and one self-contained report.html, read top to bottom.
+
+`render(run_dir)` reads what the store holds (shared/DESIGN.md: test.json,
+history.jsonl, results.json, harness.log, nodes/<node>/), any of which may be
+missing, scans the history once (reports.history_scan, bounded memory), draws
+the plots (reports.plots), writes report.html, and, when the run directory
+sits in a store (`store/<test>/<timestamp>/`), rewrites the store's index
+(reports.index). It returns the written paths of the run directory.
+
+The page (templates/report.html.j2), in reading order: the test's name, when it
+ran and the broker's versions (every key test.json's `versions` has); a verdict
+banner with one sentence saying why ("valid but weak", never green, when the
+faults tested nothing: checkers.verdict) and the test's strength in a line;
+the counts; each anomaly class found, with what it means, and each incident
+once (or, for older results, example ids per class); the plots (latency,
+throughput, queue depth, queue leader), fault windows shaded by kind;
+availability, time to recover, whether RabbitMQ noticed it, its effects and
+the messages at risk, per fault; the test's spec; links to the files.
+`report_html` is the pure part: each section's data (reports.report_results,
+report_strength, report_run) into the templates. The page has inline CSS, no
+scripts, relative links only, every piece of run text escaped by the
+templates, and no empty table cell; it fits a 1280-px-wide window.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reports.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
+from reports.html import Table, render_template, table, td
+from reports.page import VERDICTS, as_dict, results_key, strength_of, versions_line, write_atomic
+from reports.plots import (
+    fates_missing,
+    plot_depth,
+    plot_fates,
+    plot_latency,
+    plot_placement,
+    plot_rate,
+)
+from reports.report_results import (
+    anomalies_data,
+    counts_data,
+    other_checks_table,
+    section_badges,
+    verdict_sentence,
+)
+from reports.report_run import (
+    LINKED_FILES,
+    RunFiles,
+    faults_data,
+    files_data,
+    list_run_files,
+    spec_data,
+)
+from reports.report_strength import incidents_of
+
+log = logging.getLogger(__name__)
+
+REPORT_HTML = "report.html"
+INDEX_HTML = "index.html"
+# A run directory's name in the store: a UTC timestamp such as 20261122T192149.948531Z.
+RUN_DIR_NAME = re.compile(r"^\d{8}T\d{6}(\.\d+)?Z$")
+
+__all__ = [
+    "LINKED_FILES",
+    "REPORT_HTML",
+    "Loaded",
+    "PlotSpec",
+    "RunFiles",
+    "list_run_files",
+    "load_json",
+    "plot_specs",
+    "render",
+    "report_html",
+    "store_root_of",
+    "verdict_key",
+]
+
+_SECTIONS = ("counts", "anomalies", "incidents", "plots", "faults", "test", "files")
+
+
+def _nav(results: Any) -> list[str]:
+    """The page's section links; "incidents" only when results.json tells them."""
+    return [s for s in _SECTIONS if s != "incidents" or incidents_of(results)]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A JSON file of the run: whether it exists, its data, or why it could not be read."""
+
+    data: Any = None
+    present: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> Any:
+        """Returns the data when the file was read, else None."""
+        return self.data if self.present and self.error is None else None
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    """One plot of the report: its file name, heading, drawing function, a caption, and why a
+    scan has nothing to draw (None: always drawn)."""
+
+    file_name: str
+    heading: str
+    draw: Callable[[HistoryScan, Path, str], Path]
+    caption: str
+    missing: Callable[[HistoryScan], str | None]
+
+
+def plot_specs() -> list[PlotSpec]:
+    """Returns the report's plots, in page order (read at call time, so tests can swap one)."""
+    return [
+        PlotSpec("latency.png", "Latency", plot_latency,
+                 "Each completed client op: ok and fail at their invocation, unknown (info) "
+                 "where it ended; log scale.", lambda _s: None),
+        PlotSpec("rate.png", "Throughput", plot_rate,
+                 "Completions per second by operation and outcome; deliveries dashed (acks, which "
+                 "follow deliveries, not drawn).",
+                 lambda _s: None),
+        PlotSpec("fates.png", "Message fates", plot_fates,
+                 "What the checker said became of the messages (results.json's fates), "
+                 "by the time they were published: a row per fate, a bar per time bucket, each "
+                 "row to its own scale (lost in red: confirmed, and a proven-complete drain "
+                 "never read it); fault periods shaded; the sampled queue depth beneath.",
+                 fates_missing),
+        PlotSpec("depth.png", "Queue depth", plot_depth,
+                 "Messages ready and unacked in the queue, the largest count any node "
+                 "reported at each sample; a cross marks a sample a node did not answer.",
+                 lambda s: None if s.depth else 'no queue depth samples (f "depth" ops) in '
+                 "the history"),
+        PlotSpec("placement.png", "Queue leader", plot_placement,
+                 "Which node led the queue (quorum leader or classic master) and which held "
+                 "its other replicas, from the placement samples of the main phase.",
+                 lambda s: None if s.placements else 'no queue placement samples '
+                 '(f "placement" ops) in the history'),
+    ]
+
+
+def load_json(path: Path) -> Loaded:
+    """Takes a path. Returns its decoded JSON, or a Loaded saying it is absent or unreadable."""
+    if not path.exists():
+        return Loaded()
+    try:
+        return Loaded(json.loads(path.read_text(encoding="utf-8")), present=True)
+    except (OSError, ValueError) as err:
+        log.warning("cannot read %s: %s", path, err)
+        return Loaded(present=True, error=str(err))
+
+
+def verdict_key(results: Loaded) -> str:
+    """Takes the loaded results. Returns "true", "weak" (valid but weak), "false", "unknown" or
+    "unchecked"."""
+    if not isinstance(results.ok, dict):
+        return "unchecked"
+    return results_key(results.data)
+
+
+# --- sections -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Banner:
+    """The verdict banner: its words and colour, the sentence saying why, each judging
+    section's (name, verdict key), the strength line ("" for none) and whether it is weak."""
+
+    text: str
+    colour: str
+    sentence: str
+    checks: tuple[tuple[str, str], ...]
+    strength: str
+    weak: bool
+
+
+def _banner(results: Loaded) -> Banner:
+    key = verdict_key(results)
+    text, colour = VERDICTS[key]
+    if not results.present:
+        sentence = verdict_sentence(None)
+    elif results.error is not None:
+        sentence = f"Not checked: results.json is unreadable ({results.error})."
+    else:
+        sentence = verdict_sentence(results.data)
+    strength = strength_of(results.ok)
+    return Banner(text, colour, sentence, tuple(section_badges(results.ok)),
+                  strength.line() if strength is not None else "", key == "weak")
+
+
+QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    """One row of the latency table: an op and outcome, how many there were, their latency
+    quantiles and max in ms, and whether those are results.json's own."""
+
+    f: str
+    outcome: str
+    ops: int
+    ms: dict[str, float]
+    from_results: bool = False
+
+
+def latency_rows(scan: HistoryScan, results: Any = None) -> list[LatencyRow]:
+    """Takes the history scan and results.json's data (or None). Returns the latency table's
+    rows, by op and outcome.
+
+    One definition of a quantile for the whole run: confirmed publishes take results.json's
+    numbers (perf.overall: exact, over every confirm); the other ops get the same nearest-rank
+    quantile (checkers.model.nearest_rank) over the scan's sample of them.
+    """
+    from checkers.model import nearest_rank
+
+    perf = results.get("perf") if isinstance(results, dict) else None
+    found = perf.get("overall") if isinstance(perf, dict) else None
+    overall: dict[str, Any] = found if isinstance(found, dict) else {}
+    checked = overall.get("latency_ms")
+    keys = ("p50", "p95", "p99", "max")
+    rows = []
+    for (f, t), res in sorted(scan.latency.items()):
+        if (f, t) == ("publish", "ok") and isinstance(checked, dict) and all(
+                isinstance(checked.get(k), int | float) for k in keys):
+            rows.append(LatencyRow(f, t, int(overall.get("ok") or res.seen),
+                                   {k: float(checked[k]) for k in keys}, from_results=True))
+            continue
+        ys = sorted(res.ys)
+        if ys:
+            ms = {k: nearest_rank(ys, q) for k, q in QUANTILES}
+            rows.append(LatencyRow(f, t, res.seen, {**ms, "max": ys[-1]}))
+    return rows
+
+
+@dataclass(frozen=True)
+class Latency:
+    """The latency table and what its numbers are ("" to say nothing more)."""
+
+    note: str
+    table: Table
+
+
+def latency_data(scan: HistoryScan, results: Any = None) -> Latency | None:
+    """Takes the history scan and results.json's data. Returns the latency table, None when
+    no client op completed."""
+    rows = latency_rows(scan, results)
+    if not rows:
+        return None
+    cells = [[td(r.f), td(r.outcome), td(f"{r.ops:,}", num=True),
+              *(td(f"{r.ms[k]:,.1f}", num=True) for k in ("p50", "p95", "p99", "max"))]
+             for r in rows]
+    notes = []
+    if any(r.from_results for r in rows):
+        notes.append("confirmed publishes as results.json counts them (perf.overall), over "
+                     "every confirm")
+    if scan.latency_kept < scan.latency_seen:
+        notes.append(f"the other ops from a sample of {scan.latency_kept:,} of "
+                     f"{scan.latency_seen:,}")
+    return Latency(f" ({'; '.join(notes)})" if notes else "",
+                   table(["op", "outcome", "ops", "p50", "p95", "p99", "max"], cells,
+                         num_cols=[2, 3, 4, 5, 6]))
+
+
+def _latency_table(scan: HistoryScan, results: Any = None) -> str:
+    """Takes what `latency_data` takes. Returns the latency table's HTML, "" without one."""
+    found = latency_data(scan, results)
+    return render_template("report/latency.html.j2", latency=found) if found is not None else ""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One plot as the page shows it: its file and heading, and its caption when drawn or why
+    it was not (`drawn` says which)."""
+
+    file_name: str
+    heading: str
+    drawn: bool
+    said: str
+
+
+@dataclass(frozen=True)
+class Plots:
+    """The Plots section: whether there is a history, each plot, and the latency table that
+    follows the latency plot (None without one)."""
+
+    history: bool
+    plots: tuple[Plot, ...] = ()
+    latency: Latency | None = None
+
+
+def _plots(scan: HistoryScan | None, drawn: dict[str, str], skipped: dict[str, str],
+           results: Any = None) -> Plots:
+    if scan is None:
+        return Plots(False)
+    plots = tuple(
+        Plot(p.file_name, p.heading, True, drawn[p.file_name]) if p.file_name in drawn
+        else Plot(p.file_name, p.heading, False, skipped.get(p.file_name, "not drawn"))
+        for p in plot_specs())
+    return Plots(True, plots, latency_data(scan, results))
+
+
+def report_html(
+    *,
+    name: str,
+    when: str,
+    spec: Loaded,
+    results: Loaded,
+    scan: HistoryScan | None,
+    images: Iterable[str],
+    files: RunFiles,
+    plot_errors: Iterable[str] = (),
+    index_link: str | None = None,
+) -> str:
+    """Takes the test name and time, the loaded test.json and results.json, the history scan
+    (None without a history), the file names of the drawn plots, the run's files, why any plot
+    could not be drawn, and the relative link to the store's index (None: no link).
+
+    Returns the report page (templates/report.html.j2) as one HTML string.
+    """
+    drawn_names = list(images)
+    captions = {s.file_name: s.caption for s in plot_specs()}
+    drawn = {n: captions.get(n, n) for n in drawn_names}
+    skipped: dict[str, str] = {}
+    if scan is not None:
+        for s in plot_specs():
+            why = s.missing(scan)
+            if why is not None:
+                skipped[s.file_name] = why
+    for err in plot_errors:
+        file_name = err.split(":", 1)[0]
+        skipped[file_name] = f"the plot failed: {err}"
+    results_data = results.ok
+    # The broker's versions: test.json's, else results.json's (every key, as they grow).
+    versions = as_dict(as_dict(spec.ok).get("versions")) or as_dict(
+        as_dict(results_data).get("versions"))
+    return render_template(
+        "report.html.j2",
+        title=f"{name} — {when}" if when else name,
+        name=name,
+        when=when,
+        versions=versions_line(versions),
+        index_link=index_link,
+        nav=_nav(results_data),
+        banner=_banner(results),
+        counts=counts_data(results_data),
+        anomalies=anomalies_data(results_data),
+        plots=_plots(scan, drawn, skipped, results_data),
+        faults=faults_data(scan, results_data),
+        test=spec_data(spec.data, spec.error, spec.present, scan, results_data),
+        other=other_checks_table(results_data),
+        files=files_data(files, drawn_names),
+    )
+
+
+def _name_and_time(run_dir: Path, spec: Loaded) -> tuple[str, str]:
+    data = spec.data if isinstance(spec.data, dict) else {}
+    name = data.get("name") or run_dir.resolve().parent.name or "test"
+    when: Any = None
+    for key in ("start_time", "started_at", "start", "timestamp", "time"):
+        if isinstance(data.get(key), str | int | float) and not isinstance(data.get(key), bool):
+            when = data[key]
+            break
+    stamp = run_dir.resolve().name
+    text = f"run {stamp}, started {when}" if when is not None else f"run {stamp}"
+    return str(name), text
+
+
+def store_root_of(run_dir: Path) -> Path | None:
+    """Takes a run directory. Returns the store it sits in (`<store>/<test>/<timestamp>`), or
+    None when its name is not a run timestamp."""
+    run_dir = Path(run_dir).resolve()
+    if RUN_DIR_NAME.match(run_dir.name) and run_dir.parent.name not in ("", "matrix"):
+        return run_dir.parent.parent
+    return None
+
+
+def render(
+    run_dir: Path, *, max_points: int = DEFAULT_MAX_POINTS, seed: int = 0, index: bool = True
+) -> list[Path]:
+    """Takes a run directory (and the latency sample size and seed, and whether to rewrite the
+    store's index).
+
+    Returns the paths written into the run directory: the plots that have data when there is a
+    history.jsonl, and report.html. test.json and results.json may be missing. A plot or an
+    index that cannot be written is logged and noted on the page, never raised.
+    """
+    run_dir = Path(run_dir)
+    spec = load_json(run_dir / "test.json")
+    results = load_json(run_dir / "results.json")
+    name, when = _name_and_time(run_dir, spec)
+    written: list[Path] = []
+    scan: HistoryScan | None = None
+    plot_errors: list[str] = []
+    history = run_dir / "history.jsonl"
+    if history.is_file():
+        scan = scan_history(history, max_points=max_points, seed=seed)
+        for p in plot_specs():
+            if p.missing(scan) is not None:
+                continue
+            try:
+                written.append(p.draw(scan, run_dir / p.file_name, name))
+            except Exception as err:  # a plot that cannot be drawn must not cost the page
+                log.exception("cannot draw %s", p.file_name)
+                plot_errors.append(f"{p.file_name}: {type(err).__name__}: {err}")
+    else:
+        log.warning("no history at %s; report without plots", history)
+    store = store_root_of(run_dir) if index else None
+
+    def page_with(index_link: str | None) -> str:
+        return report_html(
+            name=name,
+            when=when,
+            spec=spec,
+            results=results,
+            scan=scan,
+            images=[p.name for p in written],
+            plot_errors=plot_errors,
+            files=list_run_files(run_dir),
+            index_link=index_link,
+        )
+
+    out = run_dir / REPORT_HTML
+    write_atomic(out, page_with("../../" + INDEX_HTML if store is not None else None))
+    if store is not None:
+        from reports.index import write_index
+
+        try:
+            write_index(store)
+        except Exception:  # the run's own page matters more than the store's list
+            log.exception("cannot rewrite the store index in %s", store)
+            if not (store / INDEX_HTML).exists():
+                write_atomic(out, page_with(None))  # no dangling link to a missing index
+    written.append(out)
+    log.info("report for %s: %s", run_dir, ", ".join(p.name for p in written))
+    return written
+

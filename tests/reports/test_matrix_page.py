@@ -1,0 +1,83 @@
+"""Matrix pages (reports.matrix_page) of matrices that carry test strength (issue 19): a weak
+run reads "valid but weak" with its reason, every run with a strength shows its summary, and
+matrices from before strength show as before (tests/reports/test_index.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from reports.matrix_page import write_matrix_page
+from reports.page import VERDICTS
+from tests.reports.strength_store import (
+    STRONG_SUMMARY,
+    WEAK_REASON,
+    WEAK_SUMMARY,
+    make_strength_store,
+)
+
+
+def cells(table_html: str) -> list[list[str]]:
+    """Returns the text of each cell of a table, row by row (header row excluded)."""
+    out = []
+    for row in re.findall(r"<tr>(.*?)</tr>", table_html, re.S)[1:]:
+        found = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        out.append([" ".join(re.sub(r"<[^>]+>", " ", c).split()) for c in found])
+    return out
+
+
+def test_weak_rows_read_valid_but_weak_with_why_and_every_strength_is_shown(
+        tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    made = make_strength_store(store)
+    summary = write_matrix_page(store, made["matrix"])
+    assert summary is not None and summary.judgements == {
+        "weak": 1, "as expected": 2, "FINDING": 1}
+    html = (made["matrix"] / "matrix.html").read_text()
+    rows = cells(html[html.index("<table"):html.index("</table>")])
+    assert "<th>version</th>" not in html  # no row names one
+    assert [r[3:5] for r in rows] == [
+        [f"valid but weak {WEAK_REASON}; {WEAK_SUMMARY}", "weak"],
+        [f"valid {STRONG_SUMMARY}", "as expected"],
+        [f"INVALID {STRONG_SUMMARY}", "FINDING"],
+        ["valid", "as expected"],  # an older matrix's row: as before
+    ]
+    assert f'<span class="badge" style="background:{VERDICTS["weak"][1]}">valid but weak' in html
+    assert "2: an unknown verdict or a weak run" in html
+    per = html[html.index("<h2>Per scenario</h2>"):]
+    head = re.findall(r"<th[^>]*>(.*?)</th>", per)
+    assert head[:7] == ["scenario", "expected", "runs", "valid", "invalid", "unknown", "weak"]
+    assert cells(per[per.index("<table"):per.index("</table>")])[0][:9] == [
+        "healthy", "valid", "1", "1", "0", "0", "1", "0.0", "1.0"]
+
+
+def test_hostile_strength_text_is_escaped(tmp_path: Path) -> None:
+    import json
+
+    store = tmp_path / "store"
+    made = make_strength_store(store)
+    doc = json.loads((made["matrix"] / "matrix.json").read_text())
+    doc["rows"][0]["weak_reason"] = "<script>x()</script> & co"
+    (made["matrix"] / "matrix.json").write_text(json.dumps(doc))
+    write_matrix_page(store, made["matrix"])
+    html = (made["matrix"] / "matrix.html").read_text()
+    assert "<script>" not in html and "&lt;script&gt;x()&lt;/script&gt; &amp; co; faults" in html
+
+
+def test_a_row_shows_its_versions_or_release_line_and_a_dash_without(tmp_path: Path) -> None:
+    import json
+
+    store = tmp_path / "store"
+    made = make_strength_store(store)
+    doc = json.loads((made["matrix"] / "matrix.json").read_text())
+    doc["rows"][0]["versions"] = {"rabbitmq": "4.0.5", "erlang": "26.2", "metadata_store":
+                                  "khepri"}
+    doc["rows"][1]["rabbitmq"] = "3.10"
+    doc["rows"][2].update(rabbitmq="4.0", versions={"erlang": "26.2"})
+    (made["matrix"] / "matrix.json").write_text(json.dumps(doc))
+    write_matrix_page(store, made["matrix"])
+    html = (made["matrix"] / "matrix.html").read_text()
+    assert re.findall(r"<th[^>]*>(.*?)</th>", html)[3] == "version"
+    rows = cells(html[html.index("<table"):html.index("</table>")])
+    assert [r[3] for r in rows] == ["4.0.5 erlang 26.2, metadata store khepri", "3.10",
+                                    "4.0 erlang 26.2", "—"]
