@@ -14,6 +14,7 @@ from typing import Any
 
 from checkers.efficacy import Evidence
 from checkers.errors import HistoryError
+from checkers.liveness import LivenessBound
 from checkers.options import CheckOptions
 
 log = logging.getLogger(__name__)
@@ -25,15 +26,19 @@ def check_history(
     spark_master: str | None = None,
     options: CheckOptions | None = None,
     evidence: Evidence | None = None,
+    liveness: LivenessBound | None = None,
 ) -> dict[str, Any]:
     """Takes a history (history.jsonl, or a Parquet directory made by `convert_to_parquet`), an
-    optional Spark master URL (default: the options', else local[*]), options and the broker's
+    optional Spark master URL (default: the options', else local[*]), options, the broker's
     evidence of the faults (checkers.efficacy.Evidence: its log events; None when there are no
-    logs, and then whether a fault was noticed is "unknown").
+    logs, and then whether a fault was noticed is "unknown") and what the liveness bound is
+    derived from (checkers.liveness.LivenessBound: net_ticktime and the harness's recovery
+    settings; None when unknown, and then the liveness section is "unknown").
 
     Returns results.json as a dict: {"valid": true|false|"unknown", "queue": {...},
-    "ordering": {...}, "perf": {...}, "faults": [...], "strength": {...}}. Raises
-    HistoryError (checkers.errors) when the history breaks the contract, naming the line.
+    "ordering": {...}, "perf": {...}, "liveness": {...}, "faults": [...], "strength": {...}}.
+    Raises HistoryError (checkers.errors) when the history breaks the contract, naming the
+    line.
     """
     from checkers import spark_engine
 
@@ -43,7 +48,7 @@ def check_history(
     log.info("checking %s", history_path)
     return spark_engine.check(Path(history_path), options,
                               spark_master=spark_master or options.spark_master,
-                              evidence=evidence)
+                              evidence=evidence, bound=liveness)
 
 
 def convert_to_parquet(

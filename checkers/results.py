@@ -4,7 +4,8 @@ The Spark jobs reduce a history to plain facts: counts, bounded samples,
 per-window latency quantiles. The functions here turn those facts into the
 sections of shared/DESIGN.md and decide their validity. `compose` merges
 sections like Jepsen's checker/compose: false beats "unknown" beats true, and
-a section whose checker raised becomes {"valid": "unknown", "error": ...}.
+a section whose checker raised becomes {"valid": "unknown", "error": ...}. A
+section marked FALSE_ONLY (liveness) counts only when it is false.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ log = logging.getLogger(__name__)
 
 Valid = bool | str
 UNKNOWN: Final = "unknown"
+# A section carrying this key set true composes only when false: its true or "unknown" leaves
+# the verdict to the others (the liveness section: a run too short after its last heal cannot
+# say whether the queue came back, and that is no reason to doubt its other sections).
+FALSE_ONLY: Final = "composes_only_when_false"
 
 QUEUE_COUNTS: Final = (
     "attempt_count",
@@ -71,6 +76,14 @@ def merge_valid(valids: Sequence[Any]) -> Valid:
     return True
 
 
+def counted(section: Any) -> bool:
+    """Takes a results section. Returns whether its "valid" counts in the whole verdict: unless
+    the section composes only when false (FALSE_ONLY), always; then only when it is false."""
+    if not isinstance(section, Mapping):
+        return True
+    return section.get("valid") is False or section.get(FALSE_ONLY) is not True
+
+
 def check_safe(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Takes a section name and a thunk computing it. Returns the section, or an unknown one if it raised."""
     try:
@@ -85,8 +98,10 @@ def check_safe(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def compose(sections: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """Takes named sections. Returns results.json: {"valid": merged, **sections}."""
-    return {"valid": merge_valid([s.get("valid") for s in sections.values()]), **sections}
+    """Takes named sections. Returns results.json: {"valid": merged, **sections}; a section that
+    composes only when false (FALSE_ONLY) counts only then."""
+    return {"valid": merge_valid([s.get("valid") for s in sections.values() if counted(s)]),
+            **sections}
 
 
 def queue_section(

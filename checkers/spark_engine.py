@@ -26,10 +26,18 @@ from pyspark.sql import functions as F
 
 from checkers.efficacy import Evidence, judge_faults, strength
 from checkers.faults import fault_windows
+from checkers.liveness import LivenessBound
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
 from checkers.phases import HarnessEvent, dead_lettering, drain_state, main_phase, phase_start
-from checkers.results import check_safe, compose, lost_proven, ordering_section, queue_section
+from checkers.results import (
+    FALSE_ONLY,
+    check_safe,
+    compose,
+    lost_proven,
+    ordering_section,
+    queue_section,
+)
 from checkers.spark_fates import fates_of
 from checkers.spark_io import (
     CODE_NAMES,
@@ -42,6 +50,7 @@ from checkers.spark_io import (
     row_problem_at,
     summarize,
 )
+from checkers.spark_liveness import liveness_check
 from checkers.spark_order import ordering_facts
 from checkers.spark_perf import perf_facts
 from checkers.spark_queue import (
@@ -109,10 +118,12 @@ def _materialize(spark: SparkSession, df: DataFrame, h: History, work: Path, nam
 
 
 def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOptions,
-                 work: Path, evidence: Evidence | None = None) -> dict[str, Any]:
-    """Takes a session, a loaded History, its path, the options, a scratch directory and the
-    broker's evidence (its logs; None: none). Returns the results dict; raises HistoryError for
-    a history breaking the contract."""
+                 work: Path, evidence: Evidence | None = None,
+                 bound: LivenessBound | None = None) -> dict[str, Any]:
+    """Takes a session, a loaded History, its path, the options, a scratch directory, the
+    broker's evidence (its logs; None: none) and what the liveness bound is derived from (None:
+    unknown). Returns the results dict; raises HistoryError for a history breaking the
+    contract."""
     t0 = time.monotonic()
     small = h.mode == "memory" and path.is_file() and path.stat().st_size <= PARALLEL_LIMIT
     workers = PARALLEL if small else 1
@@ -164,9 +175,14 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         return perf_facts(spark, msgs, windows, main_phase(harness, first, last),
                           options.quantile_accuracy)
 
-    names = ("queue", "ordering", "perf")
-    sections = run_all([functools.partial(check_safe, n, f)
-                        for n, f in zip(names, (queue, ordering, perf), strict=True)], workers)
+    def liveness() -> dict[str, Any]:
+        return liveness_check(h, msgs, windows, main_phase(harness, first, last), harness, bound,
+                              acks)
+
+    names = ("queue", "ordering", "perf", "liveness")
+    sections = run_all([functools.partial(check_safe, n, f) for n, f in
+                        zip(names, (queue, ordering, perf, liveness), strict=True)], workers)
+    sections[-1].setdefault(FALSE_ONLY, True)  # a liveness check that raised cannot be false
     results = compose(dict(zip(names, sections, strict=True)))
     # Test strength: informational, outside the verdict's composition.
     faults = judge_faults(windows, risk_facts(h, msgs, windows), harness, evidence)
@@ -208,10 +224,12 @@ def _with_traces(results: dict[str, Any], h: History, nemesis: list[Op],
 
 
 def check(path: Path, options: CheckOptions, spark_master: str | None = None,
-          spark: SparkSession | None = None, evidence: Evidence | None = None) -> dict[str, Any]:
+          spark: SparkSession | None = None, evidence: Evidence | None = None,
+          bound: LivenessBound | None = None) -> dict[str, Any]:
     """Takes a history (JSONL file or Parquet directory), options, a master URL or a session,
-    and the broker's evidence for the faults' efficacy (None: none). Returns the results dict;
-    raises HistoryError. A session it built is stopped at the end."""
+    the broker's evidence for the faults' efficacy (None: none) and what the liveness bound is
+    derived from (None: unknown). Returns the results dict; raises HistoryError. A session it
+    built is stopped at the end."""
     created = False
     if spark is None:
         spark, created = session(spark_master, options)
@@ -224,7 +242,7 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     try:
         h = load(spark, Path(path), work, MEMORY_LIMIT)
         try:
-            return check_loaded(spark, h, Path(path), options, work, evidence)
+            return check_loaded(spark, h, Path(path), options, work, evidence, bound)
         finally:
             h.close()
     finally:

@@ -58,7 +58,7 @@ SPLIT_CONFS = (
     "spark.sql.files.minPartitionNum",
 )
 
-# The fields the checkers read; the others (queue, unknown keys) are skipped.
+# The fields the checkers read; the others (unknown keys) are skipped.
 SCHEMA = T.StructType([
     T.StructField("index", T.LongType()),
     T.StructField("time", T.LongType()),
@@ -74,6 +74,7 @@ SCHEMA = T.StructType([
     T.StructField("error", T.StringType()),
     T.StructField("phase", T.StringType()),
     T.StructField("reason", T.StringType()),  # why a message was dead-lettered
+    T.StructField("queue", T.StringType()),
     T.StructField(CORRUPT, T.StringType()),
 ])
 
@@ -113,9 +114,10 @@ def read_jsonl(spark: SparkSession, path: Path) -> DataFrame:
 PUBLISH_ROW, DELIVERY_ROW, ACK_ROW, DEAD_ROW = 1, 2, 3, 4
 CODE_NAMES = {v: k for k, v in OUTCOME_CODES.items()}
 PREPARED = ("_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem", "proc",
-            "f", "node", "error", "consumer", "pub", "seq", "redelivered", "reason", "phase")
+            "f", "node", "error", "consumer", "pub", "seq", "redelivered", "reason", "phase",
+            "queue")
 # Prepared columns a Parquet history converted by an older version may lack: read as null.
-OPTIONAL = {"phase": "string"}
+OPTIONAL = {"phase": "string", "queue": "string"}
 
 
 def _problem(pid: Column, code: Column) -> Column:
@@ -154,8 +156,10 @@ def prepare(raw: DataFrame) -> DataFrame:
     ops; `error` for those and publish completions; `consumer` for deliveries
     and acks; `pub`, `seq` (from the fields, else the id), `redelivered` and
     `phase` for deliveries; `reason` for failed publish completions (the error
-    text) and for dead letters (why the queue dead-lettered the message). (The node, f, error and phase of client ops are read only
-    for the few messages an explanation tells: checkers.evidence.)
+    text) and for dead letters (why the queue dead-lettered the message); `queue` for
+    publish ops and deliveries (checkers.spark_liveness judges per queue and node). (The
+    node, f, error and phase of client ops are otherwise read only for the few messages an
+    explanation tells: checkers.evidence.)
     """
     pid = F.when(F.col("process").rlike(PROCESS_INT_PATTERN), F.col("process").try_cast("bigint"))
     code = F.when(F.col("type") == "invoke", F.lit(0))
@@ -191,6 +195,7 @@ def prepare(raw: DataFrame) -> DataFrame:
         only(dlv, F.coalesce(F.col("redelivered"), F.lit(False))).alias("redelivered"),
         F.when(failed, F.col("error")).when(dead, F.col("reason")).alias("reason"),
         only(dlv, "phase").alias("phase"),
+        only(publish | dlv, "queue").alias("queue"),
     )
 
 

@@ -27,14 +27,19 @@ from harness import incidents, store
 if TYPE_CHECKING:
     from checkers import CheckOptions
     from checkers.efficacy import Evidence
+    from checkers.liveness import LivenessBound
 
 log = logging.getLogger(__name__)
 
 
 def compose_valid(sections: dict[str, Any]) -> bool | str:
     """Takes results sections (dicts with "valid"; a dict without it, such as `strength`, is
-    information, not a judgement). Returns false > unknown > true, as Jepsen merges."""
-    vals = [s.get("valid") for s in sections.values() if isinstance(s, dict) and "valid" in s]
+    information, not a judgement). Returns false > unknown > true, as Jepsen merges; a section
+    that composes only when false (checkers.results.FALSE_ONLY: liveness) counts only then."""
+    from checkers.results import counted
+
+    vals = [s.get("valid") for s in sections.values()
+            if isinstance(s, dict) and "valid" in s and counted(s)]
     if any(v is False for v in vals):
         return False
     if any(v is not True for v in vals):
@@ -122,7 +127,8 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     test_info = store.read_json(test_path) if test_path.exists() else None
     opts = check_options(test_info, {**(overrides or {}), "spark_master": spark_master})
     results = check_history(history or run_dir / store.HISTORY, options=opts,
-                            evidence=run_evidence(run_dir, test_info))
+                            evidence=run_evidence(run_dir, test_info),
+                            liveness=liveness_bound(test_info))
     results["run"] = run_section(test_info)
     results["versions"] = dict((test_info or {}).get("versions") or {})  # what was tested
     _explain_anomalies(run_dir, results, test_info)
@@ -132,6 +138,28 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     results = {"valid": compose_valid(sections), **sections}
     store.write_json(out or run_dir / store.RESULTS, results)
     return results
+
+
+def liveness_bound(test_info: dict[str, Any] | None) -> LivenessBound | None:
+    """Takes test.json's content (or None). Returns what the liveness bound is derived from: the
+    broker's net_ticktime, the grace recovery gives an unhealthy node (harness.recovery.grace_s)
+    and the recovery timeout, each the spec's or, for a spec stored before it had one, the
+    default; None without a spec."""
+    from checkers.liveness import LivenessBound
+    from harness.recovery import grace_s
+    from harness.spec import TestSpec
+
+    spec = (test_info or {}).get("spec")
+    if not isinstance(spec, dict):
+        return None
+    default = TestSpec()
+    broker = spec.get("broker")
+    tick = broker.get("net_ticktime") if isinstance(broker, dict) else None
+    timeout = spec.get("recovery_timeout_s")
+    tick_s = float(tick) if isinstance(tick, int | float) else float(default.broker.net_ticktime)
+    timeout_s = (float(timeout) if isinstance(timeout, int | float)
+                 else float(default.recovery_timeout_s))
+    return LivenessBound(tick_s, grace_s(tick_s), timeout_s, source="test.json")
 
 
 def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | None:

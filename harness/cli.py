@@ -478,6 +478,11 @@ def summary(results: dict[str, Any]) -> str:
         lines.append(f"perf: ok share {overall.get('ok_share')}, confirm latency p50 "
                      f"{lat.get('p50')} ms, p99 {lat.get('p99')} ms, "
                      f"{len(results['perf'].get('windows', []))} fault windows")
+    live = results.get("liveness")
+    if isinstance(live, dict) and live:
+        said = live.get("summary") or (f"error: {live['error']}" if live.get("error") else "")
+        note = " (counts only when false)" if live.get("valid") not in (True, False) else ""
+        lines.append(f"liveness: {said}  [{live.get('valid')}{note}]")
     if strength.get("summary"):
         lines.append(f"strength: {strength['summary']}"
                      + ("  [weak: not a pass]" if strength.get("weak") else ""))

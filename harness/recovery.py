@@ -26,6 +26,14 @@ log = logging.getLogger(__name__)
 
 ACTIONS = ("restart-app", "kill-restart")
 SETTLE_S = 10.0
+MIN_GRACE_S = 30.0
+
+
+def grace_s(net_ticktime_s: float) -> float:
+    """Takes the broker's net_ticktime (s). Returns how long recovery lets a node stay unhealthy
+    before it mends it: partition detection takes up to net_ticktime, and a node needs time to
+    rejoin after it (the liveness checker's bound counts on the same patience)."""
+    return max(MIN_GRACE_S, 3.0 * net_ticktime_s)
 
 
 def booting(status: NodeStatus) -> bool:

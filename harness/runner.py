@@ -35,7 +35,7 @@ from harness import store
 from harness.check import check_run, exit_code
 from harness.placement import QueueSampler
 from harness.progress import ObservedHistory, RunObserver
-from harness.recovery import RecoveryReport, recover, restart_each
+from harness.recovery import RecoveryReport, grace_s, recover, restart_each
 from harness.scenario_file import write_run_scenario
 from harness.spec import TestSpec
 from history import HARNESS, HistoryWriter, Op
@@ -266,7 +266,7 @@ class Run:
     def grace(self) -> float:
         """Returns how long a node may stay unhealthy before it is mended: partition detection
         takes up to net_ticktime, and a node needs time to rejoin after it."""
-        return max(30.0, 3.0 * self.spec.broker.net_ticktime)
+        return grace_s(self.spec.broker.net_ticktime)
 
     def recover(self) -> None:
         """Waits until the cluster is whole, mending stuck nodes."""

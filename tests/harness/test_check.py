@@ -79,3 +79,35 @@ def test_check_run_with_an_incomplete_drain(tmp_path: Path) -> None:
     assert r["valid"] == "unknown" and r["queue"]["valid"] == "unknown"
     assert "queue not drained: timeout" in r["queue"]["reason"]
     assert check.exit_code(r) == 2
+
+
+def test_the_liveness_bound_comes_from_the_spec_with_defaults_for_older_runs() -> None:
+    bound = check.liveness_bound({"spec": {"broker": {"net_ticktime": 20},
+                                           "recovery_timeout_s": 100.0}})
+    assert bound is not None
+    assert (bound.net_ticktime_s, bound.grace_s, bound.recovery_timeout_s) == (20.0, 60.0, 100.0)
+    assert bound.bound_ns == 85_000_000_000  # 1.25 x 20 + min(3 x 20, 100)
+    older = check.liveness_bound({"spec": {"check": {}}})  # the defaults: 10 s, 30 s, 240 s
+    assert older is not None and older.bound_ns == 42_500_000_000
+    assert check.liveness_bound(None) is None and check.liveness_bound({}) is None
+
+
+def test_a_liveness_section_counts_in_the_verdict_only_when_false() -> None:
+    unknown = {"valid": "unknown", "composes_only_when_false": True}
+    assert check.compose_valid({"queue": {"valid": True}, "liveness": unknown}) is True
+    assert check.compose_valid({"queue": {"valid": True},
+                                "liveness": {**unknown, "valid": False}}) is False
+
+
+def test_the_verdict_summary_prints_the_liveness_line() -> None:
+    from harness.cli import summary
+
+    lines = summary({"valid": True, "queue": {"valid": True}, "liveness": {
+        "valid": "unknown", "composes_only_when_false": True,
+        "summary": "unknown: the main phase ran 0.1 s after the last heal, less than the "
+                   "bound (42.5 s)"}}).splitlines()
+    assert lines[-1] == ("liveness: unknown: the main phase ran 0.1 s after the last heal, less "
+                         "than the bound (42.5 s)  [unknown (counts only when false)]")
+    lines = summary({"valid": False, "liveness": {"valid": False, "summary": "1 finding(s)"}}
+                    ).splitlines()
+    assert lines[-1] == "liveness: 1 finding(s)  [False]"
