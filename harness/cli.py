@@ -1,4 +1,4 @@
-"""The command line: `python -m harness run|matrix|nightly|table|archive|check|report|clean|scenarios`.
+"""The command line: `python -m harness run|matrix|nightly|explore|table|archive|check|report|clean|scenarios`.
 
 Only this module prints. Bad options exit 2 with a clear message before
 anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
@@ -11,7 +11,7 @@ judges a stored run (or a bare history) again; it is the one command that
 checks. `nightly` is the scenario matrix within a time budget, with JUnit XML
 and an HTML page for CI (harness.nightly). `matrix --scenario-file F --vary
 queue.type=quorum,mirrored` holds one test's faults fixed and varies settings
-(harness.vary).
+(harness.vary). `explore` is harness.campaign_cli's.
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ from checkers.options import CheckOptions
 from clusters.registry import add_backend_options, options_from_args
 from clusters.releases import METADATA_STORES, RELEASES
 from clusters.spark_master import check_spark_master
+from harness import campaign_cli
 from harness.scenario_file import read_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
+from harness.vary import VARY_HELP
 from harness.verdict import is_weak
 from nemesis import NemesisOptions
 from workloads.kinds import KINDS
@@ -292,16 +294,22 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
     return spec.with_seed()
 
 
-def unchecked_spec(a: argparse.Namespace) -> TestSpec:
-    """Takes parsed options. Returns the TestSpec they say (`spec_from_args`), its queue kind's
-    check rules and fault durations applied, not yet validated. Raises SpecError."""
+def _base_spec(a: argparse.Namespace) -> TestSpec:
+    """Returns what the options start from: the replayed run's spec, else the scenario file's,
+    else the scenario's, else the default."""
     from harness.scenarios import scenario
 
     replay = getattr(a, "replay", None)
     scenario_file = getattr(a, "scenario_file", None)
-    base = (replay_spec(replay) if replay is not None
+    return (replay_spec(replay) if replay is not None
             else read_scenario(scenario_file) if scenario_file is not None
             else scenario(a.scenario) if a.scenario else TestSpec())
+
+
+def unchecked_spec(a: argparse.Namespace) -> TestSpec:
+    """Takes parsed options. Returns the TestSpec they say (`spec_from_args`), its queue kind's
+    check rules and fault durations applied, not yet validated. Raises SpecError."""
+    base = _base_spec(a)
     if a.rabbitmq and len(a.rabbitmq) > 1:
         raise SpecError(f"a run tests one RabbitMQ release (--rabbitmq {','.join(a.rabbitmq)}); "
                         "matrix and nightly take several")
@@ -388,10 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add each scenario's safe twin (run with the same seeds)")
     m.add_argument("--repeat", type=int,
                    help="runs of each scenario, round by round (default 1)")
-    m.add_argument("--scenario-file", type=Path, metavar="FILE",
-                   help="the matrix's one test, from a scenario file (its seed is the series' "
-                        "first unless --seed)")
-    m.add_argument("--vary", action="append", metavar="KEY=V1,V2", help=VARY_HELP)
+    _add_one_test_options(m)
     add_run_options(m)
     n = sub.add_parser("nightly", help="the scenario matrix within a time budget, with JUnit "
                                        "XML and an HTML page (nightly CI)")
@@ -402,6 +407,17 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--no-twins", action="store_true",
                    help="do not add each scenario's safe twin (added by default)")
     add_run_options(n)
+    _add_table_parsers(sub)
+    campaign_cli.add_parsers(sub, add_run_options, _csv)
+    sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
+    sc = sub.add_parser("scenarios", help="list the named scenarios")
+    sc.add_argument("--write", type=Path, metavar="DIR",
+                    help="write each as a scenario file, DIR/<name>.toml, instead")
+    return p
+
+
+def _add_table_parsers(sub: Any) -> None:
+    """Adds `table` and `archive`: tables rebuilt from stored series, and their archive."""
     t = sub.add_parser("table", help="rebuild the detection table of stored series (matrix.json "
                                      "files or archives, measurements/*.jsonl), judging each "
                                      "run from its results again")
@@ -418,11 +434,14 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("matrix_files", type=Path, nargs="+")
     ar.add_argument("--out", type=Path, required=True, help="the archive, e.g. "
                     "measurements/detection.jsonl")
-    sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
-    sc = sub.add_parser("scenarios", help="list the named scenarios")
-    sc.add_argument("--write", type=Path, metavar="DIR",
-                    help="write each as a scenario file, DIR/<name>.toml, instead")
-    return p
+
+
+def _add_one_test_options(m: argparse.ArgumentParser) -> None:
+    """Adds to `matrix` what holds one test fixed while settings vary (harness.vary)."""
+    m.add_argument("--scenario-file", type=Path, metavar="FILE",
+                   help="the matrix's one test, from a scenario file (its seed is the series' "
+                        "first unless --seed)")
+    m.add_argument("--vary", action="append", metavar="KEY=V1,V2", help=VARY_HELP)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -443,11 +462,6 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-VARY_HELP = ("KEY=V1,V2,...: hold the test's faults fixed and run it once for each value of a "
-             "scenario file's setting (queue.type=quorum,mirrored,classic,stream; "
-             "broker.rabbitmq=3.10,4.0; workload.client.prefetch=1,100); repeat it for a cross "
-             "product. Verdicts side by side, a column per value of the first; a variant the "
-             "release cannot run (mirrored on 4.0) is listed not applicable, never run")
 REQUIRE_STRENGTH_HELP = (
     "exit 2 for a valid but weak run (RabbitMQ noticed none of its faults, or nothing was at "
     "risk when they began) instead of 0: a weak run is never a pass")
@@ -843,8 +857,22 @@ def name_the_options(message: str) -> str:
     return message
 
 
-COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
+def _tools(a: argparse.Namespace) -> campaign_cli.Tools:
+    """Takes parsed options. Returns what explore takes from the CLI: every run a
+    normal stored run, reported, with live progress unless --no-progress."""
+    def run_spec(spec: TestSpec) -> tuple[int, Any]:
+        return _run_and_report(spec, progress=not a.no_progress)
 
+    return campaign_cli.Tools(spec_from_args, run_spec, _require_root, _store_root,
+                              lambda line: print(line, flush=True))
+
+
+def _cmd_explore(a: argparse.Namespace) -> int:
+    return campaign_cli.cmd_explore(a, _tools(a))
+
+
+COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
+            "explore": _cmd_explore,
             "archive": _cmd_archive, "check": _cmd_check, "report": _cmd_report,
             "clean": _cmd_clean, "scenarios": _cmd_scenarios}
 

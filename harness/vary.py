@@ -26,6 +26,12 @@ from harness.scenario_file import with_setting
 from harness.spec import SpecError, TestSpec
 from workloads.kinds import kind_of
 
+# The help of `--vary` (matrix, explore).
+VARY_HELP = ("KEY=V1,V2,...: hold the test's faults fixed and run it once for each value of a "
+             "scenario file's setting (queue.type=quorum,mirrored,classic,stream; "
+             "broker.rabbitmq=3.10,4.0; workload.client.prefetch=1,100); repeat it for a cross "
+             "product. Verdicts side by side, a column per value of the first; a variant the "
+             "release cannot run (mirrored on 4.0) is listed not applicable, never run")
 # One variant: (key, value text) for each varied setting, in the order the keys were given.
 Variant = tuple[tuple[str, str], ...]
 
