@@ -1,16 +1,18 @@
-"""The `explore` command: its options and what it does (harness.cli registers it).
+"""The `explore` and `shrink` commands: their options and what they do (harness.cli registers them).
 
 `explore` searches configurations and fault schedules on a budget
-(harness.explore, its space in harness.explore_space). It takes from the CLI,
-as `Tools`, what every command shares: the spec the options say, the function
-that runs and reports one spec as a normal stored run, the root check, the
-store's place and printing; so this module imports nothing of harness.cli,
-and prints only through `Tools.say`.
+(harness.explore, its space in harness.explore_space); `shrink RUN_DIR`
+reduces a stored finding to a minimal scenario file (harness.shrink). They
+take from the CLI, as `Tools`, what every command shares: the spec the options
+say, the function that runs and reports one spec as a normal stored run, the
+root check, the store's place and printing; so this module imports nothing of
+harness.cli, and prints only through `Tools.say`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from typing import Any
 from harness import vary
 from harness.explore import EXPLORE_MD, Budget, Explorer
 from harness.explore_space import DEFAULT_FAULTS, DEFAULT_TARGETS, SEED_RANGE, Space
+from harness.shrink import MINIMAL_TOML, Rule, Shrinker
 from harness.spec import SpecError, TestSpec
 
 
@@ -37,7 +40,7 @@ class Tools:
 def add_parsers(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None],
                 csv: Callable[[str], tuple[str, ...]]) -> None:
     """Takes the CLI's subparsers, its function that adds every test-spec option and its
-    comma-list reader. Adds `explore`."""
+    comma-list reader. Adds `explore` and `shrink`."""
     x = sub.add_parser("explore", help="search configurations and fault schedules on a budget, "
                                        "guided by what earlier runs provoked")
     g = x.add_argument_group("explore")
@@ -60,6 +63,19 @@ def add_parsers(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], N
     g.add_argument("--scenario-file", type=Path, metavar="FILE",
                    help="the base test from a scenario file (its faults are replaced)")
     add_run_options(x)
+    s = sub.add_parser("shrink", help="reduce a stored finding (an invalid run) to a minimal "
+                                      "scenario file that still fails at a stated rate")
+    s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    s.add_argument("--replays", type=int, default=3, help="replays of each candidate (3)")
+    s.add_argument("--min-fails", type=int, default=2,
+                   help="failed replays a candidate needs to be kept (2, of --replays)")
+    s.add_argument("--confirm", type=int, default=5,
+                   help="replays of the minimal test in all, for its rate (5)")
+    s.add_argument("--max-runs", type=int, default=60, help="replays the search may make (60)")
+    s.add_argument("--any-anomaly", action="store_true",
+                   help="any invalid replay fails, not only one with the finding's anomalies")
+    s.add_argument("--store", type=Path, help="store root (default: the finding's)")
+    s.add_argument("--no-progress", action="store_true", help="no live progress on stderr")
 
 
 def explore_space(a: argparse.Namespace) -> Space:
@@ -95,4 +111,25 @@ def cmd_explore(a: argparse.Namespace, tools: Tools) -> int:
               + explorer.coverage.table().rstrip())
     tools.say(f"explore: {explorer.runs_done()} runs, seed {seed} (repeat: --seed {seed}); "
               f"record: {explorer.out_dir / EXPLORE_MD}; exit code {code}")
+    return code
+
+
+def cmd_shrink(a: argparse.Namespace, tools: Tools) -> int:
+    """Runs `shrink RUN_DIR`. Returns its exit code (harness.shrink)."""
+    run_dir = a.run_dir.resolve()
+    try:
+        rule = Rule(a.replays, a.min_fails, a.confirm, a.max_runs, a.any_anomaly)
+    except ValueError as e:
+        raise SpecError(str(e)) from e
+    root = a.store.resolve() if a.store else run_dir.parent.parent
+    shrinker = Shrinker(run_dir, rule, root)
+    if tools.store_root(shrinker.original).resolve() != root:  # replays beside the finding
+        shrinker.original = dataclasses.replace(shrinker.original, store=str(root))
+    tools.require_root([shrinker.original])
+    code = shrinker.execute(tools.run_spec, tools.say)
+    tools.say(f"shrink: {shrinker.status}; {shrinker.spent()} replays")
+    if shrinker.minimal is not None:
+        tools.say(f"minimal scenario: {shrinker.out_dir / MINIMAL_TOML} (python -m harness run "
+                  f"--scenario-file {shrinker.out_dir / MINIMAL_TOML})")
+    tools.say(f"page: {shrinker.out_dir / 'shrink.html'}")
     return code

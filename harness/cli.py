@@ -1,4 +1,4 @@
-"""The command line: `python -m harness run|matrix|nightly|explore|table|archive|check|report|clean|scenarios`.
+"""The command line: `python -m harness run|matrix|nightly|explore|shrink|table|archive|check|report|clean|scenarios`.
 
 Only this module prints. Bad options exit 2 with a clear message before
 anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
@@ -11,7 +11,7 @@ judges a stored run (or a bare history) again; it is the one command that
 checks. `nightly` is the scenario matrix within a time budget, with JUnit XML
 and an HTML page for CI (harness.nightly). `matrix --scenario-file F --vary
 queue.type=quorum,mirrored` holds one test's faults fixed and varies settings
-(harness.vary). `explore` is harness.campaign_cli's.
+(harness.vary). `explore` and `shrink` are harness.campaign_cli's.
 """
 
 from __future__ import annotations
@@ -858,7 +858,7 @@ def name_the_options(message: str) -> str:
 
 
 def _tools(a: argparse.Namespace) -> campaign_cli.Tools:
-    """Takes parsed options. Returns what explore takes from the CLI: every run a
+    """Takes parsed options. Returns what explore and shrink take from the CLI: every run a
     normal stored run, reported, with live progress unless --no-progress."""
     def run_spec(spec: TestSpec) -> tuple[int, Any]:
         return _run_and_report(spec, progress=not a.no_progress)
@@ -871,8 +871,12 @@ def _cmd_explore(a: argparse.Namespace) -> int:
     return campaign_cli.cmd_explore(a, _tools(a))
 
 
+def _cmd_shrink(a: argparse.Namespace) -> int:
+    return campaign_cli.cmd_shrink(a, _tools(a))
+
+
 COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
-            "explore": _cmd_explore,
+            "explore": _cmd_explore, "shrink": _cmd_shrink,
             "archive": _cmd_archive, "check": _cmd_check, "report": _cmd_report,
             "clean": _cmd_clean, "scenarios": _cmd_scenarios}
 
