@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 
 from clusters.releases import release
 from harness.spec import SpecError, TestSpec
+from harness.vary import rekinded
 from nemesis.errors import NemesisConfigError
 from nemesis.faults import fault_info
 from nemesis.options import NemesisOptions
@@ -292,7 +293,8 @@ def build(draw: Draw, base: TestSpec, space: Space) -> Candidate:
         base, name=f"explore-{kind}", seed=draw(Whole(0, SEED_RANGE - 1)), time_limit_s=limit,
         broker=dataclasses.replace(base.broker, partition_handling=handling),
         queue=dataclasses.replace(base.queue, type=kind), workload=_workload(draw, base, space),
-        nemesis=nemesis, check=base.check).for_queue()
+        nemesis=nemesis)
+    spec = rekinded(base, spec)
     config = tuple((k, str(v)) for k, v, choices in (
         ("queue.type", kind, space.queue_types),
         ("broker.partition_handling", handling, space.partition_handlings)) if len(choices) > 1)

@@ -16,10 +16,12 @@ anything starts.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from checkers.options import CheckOptions
 from clusters.releases import release
 from harness.matrix import RABBITMQ_KEY
 from harness.scenario_file import with_setting
@@ -69,11 +71,24 @@ def label(variant: Variant) -> str:
 
 def apply(spec: TestSpec, variant: Variant) -> TestSpec:
     """Takes a spec and a variant. Returns the spec with the variant's settings and its queue
-    kind's check rules (not validated). Raises SpecError naming a setting that does not exist
-    or a value of the wrong type."""
+    kind's check rules (`rekinded`; not validated). Raises SpecError naming a setting that does
+    not exist or a value of the wrong type."""
+    varied = spec
     for key, value in variant:
-        spec = with_setting(spec, key, value)
-    return spec.for_queue()
+        varied = with_setting(varied, key, value)
+    return rekinded(spec, varied)
+
+
+def rekinded(before: TestSpec, after: TestSpec) -> TestSpec:
+    """Takes a spec and the same spec with settings changed. Returns the latter with its queue
+    kind's check rules, those the former kind imposed reset to their defaults when the kind
+    changed (a stream's duplicates allowed must not judge a quorum queue)."""
+    old = kind_of(before.queue)
+    if type(kind_of(after.queue)) is not type(old):
+        defaults = CheckOptions()
+        undo = {k: getattr(defaults, k) for k in old.check_rules()}
+        after = dataclasses.replace(after, check=dataclasses.replace(after.check, **undo))
+    return after.for_queue()
 
 
 def refusal(spec: TestSpec) -> str | None:

@@ -4,6 +4,7 @@ the runner replaced."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -69,6 +70,16 @@ def test_one_schedule_across_kinds_and_lines_mirrored_on_4_0_is_not_applicable()
     assert variant == (("queue.type", "mirrored"), ("broker.rabbitmq", "4.0"))
     assert "mirroring was removed in RabbitMQ 4.0" in why
     assert vary.label(variant) == "queue.type=mirrored"
+
+
+def test_a_kind_varied_away_from_a_stream_is_judged_by_its_own_rules():
+    from harness.scenarios import SCENARIOS
+
+    stream = SCENARIOS["stream-partition"].spec
+    assert stream.check.unflagged_duplicates_invalid is False
+    quorum = vary.apply(stream, (("queue.type", "quorum"),))
+    assert quorum.check.unflagged_duplicates_invalid is True
+    assert quorum.check == dataclasses.replace(stream.check, unflagged_duplicates_invalid=True)
 
 
 def test_a_variant_that_cannot_make_a_test_is_an_error_naming_it():
