@@ -1,4 +1,4 @@
-"""The command line: `python -m harness run|matrix|nightly|table|archive|check|report|clean|scenarios`.
+"""The command line: `python -m harness run|matrix|nightly|explore|shrink|table|archive|check|report|clean|scenarios`.
 
 Only this module prints. Bad options exit 2 with a clear message before
 anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
@@ -9,7 +9,9 @@ given override them); `run --scenario-file F` runs a scenario file
 (harness.scenario_file), such as the scenario.toml every run writes. `check`
 judges a stored run (or a bare history) again; it is the one command that
 checks. `nightly` is the scenario matrix within a time budget, with JUnit XML
-and an HTML page for CI (harness.nightly).
+and an HTML page for CI (harness.nightly). `matrix --scenario-file F --vary
+queue.type=quorum,mirrored` holds one test's faults fixed and varies settings
+(harness.vary). `explore` and `shrink` are harness.campaign_cli's.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ from typing import Any
 from checkers.options import CheckOptions
 from checkers.verdict import is_weak
 from clusters.registry import add_backend_options, options_from_args
-from clusters.releases import DEFAULT_LINE, METADATA_STORES, RELEASES, release
+from clusters.releases import METADATA_STORES, RELEASES
 from clusters.spark_master import check_spark_master
+from harness import campaign_cli
 from harness.scenario_file import read_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
+from harness.vary import VARY_HELP
 from nemesis import NemesisOptions
-from workloads.kinds import KINDS, kind_of
+from workloads.kinds import KINDS
 from workloads.queue_spec import OVERFLOWS
 
 log = logging.getLogger(__name__)
@@ -281,15 +285,31 @@ def replay_spec(run_dir: Path) -> TestSpec:
 def spec_from_args(a: argparse.Namespace) -> TestSpec:
     """Takes parsed options. Returns the validated TestSpec with its seed. Raises SpecError.
 
-    The base is the replayed run's spec (`--replay`), else the scenario's, else the default.
+    The base is the replayed run's spec (`--replay`), else the scenario file's, else the
+    scenario's, else the default.
     """
+    spec = unchecked_spec(a)
+    spec.validate()
+    check_spark_master(spec.check.spark_master)  # a master that does not answer: exit 2 now
+    return spec.with_seed()
+
+
+def _base_spec(a: argparse.Namespace) -> TestSpec:
+    """Returns what the options start from: the replayed run's spec, else the scenario file's,
+    else the scenario's, else the default."""
     from harness.scenarios import scenario
 
     replay = getattr(a, "replay", None)
     scenario_file = getattr(a, "scenario_file", None)
-    base = (replay_spec(replay) if replay is not None
+    return (replay_spec(replay) if replay is not None
             else read_scenario(scenario_file) if scenario_file is not None
             else scenario(a.scenario) if a.scenario else TestSpec())
+
+
+def unchecked_spec(a: argparse.Namespace) -> TestSpec:
+    """Takes parsed options. Returns the TestSpec they say (`spec_from_args`), its queue kind's
+    check rules and fault durations applied, not yet validated. Raises SpecError."""
+    base = _base_spec(a)
     if a.rabbitmq and len(a.rabbitmq) > 1:
         raise SpecError(f"a run tests one RabbitMQ release (--rabbitmq {','.join(a.rabbitmq)}); "
                         "matrix and nightly take several")
@@ -341,9 +361,7 @@ def spec_from_args(a: argparse.Namespace) -> TestSpec:
         workload=workload, nemesis=nemesis, check=check,
         backend=options_from_args(a, base.backend),
     ).for_queue().resolved()
-    spec.validate()
-    check_spark_master(spec.check.spark_master)  # a master that does not answer: exit 2 now
-    return spec.with_seed()
+    return spec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -378,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add each scenario's safe twin (run with the same seeds)")
     m.add_argument("--repeat", type=int,
                    help="runs of each scenario, round by round (default 1)")
+    _add_one_test_options(m)
     add_run_options(m)
     n = sub.add_parser("nightly", help="the scenario matrix within a time budget, with JUnit "
                                        "XML and an HTML page (nightly CI)")
@@ -388,6 +407,17 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--no-twins", action="store_true",
                    help="do not add each scenario's safe twin (added by default)")
     add_run_options(n)
+    _add_table_parsers(sub)
+    campaign_cli.add_parsers(sub, add_run_options, _csv)
+    sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
+    sc = sub.add_parser("scenarios", help="list the named scenarios")
+    sc.add_argument("--write", type=Path, metavar="DIR",
+                    help="write each as a scenario file, DIR/<name>.toml, instead")
+    return p
+
+
+def _add_table_parsers(sub: Any) -> None:
+    """Adds `table` and `archive`: tables rebuilt from stored series, and their archive."""
     t = sub.add_parser("table", help="rebuild the detection table of stored series (matrix.json "
                                      "files or archives, measurements/*.jsonl), judging each "
                                      "run from its results again")
@@ -404,11 +434,14 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("matrix_files", type=Path, nargs="+")
     ar.add_argument("--out", type=Path, required=True, help="the archive, e.g. "
                     "measurements/detection.jsonl")
-    sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
-    sc = sub.add_parser("scenarios", help="list the named scenarios")
-    sc.add_argument("--write", type=Path, metavar="DIR",
-                    help="write each as a scenario file, DIR/<name>.toml, instead")
-    return p
+
+
+def _add_one_test_options(m: argparse.ArgumentParser) -> None:
+    """Adds to `matrix` what holds one test fixed while settings vary (harness.vary)."""
+    m.add_argument("--scenario-file", type=Path, metavar="FILE",
+                   help="the matrix's one test, from a scenario file (its seed is the series' "
+                        "first unless --seed)")
+    m.add_argument("--vary", action="append", metavar="KEY=V1,V2", help=VARY_HELP)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -572,38 +605,53 @@ def _store_root(spec: TestSpec) -> Path:
     return Path(spec.store) if os.path.isabs(spec.store) else PROJECT_ROOT / spec.store
 
 
-def _matrix_entries(a: argparse.Namespace, with_twins: bool
-                    ) -> tuple[list[tuple[str, TestSpec, Any]], list[Any]]:
-    """Takes the options of `matrix` or `nightly`. Returns (name, validated spec, expectation)
-    for every scenario asked for (all by default), each followed by its safe twin if asked, on
-    every release line asked for (`--rabbitmq 3.10,4.0`), and the scenarios a
-    line cannot run (matrix.NotApplicable, with the release's reason)."""
-    from harness.matrix import NotApplicable
-    from harness.scenarios import SCENARIOS, scenario
+def _matrix_names(a: argparse.Namespace, with_twins: bool) -> list[tuple[str | None, Any]]:
+    """Takes the options of `matrix` or `nightly`. Returns (scenario name, expectation) for every
+    scenario asked for (all by default), each followed by its safe twin if asked; a scenario
+    file is one entry, (None, None): its own name, predicted valid."""
+    from harness.scenarios import SCENARIOS
 
     if a.scenario:
         raise UsageError(f"{a.cmd} takes --scenarios a,b,... (not --scenario)")
+    if getattr(a, "scenario_file", None) is not None:
+        if a.scenarios or with_twins:
+            raise UsageError("--scenario-file is the matrix's one test; it takes neither "
+                             "--scenarios nor --with-twins")
+        return [(None, None)]
     names = list(a.scenarios or SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise UsageError(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
     if with_twins:
         names = list(dict.fromkeys(x for n in names for x in (n, SCENARIOS[n].twin) if x))
+    return [(n, SCENARIOS[n].expect) for n in names]
+
+
+def _matrix_entries(a: argparse.Namespace, with_twins: bool
+                    ) -> tuple[list[tuple[str, TestSpec, Any]], list[Any]]:
+    """Takes the options of `matrix` or `nightly`. Returns (name, validated spec, expectation)
+    for every scenario asked for (`_matrix_names`), on every release line asked for
+    (`--rabbitmq 3.10,4.0`) and every variant of the settings `--vary` varies (harness.vary),
+    and the variants that cannot run (matrix.NotApplicable, with the release's reason)."""
+    from harness import vary
+    from harness.matrix import NotApplicable
+
+    dims = vary.parse_vary(getattr(a, "vary", None) or ())
     lines = a.rabbitmq or (None,)
     entries, not_applicable = [], []
-    for name in names:  # every spec is validated before anything starts
+    for name, expect in _matrix_names(a, with_twins):  # every spec validated before any run
         for line in lines:  # a scenario's lines side by side, so a cut series still pairs them
-            a.rabbitmq = None if line is None else (line,)
-            why = release(line or DEFAULT_LINE).refuses_kind(kind_of(scenario(name).queue).name)
-            if why:
-                not_applicable.append(NotApplicable(name, line or DEFAULT_LINE, why))
-                continue
-            a.scenario = name
-            entries.append((name, spec_from_args(a), SCENARIOS[name].expect))
+            a.rabbitmq, a.scenario = (None if line is None else (line,)), name
+            base = unchecked_spec(a)
+            runnable, refused = vary.expand(base.name, base, dims)
+            entries += [(base.name, spec.with_seed(), expect) for spec, _v in runnable]
+            not_applicable += [NotApplicable(base.name, vary.apply(base, v).broker.rabbitmq,
+                                             why, vary.label(v)) for v, why in refused]
     a.scenario, a.rabbitmq = None, (None if lines == (None,) else lines)
     if not entries:
         raise UsageError("no scenario asked for can run on the release(s) asked for: "
                          + "; ".join(f"{n.scenario} on {n.rabbitmq}" for n in not_applicable))
+    check_spark_master(entries[0][1].check.spark_master)
     return entries, not_applicable
 
 
@@ -648,14 +696,17 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace,
     """Runs each (name, spec, expectation) `--repeat` times, round by round, and prints and stores
     the table after every run (with the scenarios a release line cannot run, said once).
     Returns the series' exit code."""
-    from harness import matrix
+    from harness import matrix, vary
     from harness.series import Series
 
     repeat = 1 if a.repeat is None else a.repeat
     if repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {repeat}")
     _require_root([s for _, s, _ in entries])
-    series = Series(entries, repeat, _store_root(entries[0][1]), base_seed=a.seed)
+    varied = [k for k, _v in vary.parse_vary(getattr(a, "vary", None) or ())]
+    from_file = getattr(a, "scenario_file", None) is not None
+    seed = a.seed if a.seed is not None or not from_file else entries[0][1].seed
+    series = Series(entries, repeat, _store_root(entries[0][1]), base_seed=seed, varied=varied)
     series.extra["not_applicable"] = [dataclasses.asdict(n) for n in not_applicable]
     for n in not_applicable:
         print(f"not applicable: {n.scenario} on RabbitMQ {n.rabbitmq}: {n.reason}", flush=True)
@@ -670,8 +721,9 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace,
         if outcome.interrupted:
             print("series interrupted: the remaining runs did not happen", file=sys.stderr)
             break
-    if not_applicable or len({s.rabbitmq for s in series.summaries()}) > 1:
-        print(matrix.version_table(series.summaries(), not_applicable), end="")
+    if not_applicable or varied or len({s.rabbitmq for s in series.summaries()}) > 1:
+        column = varied[0] if varied else matrix.RABBITMQ_KEY
+        print(matrix.variant_table(series.summaries(), not_applicable, column), end="")
     print(matrix.summary_table(series.summaries()), end="")
     for problem in matrix.problems(series.summaries()):
         print(f"- {problem}")
@@ -810,7 +862,26 @@ def name_the_options(message: str) -> str:
     return message
 
 
+def _tools(a: argparse.Namespace) -> campaign_cli.Tools:
+    """Takes parsed options. Returns what explore and shrink take from the CLI: every run a
+    normal stored run, reported, with live progress unless --no-progress."""
+    def run_spec(spec: TestSpec) -> tuple[int, Any]:
+        return _run_and_report(spec, progress=not a.no_progress)
+
+    return campaign_cli.Tools(spec_from_args, run_spec, _require_root, _store_root,
+                              lambda line: print(line, flush=True))
+
+
+def _cmd_explore(a: argparse.Namespace) -> int:
+    return campaign_cli.cmd_explore(a, _tools(a))
+
+
+def _cmd_shrink(a: argparse.Namespace) -> int:
+    return campaign_cli.cmd_shrink(a, _tools(a))
+
+
 COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
+            "explore": _cmd_explore, "shrink": _cmd_shrink,
             "archive": _cmd_archive, "check": _cmd_check, "report": _cmd_report,
             "clean": _cmd_clean, "scenarios": _cmd_scenarios}
 

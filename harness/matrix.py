@@ -143,6 +143,9 @@ class Row:
     # and the versions its nodes reported (ROW_VERSIONS of results.json's `versions`).
     rabbitmq: str = DEFAULT_LINE
     versions: dict[str, Any] | None = None
+    # The other settings the run was varied by, as "queue.type=mirrored, workload.prefetch=1"
+    # (`matrix --vary`, harness.vary; "" when none).
+    variant: str = ""
 
     @property
     def expect_valid(self) -> bool:
@@ -153,11 +156,12 @@ class Row:
 def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
              run_dir: Path | str, results: dict[str, Any] | None, error: str | None = None,
              seed: int | None = None, infrastructure: str | None = None,
-             tries: int = 1, rabbitmq: str = DEFAULT_LINE) -> Row:
+             tries: int = 1, rabbitmq: str = DEFAULT_LINE, variant: str = "") -> Row:
     """Takes a scenario's name, prediction, exit code, wall time, run directory, results (None
     when it never got to a check), error, seed, why the run is an infrastructure error (None
-    when it is not), which try it was and the release line it tested. Returns its Row (judged
-    ERROR when `infrastructure` is given, whatever its results say)."""
+    when it is not), which try it was, the release line it tested and the other settings it
+    was varied by. Returns its Row (judged ERROR when `infrastructure` is given, whatever its
+    results say)."""
     r = results or {}
     q = r.get("queue", {})
     o = r.get("ordering", {})
@@ -183,7 +187,7 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         recovered=q.get("recovered_count"), ordering_violations=o.get("violation_count"),
         problems=problems, infrastructure=infrastructure, tries=tries,
         strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
-        rabbitmq=rabbitmq,
+        rabbitmq=rabbitmq, variant=variant,
         versions={k: v for k, v in (r.get("versions") or {}).items() if k in ROW_VERSIONS}
         or None,
     )
@@ -211,6 +215,7 @@ class Summary:
     # Runs checked before test strength was judged (no strength in their results).
     unmeasured: int = 0
     rabbitmq: str = DEFAULT_LINE
+    variant: str = ""
 
     @property
     def rate(self) -> float:
@@ -234,11 +239,12 @@ class Summary:
 
 
 def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list[Summary]:
-    """Takes rows and each scenario's prediction. Returns one Summary per scenario and release
-    line, in the order they first appear."""
+    """Takes rows and each scenario's prediction. Returns one Summary per scenario, release
+    line and variant, in the order they first appear."""
     out = []
-    for name, line in dict.fromkeys((r.scenario, r.rabbitmq) for r in rows):
-        mine = [r for r in rows if r.scenario == name and r.rabbitmq == line]
+    for name, line, variant in dict.fromkeys((r.scenario, r.rabbitmq, r.variant) for r in rows):
+        mine = [r for r in rows
+                if r.scenario == name and r.rabbitmq == line and r.variant == variant]
         exp = expectations.get(name, Expectation())
         tested = [r for r in mine if r.judgement != ERROR]  # an error tested nothing
         lost = [r.lost for r in tested if r.lost is not None and r.valid in (True, False)]
@@ -258,7 +264,7 @@ def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list
             judgements=judgements, errors=len(mine) - len(tested),
             weak=sum(r.judgement == WEAK for r in mine),
             unmeasured=sum(r.strength is None and r.judgement != ERROR for r in mine),
-            rabbitmq=line,
+            rabbitmq=line, variant=variant,
         ))
     return out
 
@@ -278,20 +284,21 @@ def problems(summaries: Sequence[Summary]) -> list[str]:
     """Takes summaries. Returns a sentence for each scenario that did not hold, saying why."""
     out = []
     for s in summaries:
+        who = _named(s.scenario, s.rabbitmq, s.variant)
         if s.verdict == "insensitive":
             never = " never" if s.held == 0 else ""
-            out.append(f"{s.scenario}: expected {s.expect} but the harness{never} showed it in "
+            out.append(f"{who}: expected {s.expect} but the harness{never} showed it in "
                        f"{s.held} of {s.runs} runs (needs {s.min_rate:.0%}): not sensitive enough")
         elif s.verdict == FINDING:
-            out.append(f"{s.scenario}: {s.judgements[FINDING]} of {s.runs} runs contradict the "
+            out.append(f"{who}: {s.judgements[FINDING]} of {s.runs} runs contradict the "
                        f"prediction ({s.expect})")
         elif s.verdict == UNKNOWN:
-            out.append(f"{s.scenario}: {s.unknown} of {s.runs} runs had no verdict")
+            out.append(f"{who}: {s.unknown} of {s.runs} runs had no verdict")
         elif s.verdict == WEAK:
-            out.append(f"{s.scenario}: {s.weak} of {s.runs} runs were weak (RabbitMQ noticed "
+            out.append(f"{who}: {s.weak} of {s.runs} runs were weak (RabbitMQ noticed "
                        "none of their faults, or nothing was at risk): they tested nothing")
         elif s.verdict == ERROR:
-            out.append(f"{s.scenario}: {s.errors} of {s.runs} runs failed for infrastructure "
+            out.append(f"{who}: {s.errors} of {s.runs} runs failed for infrastructure "
                        "reasons (retried, then reported as errors, not findings)")
     return out
 
@@ -300,9 +307,11 @@ def _cell(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def _named(scenario: str, line: str) -> str:
-    """Returns the scenario's name, with its release line when that is not the default one."""
-    return scenario if line == DEFAULT_LINE else f"{scenario} (RabbitMQ {line})"
+def _named(scenario: str, line: str, variant: str = "") -> str:
+    """Returns the scenario's name, with its release line when that is not the default one and
+    the other settings it was varied by."""
+    said = ([] if line == DEFAULT_LINE else [f"RabbitMQ {line}"]) + ([variant] if variant else [])
+    return f"{scenario} ({', '.join(said)})" if said else scenario
 
 
 def table(rows: Sequence[Row]) -> str:
@@ -313,13 +322,13 @@ def table(rows: Sequence[Row]) -> str:
     for row in rows:
         dup = (f"{row.duplicated} ({row.unflagged_duplicated})"
                if row.duplicated is not None else "-")
-        cells = [_named(row.scenario, row.rabbitmq), row.expect, _cell(row.seed),
+        cells = [_named(row.scenario, row.rabbitmq, row.variant), row.expect, _cell(row.seed),
                  _cell(row.valid), row.judgement,
                  _cell(row.attempts), _cell(row.acknowledged), _cell(row.lost),
                  _cell(row.unexpected), dup, _cell(row.recovered),
                  _cell(row.ordering_violations), f"{row.wall_s:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"- {_named(row.scenario, row.rabbitmq)} (seed {_cell(row.seed)}): "
+    notes = [f"- {_named(row.scenario, row.rabbitmq, row.variant)} (seed {_cell(row.seed)}): "
              f"{'; '.join(row.problems)}"
              for row in rows if row.problems]
     if notes:
@@ -335,7 +344,7 @@ def summary_table(summaries: Sequence[Summary]) -> str:
     for s in summaries:
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}")
-        cells = [_named(s.scenario, s.rabbitmq), s.expect, str(s.runs), str(s.valid),
+        cells = [_named(s.scenario, s.rabbitmq, s.variant), s.expect, str(s.runs), str(s.valid),
                  str(s.invalid), str(s.unknown),
                  str(s.weak), f"{s.held}/{s.runs}", f"{s.min_rate:.0%}", s.verdict, lost,
                  f"{s.wall_s_median:.0f}"]
@@ -377,11 +386,13 @@ def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> st
 
 @dataclass(frozen=True)
 class NotApplicable:
-    """A scenario a release line cannot run (a mirrored queue on 4.0), and why; never run."""
+    """A scenario a release line cannot run (a mirrored queue on 4.0), and why; never run. The
+    other settings it was varied by, when it was (`variant`, as a Row's)."""
 
     scenario: str
     rabbitmq: str
     reason: str
+    variant: str = ""
 
 
 def _verdict_cell(s: Summary) -> str:
@@ -389,26 +400,59 @@ def _verdict_cell(s: Summary) -> str:
     return f"{s.held}/{s.runs} {s.verdict}{weak}"
 
 
-def version_table(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = ()
-                  ) -> str:
-    """Takes summaries and the scenarios some line could not run. Returns a Markdown table with
-    a line per scenario and a column per release line: how often its prediction held, its
-    verdict, how many runs were weak; "not applicable" with the reason where the line cannot
-    run it; "-" where it was not run."""
-    lines_seen = list(dict.fromkeys([*(s.rabbitmq for s in summaries),
-                                     *(n.rabbitmq for n in not_applicable)]))
-    names = list(dict.fromkeys([*(s.scenario for s in summaries),
-                                *(n.scenario for n in not_applicable)]))
-    expect = {s.scenario: s.expect for s in summaries}
-    cell = {(s.scenario, s.rabbitmq): _verdict_cell(s) for s in summaries}
-    cell.update({(n.scenario, n.rabbitmq): f"not applicable: {n.reason}"
-                 for n in not_applicable})
-    head = ["scenario", "expected", *(f"RabbitMQ {x}" for x in lines_seen)]
+RABBITMQ_KEY = "broker.rabbitmq"  # the release line, as a varied setting is named
+
+
+def settings_of(rabbitmq: str, variant: str) -> dict[str, str]:
+    """Takes a release line and a variant ("queue.type=mirrored, workload.prefetch=1"). Returns
+    every setting the runs were varied by, the release line first."""
+    out = {RABBITMQ_KEY: rabbitmq}
+    for part in filter(None, variant.split(", ")):
+        key, _, value = part.partition("=")
+        out[key] = value
+    return out
+
+
+def _place(s: Summary | NotApplicable, column: str) -> tuple[str, str]:
+    """Returns where a summary sits in a variant table: (its line's name, its column's value)."""
+    settings = settings_of(s.rabbitmq, s.variant)
+    value = settings.pop(column, "-")
+    line = settings.pop(RABBITMQ_KEY, DEFAULT_LINE)
+    rest = ", ".join(f"{k}={v}" for k, v in settings.items())
+    return _named(s.scenario, line, rest), value
+
+
+def variant_table(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = (),
+                  column: str = RABBITMQ_KEY) -> str:
+    """Takes summaries, what some variant could not run, and the varied setting to make columns
+    of (by default the release line). Returns a Markdown table with a line per scenario (and
+    per value of the other varied settings) and a column per value of `column`: how often its
+    prediction held, its verdict, how many runs were weak; "not applicable" with the reason
+    where that variant cannot run; "-" where it was not run."""
+    cell: dict[tuple[str, str], str] = {}
+    expect: dict[str, str] = {}
+    for s in summaries:
+        name, value = _place(s, column)
+        cell[(name, value)] = _verdict_cell(s)
+        expect.setdefault(name, s.expect)
+    for n in not_applicable:
+        cell[_place(n, column)] = f"not applicable: {n.reason}"
+    names = list(dict.fromkeys(name for name, _v in cell))
+    values = list(dict.fromkeys(v for _n, v in cell))
+    title = (lambda x: f"RabbitMQ {x}") if column == RABBITMQ_KEY else (lambda x: f"{column}={x}")
+    head = ["scenario", "expected", *(title(x) for x in values)]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in names:
-        cells = [name, expect.get(name, "-"), *(cell.get((name, x), "-") for x in lines_seen)]
+        cells = [name, expect.get(name, "-"), *(cell.get((name, x), "-") for x in values)]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def version_table(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = ()
+                  ) -> str:
+    """Takes summaries and the scenarios some line could not run. Returns the variant table
+    with a column per release line (`variant_table`)."""
+    return variant_table(summaries, not_applicable, RABBITMQ_KEY)
 
 
 def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
@@ -426,8 +470,9 @@ def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
     js.write_text(json.dumps(doc, indent=2) + "\n")
     text = summary_table(summaries) + "\n" + table(rows)
     na = [NotApplicable(**x) for x in (extra or {}).get("not_applicable", ())]
-    if na or len({s.rabbitmq for s in summaries}) > 1:
-        text = version_table(summaries, na) + "\n" + text
+    varied = list((extra or {}).get("vary") or ())
+    if na or varied or len({s.rabbitmq for s in summaries}) > 1:
+        text = variant_table(summaries, na, varied[0] if varied else RABBITMQ_KEY) + "\n" + text
     if said:
         text += "\n" + "\n".join(f"- {p}" for p in said) + "\n"
     md.write_text(text)

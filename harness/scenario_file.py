@@ -247,6 +247,45 @@ def _convert(v: Any, hint: Any, where: tuple[str | int, ...], fail: Fail) -> Any
     return float(v) if hint is float else Path(v) if hint is Path else v
 
 
+def with_setting(spec: TestSpec, key: str, text: str) -> TestSpec:
+    """Takes a spec, a scenario file's dotted key (queue.type, broker.rabbitmq,
+    workload.client.prefetch) and a value as text, as a command line gives it. Returns the spec
+    with that setting: text where the field takes text, else the TOML value the text spells
+    ("10", "0.5", "true"; "none" unsets). Raises ScenarioFileError naming the key and what it
+    takes (not validated: the caller validates the whole)."""
+    def fail(where: tuple[str | int, ...], message: str) -> ScenarioFileError:
+        return ScenarioFileError(f"setting {key}: {message}")
+
+    def set_in(obj: Any, parts: list[str]) -> Any:
+        names = [f.name for f in dataclasses.fields(obj)]
+        if parts[0] not in names or parts[0] == "schedule":
+            raise fail((), f"{type(obj).__name__} has no such setting; it takes "
+                           f"{', '.join(n for n in names if n != 'schedule')}")
+        current = getattr(obj, parts[0])
+        if len(parts) > 1:
+            if not dataclasses.is_dataclass(current):
+                raise fail((), f"{parts[0]} is not a table")
+            return dataclasses.replace(obj, **{parts[0]: set_in(current, parts[1:])})
+        hint = typing.get_type_hints(type(obj))[parts[0]]
+        return dataclasses.replace(obj, **{parts[0]: _text_value(text, hint, fail)})
+
+    return typing.cast(TestSpec, set_in(spec, key.split(".")))
+
+
+def _text_value(text: str, hint: Any, fail: Fail) -> Any:
+    """Returns a setting's text as its field type holds it: as text when the type takes it, else
+    as the TOML value it spells."""
+    try:
+        return _convert(text, hint, (), fail)
+    except ScenarioFileError:
+        pass
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise fail((), f"must be {_describe(hint)}, got {text!r}") from None
+    return _convert(value, hint, (), fail)
+
+
 def _describe(hint: Any) -> str:
     """Returns what a field type is called in an error message."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)

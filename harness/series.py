@@ -7,7 +7,8 @@ one series play the same seeded fault schedule. After each run it rewrites
 matrix.json and matrix.md in `store/matrix/<time>/` (harness.matrix), so the
 raw rows survive an interrupted series and tables can be rebuilt from them.
 `extra` holds further top-level fields for matrix.json (the nightly's retries,
-skipped runs and budget).
+skipped runs and budget). Given the settings a series varies (`vary`, the keys
+of `matrix --vary`; harness.vary), each row says its run's values of them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters.releases import DEFAULT_LINE
-from harness import matrix
+from harness import matrix, vary
 from harness.matrix import Expectation
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from workloads.queue_spec import settings_that_matter
@@ -30,11 +31,12 @@ SEED_RANGE = 2**31
 
 
 class Series:
-    """Takes (name, spec, expectation or None for valid) entries, a repeat count, the store root
-    and an optional base seed (drawn when None)."""
+    """Takes (name, spec, expectation or None for valid) entries, a repeat count, the store root,
+    an optional base seed (drawn when None) and the keys of the settings its entries vary."""
 
     def __init__(self, entries: Sequence[tuple[str, TestSpec, Expectation | None]], repeat: int,
-                 store_root: Path, base_seed: int | None = None) -> None:
+                 store_root: Path, base_seed: int | None = None,
+                 varied: Sequence[str] = ()) -> None:
         if repeat < 1:
             raise ValueError(f"repeat must be >= 1, got {repeat}")
         self.entries = list(entries)
@@ -46,7 +48,8 @@ class Series:
         self.out_dir = store_root / "matrix" / stamp
         self.rows: list[matrix.Row] = []
         self.round = 0
-        self.extra: dict[str, Any] = {}
+        self.varied = tuple(varied)
+        self.extra: dict[str, Any] = {"vary": list(self.varied)} if self.varied else {}
 
     def runs(self) -> Iterator[tuple[str, TestSpec]]:
         """Yields (name, spec with its seed) for every run, round by round."""
@@ -72,7 +75,8 @@ class Series:
         return matrix.make_row(
             name, self.expectations[name], code, wall_s, outcome.run_dir, outcome.results,
             outcome.error, seed=spec.seed, infrastructure=infrastructure, tries=tries,
-            rabbitmq=spec.broker.rabbitmq)
+            rabbitmq=spec.broker.rabbitmq,
+            variant=vary.label(vary.settings(spec, self.varied)))
 
     def write(self, code: int | None = None) -> None:
         """Rewrites matrix.json (with `extra`) and matrix.md; `code` overrides the exit code
@@ -199,7 +203,8 @@ def _rejudged(rec: dict[str, Any], expectations: dict[str, Expectation] | None,
     if expectations is not None and results is not None and row.judgement != matrix.ERROR:
         again = matrix.make_row(row.scenario, expectations.get(row.scenario, Expectation()),
                                 row.exit_code, row.wall_s, row.run_dir, results, seed=row.seed,
-                                infrastructure=row.infrastructure, tries=row.tries)
+                                infrastructure=row.infrastructure, tries=row.tries,
+                                rabbitmq=row.rabbitmq, variant=row.variant)
         row = dataclasses.replace(  # what the run said when it ended (its error) stays
             again, problems=tuple(dict.fromkeys(again.problems + row.problems)))
     row = dataclasses.replace(row, run_dir=_relative(row.run_dir, store))
@@ -300,5 +305,6 @@ def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
         rows.append(matrix.make_row(
             old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
             old.wall_s, old.run_dir, results, seed=old.seed,
-            infrastructure=old.infrastructure, tries=old.tries, rabbitmq=old.rabbitmq))
+            infrastructure=old.infrastructure, tries=old.tries, rabbitmq=old.rabbitmq,
+            variant=old.variant))
     return rows

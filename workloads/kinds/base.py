@@ -72,6 +72,9 @@ class QueueKind:
     reads_whole_log = False
     # The least prefetch its consumers may ask for (0: unlimited is allowed).
     min_prefetch = 0
+    # It keeps replicas on other nodes besides its leader (the `follower` and `followers`
+    # targets have something to hit).
+    replicated = True
     # It takes a delivery limit (x-delivery-limit): a message returned more often is dropped,
     # or dead-lettered (workloads.queue_spec.dead_lettering).
     takes_delivery_limit = False

@@ -10,3 +10,4 @@ class Classic(QueueKind):
 
     name = "classic"
     summary = "a classic queue on one node, no replicas"
+    replicated = False

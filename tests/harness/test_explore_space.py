@@ -1,0 +1,138 @@
+"""The explorer's search space (no cluster): every candidate Hypothesis draws anywhere in the space
+makes a valid spec; the seeded draw gives the same candidates for the same seed; durations are
+drawn as multiples of net_ticktime, some below detection on purpose; what a kind or cluster
+cannot play is left out; a candidate's scenario file plays the same schedule."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clusters.rabbitmq import BrokerConfig
+from harness.explore_space import (
+    BANDS,
+    GAPS,
+    MIN_LEAD_S,
+    Pick,
+    Real,
+    Space,
+    Whole,
+    candidate_rng,
+    candidates,
+    draw_candidate,
+)
+from harness.scenario_file import dumps_scenario, loads_scenario
+from harness.spec import SpecError, TestSpec
+from workloads.kinds import KINDS
+
+ALL_KINDS = Space(queue_types=tuple(KINDS),
+                  partition_handlings=("ignore", "autoheal", "pause_minority"))
+
+
+def check_candidate(c, base):
+    c.spec.validate()  # raises SpecError when the candidate cannot run
+    assert c.spec.nemesis.order == "once"
+    tick = base.broker.net_ticktime
+    end = 0.0
+    for item, (start, entry, duration) in zip(c.items, c.spec.nemesis.schedule, strict=True):
+        assert (item.start_s, item.entry, item.duration_s) == (start, entry, duration)
+        assert start >= end  # one fault at a time
+        low, high = BANDS[item.band]
+        assert low * tick - 0.06 <= duration <= max(1.0, high * tick) + 0.06
+        if item.gap != "lead":
+            g_low, g_high = GAPS[item.gap]
+            assert g_low * tick - 0.06 <= start - end <= g_high * tick + 0.06
+        else:
+            assert start >= MIN_LEAD_S
+        end = start + duration
+    assert c.spec.time_limit_s >= end + 10.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_every_candidate_anywhere_in_the_space_is_a_valid_spec(data):
+    base = data.draw(st.sampled_from([
+        TestSpec(),
+        TestSpec(nodes=5, broker=BrokerConfig(net_ticktime=30)),
+        TestSpec(broker=BrokerConfig(rabbitmq="4.0")),
+        TestSpec(nodes=2)]))
+    c = data.draw(candidates(base, ALL_KINDS))
+    check_candidate(c, base)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.data())
+def test_a_classic_queue_is_never_aimed_at_by_replica_targets(data):
+    c = data.draw(candidates(TestSpec(), Space(queue_types=("classic",))))
+    assert not any(i.target in ("follower", "followers") for i in c.items)
+    # and a varied kind counts too: candidates must suit the kinds --vary puts them on
+    c = data.draw(candidates(TestSpec(), Space(also_kinds=("classic", "stream"))))
+    assert not any(i.target in ("follower", "followers") for i in c.items)
+    assert c.spec.workload.client.prefetch >= 1
+
+
+def test_the_same_seed_draws_the_same_candidates_and_another_seed_others():
+    def draws(seed):
+        return [draw_candidate(TestSpec(), ALL_KINDS, candidate_rng(seed, i, j))
+                for i in range(5) for j in range(3)]
+    first, again, other = draws(11), draws(11), draws(12)
+    assert first == again
+    assert [c.spec for c in first] != [c.spec for c in other]
+    assert len({c.spec.nemesis.schedule for c in first}) > 10
+
+
+def test_durations_are_multiples_of_net_ticktime_some_below_detection_on_purpose():
+    for tick in (10, 30):
+        base = TestSpec(broker=BrokerConfig(net_ticktime=tick))
+        items = [i for n in range(60)
+                 for i in draw_candidate(base, Space(), candidate_rng(3, n)).items]
+        assert {i.band for i in items} == set(BANDS)
+        assert {i.gap for i in items} == {"lead", *GAPS}
+        below = [i.duration_s for i in items if i.band == "below"]
+        assert below and max(below) < 0.75 * tick  # heals before RabbitMQ can notice it
+        assert min(i.duration_s for i in items if i.band == "long") >= 3 * tick
+
+
+def test_the_space_leaves_out_what_the_cluster_or_release_cannot_play():
+    fitted = Space(queue_types=("mirrored", "quorum")).fitted(
+        TestSpec(nodes=2, broker=BrokerConfig(rabbitmq="4.0")))
+    assert fitted.queue_types == ("quorum",)  # mirroring was removed in 4.0
+    assert "partition-bridge" not in fitted.faults  # needs 3 nodes
+    assert fitted.partition_handlings == ("pause_minority",)  # the base's own
+    with pytest.raises(SpecError, match="empty"):
+        Space(queue_types=("mirrored",)).fitted(TestSpec(broker=BrokerConfig(rabbitmq="4.0")))
+    with pytest.raises(SpecError, match="unknown fault"):
+        Space(faults=("kill", "unplug")).fitted(TestSpec())
+    with pytest.raises(SpecError, match="not in the cluster"):
+        Space(targets=("leader", "n7")).fitted(TestSpec())
+
+
+def test_a_fixed_workload_keeps_the_base_shape():
+    base = TestSpec()
+    c = draw_candidate(base, Space(workload=False), candidate_rng(1, 0))
+    assert c.spec.workload == base.workload
+
+
+def test_a_candidate_s_scenario_file_plays_the_same_schedule():
+    c = draw_candidate(TestSpec(), ALL_KINDS, candidate_rng(5, 2))
+    back = loads_scenario(dumps_scenario(c.spec))
+    assert back.nemesis.schedule == c.spec.nemesis.schedule
+    assert (back.seed, back.time_limit_s, back.queue.type) == (
+        c.spec.seed, c.spec.time_limit_s, c.spec.queue.type)
+    assert dataclasses.asdict(back.workload) == dataclasses.asdict(c.spec.workload)
+
+
+DIMS = (Pick((1, 2, 3)), Whole(0, 4), Real(0.3, 0.7))
+DOMAINS = [{dim.sample(random.Random(i)) for i in range(500)} for dim in DIMS]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_dimension_draws_the_same_values_both_ways(data):
+    for dim, domain in zip(DIMS, DOMAINS, strict=True):
+        assert data.draw(dim.strategy()) in domain
+    assert DOMAINS[2] == {round(0.3 + k * 0.05, 4) for k in range(9)}
