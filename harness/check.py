@@ -183,6 +183,11 @@ def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | 
     except OSError as e:
         log.warning("could not read the node logs: %s", e)
         return None
+    # Raft lines of other queues (the harness's own dead-letter queue) are not the tested
+    # queue's elections: a failover is the queue under test changing leader.
+    queue = ((info.get("spec") or {}).get("queue") or {}).get("name")
+    if queue:
+        events = [e for e in events if e.queue is None or e.queue == queue]
     broker = (info.get("spec") or {}).get("broker") or {}
     tick = broker.get("net_ticktime")
     placement = info.get("placement_at_start") or {}

@@ -257,3 +257,52 @@ def test_ninety_percent_packet_loss_stalls_tcp_long_enough_to_be_noticed_by_its_
     # pause_minority's line comes twice a few ms apart: one pause, said once.
     assert [k for k in kinds(first) if k[0] == "pause-minority"] == [("pause-minority", "n1")]
     assert st["noticed"] == 2 and st["noticed_after_heal"] == 0
+
+
+RABBITMQ_4_0 = FIXTURES / "rabbitmq-4.0-partition-leader"
+
+
+def test_rabbitmq_4_0_lines_read_with_4_0_patterns_and_the_metadata_store_apart():
+    from checkers.broker_log import PATTERNS_4_0
+
+    assert patterns_for("4.0.5") is PATTERNS_4_0
+    store = "RabbitMQ metadata store: candidate -> leader in term: 2 machine version: 1"
+    pattern, m = parse_line(store, PATTERNS_4_0)  # type: ignore[misc]
+    assert pattern.kind == "metadata-leader" and m.group("term") == "2"
+    assert parse_line(store, PATTERNS_3_10) is None
+    vote = "RabbitMQ metadata store: follower -> candidate in term: 3 machine version: 1"
+    assert parse_line(vote, PATTERNS_4_0)[0].kind == "election"  # type: ignore[index]
+    # A quorum queue's own lines on 4.0.5 are 3.10's (machine version 5).
+    hit = parse_line("queue 'jepsen.queue' in vhost '/': candidate -> leader in term: 3 "
+                     "machine version: 5", PATTERNS_4_0)
+    assert hit is not None and hit[0].kind == "leader-elected"
+
+
+def test_a_real_4_0_partition_of_the_leader_is_noticed_with_its_failover_and_pause():
+    meta = json.loads((RABBITMQ_4_0 / "run.json").read_text())
+    assert meta["versions"]["rabbitmq"] == "4.0.5"
+    faults, st, ev = load(RABBITMQ_4_0)
+    assert ev is not None and len(faults) == 1
+    f = faults[0]
+    assert f["noticed"] is True and f["noticed_when"] == "during"
+    assert {d["detector"] for d in f["detections"]} == {"raft", "distribution"}
+    effects = {e["kind"] for e in f["effects"]}
+    assert {"failover", "pause-minority", "node-restart",
+            "metadata-store-leader-elected"} <= effects
+    assert st["noticed"] == 1 and st["weak"] is False
+
+
+def test_raft_lines_of_other_queues_are_not_the_tested_queues_elections(tmp_path):
+    from harness.check import run_evidence
+
+    (tmp_path / "nodes" / "n1").mkdir(parents=True)
+    (tmp_path / "nodes" / "n1" / "rabbit.log").write_text(
+        "2026-11-25 07:24:17.861434+00:00 [notice] <0.1217.0> queue 'jepsen.queue.harness-dlq'"
+        " in vhost '/': candidate -> leader in term: 2 machine version: 5\n"
+        "2026-11-25 07:24:18.861434+00:00 [notice] <0.1231.0> queue 'jepsen.queue' in vhost "
+        "'/': candidate -> leader in term: 2 machine version: 5\n")
+    info = {"history_start_unix": 1795000000.0, "nodes": {"n1": "10.213.0.11"},
+            "versions": {"rabbitmq": "4.0.5"},
+            "spec": {"queue": {"name": "jepsen.queue"}, "broker": {"net_ticktime": 10}}}
+    ev = run_evidence(tmp_path, info)
+    assert ev is not None and [e.queue for e in ev.events] == ["jepsen.queue"]
