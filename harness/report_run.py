@@ -264,7 +264,9 @@ def _noticed_table(windows: list[FaultWindow], told: list[dict[str, Any]]) -> st
                   wide=True, num_cols=[2, 3])
             + '<p class="note">noticed: how long after the fault began a broker first showed '
             "it, and by which detector (distribution: a peer seen down or partitioned; raft: a "
-            "new leader elected), or how late after the heal; effects: what the fault caused; "
+            "new leader elected; alarm: a memory or disk alarm raised; operation: a drain or a "
+            "member removal carried out), or how late after the heal; effects: what the fault "
+            "caused; "
             "at risk: confirmed messages not yet consumed when the fault began (a queue depth "
             "sample beside it).</p>")
 
