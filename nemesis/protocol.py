@@ -57,6 +57,7 @@ class FaultInfo:
     - takes_targets: it acts on the nodes its `targets` select (an entry may name them after @);
       without, it picks its nodes itself (a partition's shape, every node)
     - min_nodes: the least cluster it can act on; needs_queue: it asks where the queue's leader is
+    - queue_kinds: the queue kinds (workloads.kinds names) it can act on; empty: any
     """
 
     name: str
@@ -66,6 +67,7 @@ class FaultInfo:
     takes_targets: bool = False
     min_nodes: int = 1
     needs_queue: bool = False
+    queue_kinds: tuple[str, ...] = ()
 
     @property
     def start_f(self) -> str:
