@@ -27,8 +27,8 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
 
 `strength` sums them up (and counts the effects by kind): a run is *weak* when
 it had faults and none was noticed, or when no noticed fault found anything at
-risk; a run with no faults is a control. A weak run is never a pass (harness.verdict). Pure: no Spark, no
-files.
+risk; a run with no faults is a control. A weak run is never a pass
+(harness.verdict). Pure: no Spark, no files.
 """
 
 from __future__ import annotations
@@ -350,8 +350,8 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
                  harness: Sequence[HarnessEvent], ev: Evidence | None) -> list[dict[str, Any]]:
     """Takes the fault windows in start order, the Spark facts per window
     (checkers.spark_risk.risk_facts; empty when not computed), the harness events (depth and
-    placement samples, publishers blocked) and the broker's evidence (None: no logs to read). Returns the
-    results.json `faults` list (module docstring)."""
+    placement samples, publishers blocked) and the broker's evidence (None: no logs to read).
+    Returns the results.json `faults` list (module docstring)."""
     ev = ev or Evidence()
     spans = _spans(windows, ev, _harness_acts(harness))
     placements = _placements(harness)
