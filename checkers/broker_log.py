@@ -10,12 +10,21 @@ A quorum queue's Raft members notice a lost leader on their own, sometimes
 before and sometimes without the first (a follower granting its vote in a new
 term, a candidate becoming leader). What follows from a detection (a pause, an
 autoheal restart, a mirror promoted, a node booting again) is an effect.
+Two more kinds of line say RabbitMQ took in a fault the harness made with its
+own operations (nemesis.faults.operations): its resource monitors raising an
+alarm (detector "alarm": the memory or disk alarm set, about the alarmed node),
+and a node carrying out an operator's command (detector "operation": a drain
+begun, a quorum member's server deleted); a leader handing its leadership over
+is the Raft members' own. Their effects: a node drained, a member removed, a
+leader handing over or leaving.
 
 `read_events` turns every node's `rabbit*.log` into `LogEvent`s, each with its
 time on the history's clock, the node that logged it, its kind, the detector
 it belongs to (or None for an effect), the peer node it names, and the file
 and line it came from. The patterns are RabbitMQ 3.10's own lines, captured
-from real runs (tests/checkers/fixtures/broker_logs/); they are one table
+from real runs (tests/checkers/fixtures/broker_logs/; those of the operations
+are written from RabbitMQ 3.10.8's and Ra 2.2's sources, not yet captured,
+and tested on lines written as they print them); they are one table
 (`PATTERNS_3_10`), chosen by the broker's version (`patterns_for`), so another
 release's lines go beside them rather than into `if`s. Pure file reading: no
 Spark, no cluster.
@@ -33,7 +42,7 @@ from typing import Final, Literal
 
 log = logging.getLogger(__name__)
 
-Detector = Literal["distribution", "raft"]
+Detector = Literal["distribution", "raft", "alarm", "operation"]
 NS: Final = 1_000_000_000
 
 # A 3.10 log line: wall-clock time with its offset, level, Erlang pid, message. A multi-line
@@ -89,6 +98,26 @@ PATTERNS_3_10: Final[tuple[Pattern, ...]] = (
     _p("node-start", None, r"^\s*Starting RabbitMQ [\d.]+ on Erlang"),
     _p("app-stop", None, r"^Stopping RabbitMQ applications and their dependencies"),
     _p("leader-abdicates", None, _QUEUE + r"leader saw .* abdicates term: (?P<term>\d+)"),
+    # RabbitMQ's own operations (nemesis.faults.operations). Maintenance mode: the drained
+    # node's own lines (rabbit_maintenance).
+    _p("maintenance-drain", "operation",
+       r"^This node is being put into maintenance \(drain\) mode"),
+    _p("node-drained", None, r"^Node is ready to be shut down for maintenance or upgrade"),
+    _p("maintenance-revive", None,
+       r"^This node is being revived from maintenance \(drain\) mode"),
+    # A quorum member removed: Ra deletes its server on the removed node; a leader removed
+    # leaves first. A leader transferring its leadership waits for the new one to be elected.
+    _p("member-deleted", "operation",
+       r"^Deleting server '?(?P<server>[^' ]+)'? and its data directory"),
+    _p("leader-removed", "raft", _QUEUE + r"leader not in new cluster - goodbye"),
+    _p("leader-handover", "raft", _QUEUE + r"leader -> await_condition in term: (?P<term>\d+)"),
+    # Resource alarms (rabbit_alarm on every node, about the alarmed one; the monitors on it).
+    _p("alarm-set", "alarm", r"^(?P<resource>memory|disk) resource limit alarm set on node "
+       r"'?(?P<peer>rabbit@[\w.\-]+)'?"),
+    _p("alarm-set", "alarm", r"^vm_memory_high_watermark set\. Memory used:\d+ allowed:\d+"),
+    _p("alarm-set", "alarm", r"^Free disk space is insufficient\. Free bytes: \d+\. Limit: \d+"),
+    _p("alarm-cleared", None, r"^(?P<resource>memory|disk) resource limit alarm cleared on node "
+       r"'?(?P<peer>rabbit@[\w.\-]+)'?"),
 )
 # RabbitMQ 4.0 logs the same distribution, partition-handling and quorum-queue lines (same
 # format; captured from real 4.0.5 runs), and its Raft metadata store (Khepri, and the
@@ -101,6 +130,9 @@ PATTERNS_4_0: Final[tuple[Pattern, ...]] = (
        _STORE + r"(?:follower|pre_vote) -> (?:pre_vote|candidate) in term: (?P<term>\d+)"),
     _p("metadata-leader", None, _STORE + r"candidate -> leader in term: (?P<term>\d+)"),
     _p("metadata-leader", None, _STORE + r"detected a new leader .* in term (?P<term>\d+)"),
+    # 4.0 also says, on the node the CLI asked, which member it deleted.
+    _p("member-deleted", "operation", r"^Deleted a replica of quorum queue '(?P<queue>[^']*)' in "
+       r"vhost '[^']*' on node '?(?P<peer>rabbit@[\w.\-]+)'?"),
 )
 PATTERNS: Final[Mapping[str, tuple[Pattern, ...]]] = {"3.10": PATTERNS_3_10, "4.0": PATTERNS_4_0}
 

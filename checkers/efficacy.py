@@ -10,20 +10,25 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
   heal and before the next fault ("after_heal": a late net_tick_timeout then
   partitions a healed cluster). A distribution detection must be about the
   fault: for a partition, between two nodes the grudge cuts apart; for a
-  fault on nodes (kill, stop, pause, packet faults), about one of them. A Raft
-  election in the window counts whatever the fault. `unknown` when no node's
-  log covers the fault's start (logs missing), never `noticed`;
+  fault on nodes (kill, stop, pause, packet faults, RabbitMQ's own operations),
+  about one of them; so must a resource alarm ("alarm") and an operation carried
+  out ("operation": a drain, a member deleted). A Raft election (or a leader
+  handing over or leaving) in the window counts whatever the fault. `unknown`
+  when no node's log covers the fault's start (logs missing), never `noticed`;
 - `effects`: what it caused, each with its time, node and evidence: pauses and
   autoheal restarts, leader elections (a failover when another node leads
   afterwards), mirror promotions (synchronised or not, from the placement
-  samples), nodes booting again, publishes cut (from the history);
+  samples), nodes booting again, nodes drained, quorum members removed, leaders
+  handing over, publishes cut and publishes blocked (from the history: the
+  publishers' connections the broker blocked, and the publishes left unknown
+  because they were);
 - `at_risk`: confirmed, unconsumed messages when it began (the Spark count over
   the history, checkers.spark_risk) and the nearest depth sample before it.
 
-`strength` sums them up: a run is *weak* when it had faults and none was
-noticed, or when no noticed fault found anything at risk; a run with no faults
-is a control. A weak run is never a pass (checkers.verdict). Pure: no Spark, no
-files.
+`strength` sums them up (and counts the effects by kind): a run is *weak* when
+it had faults and none was noticed, or when no noticed fault found anything at
+risk; a run with no faults is a control. A weak run is never a pass
+(checkers.verdict). Pure: no Spark, no files.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any, Final
 from checkers.broker_log import LogCoverage, LogEvent
 from checkers.phases import HarnessEvent, phase_of
 from checkers.traces import MEND_FS
+from history import BLOCKED
 from history.faults import FaultWindow, kind_named
 
 NS: Final = 1_000_000_000
@@ -49,11 +55,16 @@ EFFECT_KINDS: Final[Mapping[str, str]] = {
     "no-synchronised-mirror": "master-stopped-without-synchronised-mirror",
     "node-start": "node-restart",
     "metadata-leader": "metadata-store-leader-elected",
+    "node-drained": "node-drained",
+    "member-deleted": "member-removed",
+    "leader-removed": "member-removed",
+    "leader-handover": "leader-handover",
 }
 PLURAL: Final[Mapping[str, str]] = {
     "partition": "partitions", "kill": "kills", "stop": "stops", "pause": "pauses",
     "packet": "packet faults", "rolling-restart": "rolling restarts",
-    "full-restart": "full restarts",
+    "full-restart": "full restarts", "leader-transfer": "leader transfers",
+    "member-remove": "member removals", "maintenance": "drains", "alarm": "resource alarms",
 }
 
 
@@ -268,6 +279,27 @@ def _log_effects(span: _Span, ev: Evidence, leaders: _Leaders,
     return out
 
 
+def _blocked(span: _Span, held: int | None, harness: Sequence[HarnessEvent]
+             ) -> dict[str, Any] | None:
+    """The publishes a resource alarm held: the publishers' connections the broker blocked in
+    the span (harness observations f "blocked") and the publishes left unknown because they
+    were (`held`, the Spark count); None when there were none."""
+    blocks = [h for h in harness if h.f == BLOCKED and span.begin <= h.time < span.horizon]
+    if not blocks and not held:
+        return None
+    nodes = sorted({str(h.node) for h in blocks if h.node})
+    reasons = sorted({str(h.value.get("reason")) for h in blocks
+                      if isinstance(h.value, dict) and h.value.get("reason")})
+    said = [f"{len(blocks)} publisher connection{'s' if len(blocks) != 1 else ''} blocked"
+            + (f" ({', '.join(reasons)})" if reasons else "")
+            + (f" on {', '.join(nodes)}" if nodes else "")]
+    if held:
+        said.append(f"{held} publishes ended unknown while blocked")
+    first = blocks[0] if blocks else None
+    return _effect("publishes-blocked", nodes[0] if len(nodes) == 1 else None,
+                   first.time if first else span.start, "history", "; ".join(said))
+
+
 def _once(effects: Sequence[dict[str, Any]], within_ms: float = 2000.0) -> list[dict[str, Any]]:
     """Returns the effects without repeats: the same kind on the same node again within
     `within_ms` (RabbitMQ logs pause_minority's line twice, a few ms apart)."""
@@ -318,8 +350,8 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
                  harness: Sequence[HarnessEvent], ev: Evidence | None) -> list[dict[str, Any]]:
     """Takes the fault windows in start order, the Spark facts per window
     (checkers.spark_risk.risk_facts; empty when not computed), the harness events (depth and
-    placement samples) and the broker's evidence (None: no logs to read). Returns the
-    results.json `faults` list (module docstring)."""
+    placement samples, publishers blocked) and the broker's evidence (None: no logs to read).
+    Returns the results.json `faults` list (module docstring)."""
     ev = ev or Evidence()
     spans = _spans(windows, ev, _harness_acts(harness))
     placements = _placements(harness)
@@ -336,6 +368,9 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
             effects.append(_effect("connections-dropped", None, w.start_ns, "history",
                                    f"{cut} publishes ended unknown (info) during the fault: "
                                    f"a connection lost or a confirm that never came"))
+        blocked = _blocked(span, fact.get("blocked_publishes"), harness)
+        if blocked is not None:
+            effects.append(blocked)
         effects = _once(sorted(effects, key=lambda x: (x["at_ms"], x["kind"])))
         out.append({
             "index": i, "f": w.f, "fault": w.fault, "kind": w.kind,
@@ -406,8 +441,13 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
                + (f", {unknown} unknown" if unknown else "")
                + f", failovers {failovers}, most messages at risk "
                + (f"{most:,}" if most is not None else "unknown"))
+    effects: dict[str, int] = {}
+    for f in faults:
+        for e in f["effects"]:
+            effects[str(e["kind"])] = effects.get(str(e["kind"]), 0) + 1
     return {"faults": n, "noticed": len(noticed), "noticed_after_heal": late,
-            "unknown": unknown, "failovers": failovers, "max_at_risk": most, "weak": weak,
+            "unknown": unknown, "failovers": failovers, "effects": dict(sorted(effects.items())),
+            "max_at_risk": most, "weak": weak,
             "control": n == 0, "reason": reason, "summary": summary,
             "detection_s": list(rng) if rng is not None else None,
             "net_ticktime": ev.net_ticktime_s}

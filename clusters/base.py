@@ -3,15 +3,17 @@
 A `Cluster` is provisioned by a backend (local network namespaces, SSH hosts,
 Docker). Its `nodes` each carry a `Remote` and the address peers and clients
 use. A `Broker` controls the RabbitMQ process on a node; nemeses use it for
-process faults. A `QueueAdmin` says where a queue lives; nemeses ask it where
-a queue's leader is.
+process faults; a Broker that can also run RabbitMQ's own CLI tools against a
+node is a `BrokerCli` too (the nemeses' operations: drain, member changes,
+alarms). A `QueueAdmin` says where a queue lives; nemeses ask it where a
+queue's leader is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from clusters.remote import Remote
 
@@ -73,6 +75,19 @@ class Broker(Protocol):
 
     def resume(self, node: Node) -> None:
         """Sends SIGCONT to the node's beam."""
+        ...
+
+
+@runtime_checkable
+class BrokerCli(Protocol):
+    """Optional, beside Broker: runs RabbitMQ's CLI tools against a node (clusters.rabbitmq's
+    RabbitBroker.ctl), each call with a hard timeout and through the release's launcher."""
+
+    def ctl(self, node: Node, *args: str, timeout: float = 30.0, check: bool = True,
+            tool: str = "rabbitmqctl") -> str:
+        """Takes a node, the tool's arguments, a hard timeout (s) and the tool (rabbitmqctl,
+        rabbitmq-queues, rabbitmq-upgrade, ...). Returns its stdout; raises RemoteError when it
+        fails (CommandTimeout past the timeout)."""
         ...
 
 

@@ -56,13 +56,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkers.verdict import verdict_word
 from harness import matrix, store, vary
 from harness.explore_space import Candidate, Space, candidate_rng, draw_candidate
 from harness.matrix import Expectation
 from harness.nightly import Crashed
 from harness.scenario_file import write_scenario
 from harness.spec import TestSpec
-from checkers.verdict import verdict_word
 
 log = logging.getLogger(__name__)
 

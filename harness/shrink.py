@@ -49,12 +49,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkers.verdict import verdict_word
 from harness import store
 from harness.incidents import anomaly_classes
 from harness.nightly import Crashed
 from harness.scenario_file import RUN_FILE, nemesis_ops, played_spec, read_scenario, write_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
-from checkers.verdict import verdict_word
 from nemesis.options import NemesisOptions, ScheduledFault
 
 log = logging.getLogger(__name__)

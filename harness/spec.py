@@ -116,6 +116,7 @@ class TestSpec:
                                   time_limit_s=self.time_limit_s)
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
+        self._check_fault_queue(kind.name)
         why = release(self.broker.rabbitmq).refuses_kind(kind.name)
         if why:
             raise SpecError(why)
@@ -123,6 +124,17 @@ class TestSpec:
             check_options(self.backend, self.nodes, self.broker.rabbitmq)
         except BackendConfigError as e:
             raise SpecError(str(e)) from e
+
+    def _check_fault_queue(self, kind: str) -> None:
+        """Raises SpecError for a fault entry that cannot act on the test's queue kind (a quorum
+        member removed from a classic queue)."""
+        from nemesis.faults import fault_info
+
+        for entry in self.nemesis.entries():
+            info = fault_info(entry.fault)
+            if info.queue_kinds and kind not in info.queue_kinds:
+                raise SpecError(f"fault {entry.text} acts on a {' or '.join(info.queue_kinds)} "
+                                f"queue; this test's queue is {kind}")
 
     def resolved(self) -> TestSpec:
         """Returns the spec with the faults nobody timed lasting DETECTION_FACTOR x net_ticktime

@@ -22,6 +22,15 @@ dead-letter queue), `phase "drain"`, and from the message's x-death header
 and `death_queue` (the queue it was dead-lettered from). No ack op follows it.
 The workload's setup records how the queue dead-letters, when it does, as a
 harness observation `f "dead-lettering"` (see workloads.queue_workload).
+
+A publisher whose connection the broker blocks (AMQP `connection.blocked`: a
+memory or disk alarm is in effect somewhere in the cluster) records it as a
+harness observation, `type "info"`, `f "blocked"` (BLOCKED), with `node`,
+`queue` and the value `{"process", "publisher", "reason"}` (the broker's
+reason, e.g. "low on memory"), and `f "unblocked"` (UNBLOCKED) when the broker
+lifts it. A publish whose confirm does not come while its connection is
+blocked is completed `info` with error "blocked" (BLOCKED_ERROR), never `fail`:
+the broker holds it unread and may still take it when the alarm clears.
 """
 
 from __future__ import annotations
@@ -45,6 +54,11 @@ NEMESIS = "nemesis"
 HARNESS = "harness"
 # A message the harness read back from the queue's dead-letter queue.
 DEAD_LETTER = "dead-letter"
+# Harness observations of a publisher's connection blocked and unblocked by the broker, and the
+# error of a publish left unconfirmed while its connection was blocked.
+BLOCKED = "blocked"
+UNBLOCKED = "unblocked"
+BLOCKED_ERROR = "blocked"
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,11 @@
 A fault kind is what the history can tell apart: the nemesis f that starts
 it, the f that stops it, a label for people and a colour for plots. Several
 named faults share a kind (every `partition-*` fault is a "partition";
-`packet-loss`, `bandwidth` and the netem faults are "packet"). `heal` is a
-kind of its own: its op ends every fault still in effect.
+`packet-loss`, `bandwidth` and the netem faults are "packet"; `memory-alarm`
+and `disk-alarm` are "alarm"). RabbitMQ's own operations done as faults have
+their own fs: `transfer-leader` / `check-leader`, `remove-member` /
+`add-member`, `drain-node` / `revive-node`, `start-alarm` / `stop-alarm`.
+`heal` is a kind of its own: its op ends every fault still in effect.
 
 Pure data and stdlib only, so that anything (the report, the plots, the
 checkers, the explanations) can read it without the nemesis's machinery. An f
@@ -66,11 +69,21 @@ ROLLING_RESTART: Final = FaultKind("rolling-restart", "start-rolling-restart",
                                    "stop-rolling-restart", "rolling restart", "#7f7f7f")
 FULL_RESTART: Final = FaultKind("full-restart", "start-full-restart", "stop-full-restart",
                                 "full restart", "#393b79")
+# RabbitMQ's own operations, done to it as an operator would (nemesis.faults.operations).
+LEADER_TRANSFER: Final = FaultKind("leader-transfer", "transfer-leader", "check-leader",
+                                   "quorum leader transfer", "#637939")
+MEMBER_REMOVE: Final = FaultKind("member-remove", "remove-member", "add-member",
+                                 "quorum member removed", "#8c6d31")
+MAINTENANCE: Final = FaultKind("maintenance", "drain-node", "revive-node",
+                               "maintenance mode (drain)", "#7b4173")
+ALARM: Final = FaultKind("alarm", "start-alarm", "stop-alarm",
+                         "resource alarm (memory / disk)", "#843c39")
 HEAL: Final = FaultKind("heal", "heal", None, "heal (ends every fault)", "#bcbd22",
                         ends_all=True)
 
 KINDS: Final[tuple[FaultKind, ...]] = (
-    PARTITION, KILL, STOP, PAUSE, PACKET, ROLLING_RESTART, FULL_RESTART, HEAL,
+    PARTITION, KILL, STOP, PAUSE, PACKET, ROLLING_RESTART, FULL_RESTART,
+    LEADER_TRANSFER, MEMBER_REMOVE, MAINTENANCE, ALARM, HEAL,
 )
 BY_START: Final[dict[str, FaultKind]] = {k.start_f: k for k in KINDS}
 BY_NAME: Final[dict[str, FaultKind]] = {k.name: k for k in KINDS}

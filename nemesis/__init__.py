@@ -1,4 +1,5 @@
-"""Faults: partition shapes (pure maths), iptables/tc command builders (pure), process faults, schedules.
+"""Faults: partition shapes (pure maths), iptables/tc command builders (pure), process faults,
+RabbitMQ's own operations, schedules.
 
 The harness needs only what is re-exported here: `NemesisOptions` (what to
 do), `NemesisInterpreter` (do it in a thread, record it, heal), `FAULTS` (the
@@ -7,7 +8,7 @@ registry of named faults, nemesis.faults) and the errors.
 The modules, from the bottom up: `errors`; the pure `partition`, `commands`
 and `targets`; `net` (iptables and tc through a Remote); `protocol` (what a
 fault is and acts through); `healers`; the faults themselves in `faults/`
-(`process`, `network`) and their registry (`faults/__init__`); `options`;
+(`process`, `network`, `operations`) and their registry (`faults/__init__`); `options`;
 `schedule`; `played` (a history's faults read back as a schedule played once);
 `interpreter`. Each imports only modules before it.
 """

@@ -22,7 +22,8 @@ would.
 `heal` ends everything: it sets the stop event, waits (up to `heal_wait_s`)
 for a fault action in flight, stops the active fault, then runs every healer
 its faults use on every node (resume, open the network, remove qdiscs, start
-brokers), logging and going on past failures, and records an invoke/info pair
+brokers, revive drained nodes, add back removed quorum members, set memory and
+disk limits back), logging and going on past failures, and records an invoke/info pair
 with f "heal". It is idempotent and safe in a `finally` after Ctrl-C. One lock
 orders fault actions and heals, so nothing the interpreter does can land
 after a heal.

@@ -11,7 +11,11 @@ between start and stop, so one instance serves one run.
 `FaultContext` is everything a fault may act through: the cluster's nodes
 (and their Remotes), the Broker, its own options (`FaultOptions`: the
 options of the fault entry it plays), the queue and the QueueAdmin that
-says where it lives. `on_nodes` runs an
+says where it lives; `operate` runs one of RabbitMQ's own operations
+(clusters.rabbitmq_ops) on a node through the broker's CLI, and the
+`Ledger` keeps what faults did that only they know how to undo (a quorum
+member removed), shared by every entry's context and the heal's, so the heal
+undoes it whichever entry did it. `on_nodes` runs an
 action on several nodes at once, like Jepsen's `on-nodes`.
 
 This module depends on no other fault module: the faults, the healers, the
@@ -28,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from clusters.base import Broker, Cluster, Node, QueueAdmin
+from clusters.base import Broker, BrokerCli, Cluster, Node, QueueAdmin
+from clusters.rabbitmq_ops import Command
 from history.faults import FaultKind
 from nemesis.errors import FaultError, FaultUnsupported
 from nemesis.targets import Locator, select_targets
@@ -52,6 +57,7 @@ class FaultInfo:
     - takes_targets: it acts on the nodes its `targets` select (an entry may name them after @);
       without, it picks its nodes itself (a partition's shape, every node)
     - min_nodes: the least cluster it can act on; needs_queue: it asks where the queue's leader is
+    - queue_kinds: the queue kinds (workloads.kinds names) it can act on; empty: any
     """
 
     name: str
@@ -61,6 +67,7 @@ class FaultInfo:
     takes_targets: bool = False
     min_nodes: int = 1
     needs_queue: bool = False
+    queue_kinds: tuple[str, ...] = ()
 
     @property
     def start_f(self) -> str:
@@ -103,13 +110,42 @@ class FaultOptions(Protocol):
     def reorder_pct(self) -> float: ...
 
 
+class Ledger:
+    """What the run's faults did that the heal must undo and cannot ask the brokers about, by
+    heal kind (a FaultInfo's `heals`): a set of JSON-able items each. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def note(self, kind: str, item: Any) -> None:
+        """Takes a heal kind and an item. Records the item (once)."""
+        with self._lock:
+            items = self._items.setdefault(kind, [])
+            if item not in items:
+                items.append(item)
+
+    def done(self, kind: str, item: Any) -> None:
+        """Takes a heal kind and an item. Forgets the item: it was undone."""
+        with self._lock:
+            items = self._items.get(kind, [])
+            if item in items:
+                items.remove(item)
+
+    def items(self, kind: str) -> list[Any]:
+        """Takes a heal kind. Returns its items still to undo, in the order noted."""
+        with self._lock:
+            return list(self._items.get(kind, []))
+
+
 @dataclass(frozen=True)
 class FaultContext:
     """What faults act through: the cluster, its broker, the options, the queue and its admin.
 
     `cancel` is set when the nemesis is asked to stop; long faults (a rolling
     restart) check it between nodes. `admin` answers where the queue lives (its leader,
-    its other replicas), for the faults and targets that ask.
+    its other replicas), for the faults and targets that ask. `ledger` is shared by every
+    context made from this one with dataclasses.replace.
     """
 
     cluster: Cluster
@@ -118,6 +154,7 @@ class FaultContext:
     queue: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     admin: QueueAdmin | None = None
+    ledger: Ledger = field(default_factory=Ledger)
 
     @property
     def nodes(self) -> list[Node]:
@@ -137,6 +174,30 @@ class FaultContext:
     def node(self, name: str) -> Node:
         """Takes a node name. Returns the node."""
         return self.cluster.node(name)
+
+    def can_operate(self) -> bool:
+        """Returns whether the broker runs RabbitMQ's CLI tools (clusters.base.BrokerCli)."""
+        return isinstance(self.broker, BrokerCli)
+
+    def operate(self, node: Node, command: Command) -> str:
+        """Takes a node and one of RabbitMQ's operations (clusters.rabbitmq_ops). Runs it against
+        the node through the broker's CLI, within the command's hard timeout. Returns its
+        output.
+
+        Raises FaultUnsupported when the broker runs no CLI, RemoteError (CommandTimeout) when
+        the command fails.
+        """
+        broker = self.broker
+        if not isinstance(broker, BrokerCli):
+            raise FaultUnsupported(f"{' '.join(command.words()[:2])}: this broker runs no "
+                                   f"RabbitMQ CLI tools")
+        return broker.ctl(node, *command.args, tool=command.tool, timeout=command.timeout_s)
+
+    def queue_name(self) -> str:
+        """Returns the queue the faults act on. Raises FaultError when there is none."""
+        if self.queue is None:
+            raise FaultError("no queue given, so there is no queue to act on")
+        return self.queue
 
     def leader(self) -> str:
         """Returns the name of the node hosting the queue's leader.

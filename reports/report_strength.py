@@ -43,8 +43,12 @@ EFFECT_WORDS: dict[str, str] = {
     "node-down": "{node} seen down",
     "connections-dropped": "connections dropped on {node}",
     "publishes-blocked": "publishes blocked on {node}",
+    "node-drained": "{node} drained",
+    "member-removed": "{node}'s quorum member removed",
+    "leader-handover": "{node} handed leadership over",
 }
-DETECTORS = {"distribution": "distribution", "raft": "raft"}
+DETECTORS = {"distribution": "distribution", "raft": "raft", "alarm": "resource alarm",
+             "operation": "operation carried out"}
 
 
 def _num(x: Any) -> float | None:

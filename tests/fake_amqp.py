@@ -1,7 +1,7 @@
 """A small AMQP 0-9-1 server on loopback for client tests: it completes pika's handshake,
 answers channel requests, confirms publishes, serves consumers from queues the test fills, and
 can fall silent on a chosen request (the socket stays open, as a broker's connection process
-does while a queue's process hangs)."""
+does while a queue's process hangs), and can block publishers as a resource alarm does."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ class FakeBroker:
     `declared` each declared queue's arguments; `exchanges` each declared exchange and type;
     `bindings` each (queue, exchange) bound. `put` queues a message with its headers for the
     next consumer of its queue; `depth` says what a queue holds (ready, delivered unacked): a
-    consumer's ack removes a message, its connection's end puts the unacked back."""
+    consumer's ack removes a message, its connection's end puts the unacked back. `block`
+    raises an alarm as RabbitMQ's does: a connection that publishes is sent connection.blocked
+    and nothing more it sends is read (held) until `unblock` sends connection.unblocked and
+    reads what was held."""
 
     ANSWERS = {
         pika.spec.Channel.Open: pika.spec.Channel.OpenOk,
@@ -51,7 +54,16 @@ class FakeBroker:
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
         self._conns: list[socket.socket] = []
+        self.blocked: str | None = None
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def block(self, reason: str = "low on memory") -> None:
+        """Raises an alarm: publishing connections are blocked from their next publish on."""
+        self.blocked = reason
+
+    def unblock(self) -> None:
+        """Clears the alarm: blocked connections are unblocked and what they sent is read."""
+        self.blocked = None
 
     def put(self, queue: str, body: str, headers: dict[str, Any] | None = None) -> None:
         """Queues a message for the next consumer of `queue`."""
@@ -92,6 +104,9 @@ class FakeBroker:
 
     def _serve(self, conn: socket.socket) -> None:
         buf, silent = b"", False
+        held: list[Any] = []  # frames not read while the connection is blocked
+        told = False  # connection.blocked sent
+        conn.settimeout(0.02)
         confirming: set[int] = set()
         tags: dict[int, int] = defaultdict(int)
         out: dict[int, tuple[str, bytes, dict[str, Any]]] = {}  # delivery tag -> message
@@ -104,15 +119,35 @@ class FakeBroker:
                 conn.recv(8)  # the protocol header
                 self._send(conn, 0, pika.spec.Connection.Start(
                     server_properties=props, mechanisms="PLAIN", locales="en_US"))
-                while data := conn.recv(65536):
-                    buf += data
+                while True:
+                    try:
+                        data = conn.recv(65536)
+                    except TimeoutError:
+                        data = None
+                    else:
+                        if not data:
+                            break
+                    buf += data or b""
                     while True:
                         used, frame = pika.frame.decode_frame(buf)
                         if frame is None:
                             break
                         buf = buf[used:]
-                        if not silent:
+                        publish = isinstance(frame, pika.frame.Method) and isinstance(
+                            frame.method, pika.spec.Basic.Publish)
+                        if not told and self.blocked is not None and publish:
+                            self._send(conn, 0, pika.spec.Connection.Blocked(self.blocked))
+                            told = True
+                        if told:
+                            held.append(frame)
+                        elif not silent:
                             silent = self._answer(conn, frame, confirming, tags, out)
+                    if told and self.blocked is None:
+                        self._send(conn, 0, pika.spec.Connection.Unblocked())
+                        told, frames, held = False, held, []
+                        for frame in frames:
+                            if not silent:
+                                silent = self._answer(conn, frame, confirming, tags, out)
         finally:
             with self._lock:  # what this connection's consumers never acked goes back
                 for queue, body, headers in out.values():

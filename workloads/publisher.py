@@ -9,6 +9,16 @@ spent, as Jepsen retires a process whose op is unknown: every other message
 still in flight on it is completed `info` as well ("abandoned with the
 process"), and the caller opens a new process.
 
+A connection the broker blocks (AMQP `connection.blocked`: a memory or disk
+alarm somewhere in the cluster; the broker then reads nothing more from it) is
+recorded as a harness observation, f "blocked" with the broker's reason, and
+"unblocked" when lifted (history.BLOCKED, UNBLOCKED). A message whose deadline
+passes while its connection is blocked, or whose connection pika gives up on
+for being blocked too long (ConnectionBlockedTimeout), completes `info` with
+error "blocked", as does everything else in flight on it: the broker holds
+those bytes unread and may still take them when the alarm clears, so they are
+unknown, never `fail`.
+
 With `window` 1 a process has one message in flight at a time; a larger
 window pipelines, as a throughput-minded client does (per-channel order is
 kept by the broker either way). pika's BlockingChannel.basic_publish waits for
@@ -26,9 +36,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pika
+import pika.exceptions
 import pika.spec
 
-from history import Op, OpType, Recorder
+from history import BLOCKED, BLOCKED_ERROR, HARNESS, UNBLOCKED, Op, OpType, Recorder
 from workloads.clients import (
     AMQP_ERRORS,
     ClientError,
@@ -77,6 +88,7 @@ class Publisher:
         self.spent = False
         self.last: str | None = None  # the type of the latest completion
         self.confirmed = 0
+        self.blocked: str | None = None  # the broker's reason while it blocks the connection
 
     @property
     def in_flight(self) -> int:
@@ -88,6 +100,8 @@ class Publisher:
         ClientError."""
         self.conn = connect(self.host, self.opts)
         try:
+            self.conn.add_on_connection_blocked_callback(self._on_blocked)
+            self.conn.add_on_connection_unblocked_callback(self._on_unblocked)
             with answer_within(self.conn, self.opts.answer_timeout_s, "channel.open"):
                 ch = self.conn.channel()
             self._impl = ch._impl
@@ -143,14 +157,41 @@ class Publisher:
             self._returned.add(props.message_id)
         log.debug("message returned on %s: %s", self.node, method.reply_text)
 
+    def _observe(self, f: str, reason: str | None) -> None:
+        self.history.append(Op(
+            type="info", process=HARNESS, f=f, node=self.node, queue=self.queue,
+            value={"process": self.process, "publisher": self.slot.id, "reason": reason},
+        ))
+
+    def _on_blocked(self, _conn: Any, frame: Any) -> None:
+        reason = getattr(getattr(frame, "method", None), "reason", None)
+        self.blocked = str(reason or "blocked")
+        log.info("connection of process %s on %s blocked: %s", self.process, self.node,
+                 self.blocked)
+        self._observe(BLOCKED, self.blocked)
+
+    def _on_unblocked(self, _conn: Any, _frame: Any) -> None:
+        self.blocked = None
+        self._observe(UNBLOCKED, None)
+
+    def _error_of(self, e: BaseException) -> str:
+        """Returns the history error of an exception that ended the process."""
+        if isinstance(e, pika.exceptions.ConnectionBlockedTimeout):
+            return BLOCKED_ERROR
+        return f"{type(e).__name__}: {e}"[:300]
+
     def _spend(self, first_tag: int | None, error: str) -> None:
-        """Completes `first_tag` (or none) info with `error`, then everything else in flight."""
+        """Completes `first_tag` (or none) info with `error`, then everything else in flight
+        (with "blocked" too when that is why: they sat behind it on the same blocked
+        connection)."""
         self.spent = True
         if first_tag is not None and first_tag in self._pending:
             inv, _ = self._pending.pop(first_tag)
             self._complete(inv, "info", error)
+        rest = error if error == BLOCKED_ERROR else \
+            f"abandoned with the process after: {error}"[:300]
         for inv, _deadline in list(self._pending.values()):
-            self._complete(inv, "info", f"abandoned with the process after: {error}"[:300])
+            self._complete(inv, "info", rest)
         self._pending.clear()
 
     # -- sending and waiting -------------------------------------------------------------
@@ -188,7 +229,7 @@ class Publisher:
                 self.conn.process_data_events(time_limit=0)
                 self._complete(inv, "info", "confirms off")
         except AMQP_ERRORS as e:
-            self._spend(tag, f"{type(e).__name__}: {e}"[:300])
+            self._spend(tag, self._error_of(e))
         return inv
 
     def drive(self, until: float, done: Callable[[], bool] | None = None) -> None:
@@ -203,14 +244,15 @@ class Publisher:
                 if self._pending:
                     tag, (_inv, deadline) = next(iter(self._pending.items()))
                     if now >= deadline:
-                        self._spend(tag, f"no confirm within {self.opts.publish_timeout_s:g}s")
+                        self._spend(tag, BLOCKED_ERROR if self.blocked is not None
+                                    else f"no confirm within {self.opts.publish_timeout_s:g}s")
                         return
                     wake = min(wake, deadline)
                 if now >= until:
                     return
                 self.conn.process_data_events(time_limit=min(wake - now, 0.05))
         except AMQP_ERRORS as e:
-            self._spend(None, f"{type(e).__name__}: {e}"[:300])
+            self._spend(None, self._error_of(e))
 
     def wait_for_room(self, deadline: float) -> None:
         """Runs I/O until fewer than `window` messages are in flight, the publisher is spent, or
@@ -238,6 +280,7 @@ class Publisher:
     def close(self) -> None:
         """Completes what is still in flight `info` and hands the connection to a closer."""
         if self._pending:
-            self._spend(None, "publisher closed with the message in flight")
+            self._spend(None, BLOCKED_ERROR if self.blocked is not None
+                        else "publisher closed with the message in flight")
         abandon(self.conn)
         self.conn = None

@@ -30,6 +30,32 @@ Processes (through the Broker):
 - `full-restart`: stops every broker, so the cluster is down for the fault's duration;
   stop starts them all at once [start-full-restart / stop-full-restart].
 
+RabbitMQ's own operations (through the broker's CLI, each call with a hard timeout; the
+commands are clusters.rabbitmq_ops's, the same on 3.10 and 4.0):
+
+- `leader-transfer`: hands the quorum queue's leadership from its leader's node to another of
+  its members, picked at random (rabbit_quorum_queue:transfer_leadership by
+  `rabbitmqctl eval`: `rabbitmq-queues rebalance quorum` never moves the leader of a
+  single queue); stop asks where the leader is now [transfer-leader / check-leader].
+- `member-remove`: removes the quorum queue's members on the targets
+  (`rabbitmq-queues delete_member`, one at a time; `member-remove@leader`,
+  `member-remove@follower`); stop adds them back (`add_member`) [remove-member / add-member].
+- `maintenance`: puts the targets into maintenance mode (`rabbitmq-upgrade drain`: their
+  clients' connections closed, listeners suspended, quorum leaders handed over, quorum
+  members stopped); stop revives them (`rabbitmq-upgrade revive`) [drain-node / revive-node].
+- `memory-alarm`: sets the targets' memory high watermark to 0
+  (`rabbitmqctl set_vm_memory_high_watermark 0`), so their memory alarm blocks every
+  publisher in the cluster; stop sets it back to the node's configured value
+  [start-alarm / stop-alarm].
+- `disk-alarm`: sets the targets' free-disk limit to 1 EB (`rabbitmqctl set_disk_free_limit`),
+  so their disk alarm blocks every publisher; stop sets the configured limit back
+  [start-alarm / stop-alarm].
+
+The heal undoes them on every node whatever happened before: it revives each node that says it
+is drained, adds back each member a `member-remove` removed (the faults' shared ledger), and
+sets every node's memory and disk limits back to its configuration. Publishes the alarms hold
+end `info` with error "blocked" (workloads.publisher), never `fail`.
+
 Packets (on the targets) [start-packet / stop-packet]:
 
 - `packet-loss`: drops a random share of packets both ways with iptables `-m statistic`, of
@@ -53,9 +79,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from functools import partial
 
+from clusters.rabbitmq_ops import (
+    Command,
+    disk_alarm,
+    drain,
+    memory_alarm,
+    restore_disk_limit,
+    restore_memory_limit,
+    restored,
+    revive,
+)
 from history.faults import (
+    ALARM,
     FULL_RESTART,
     KILL,
+    LEADER_TRANSFER,
+    MAINTENANCE,
+    MEMBER_REMOVE,
     PACKET,
     PARTITION,
     PAUSE,
@@ -84,6 +124,7 @@ from nemesis.faults.network import (
     tbf,
     tbf_settings,
 )
+from nemesis.faults.operations import LeaderTransfer, MemberRemoval, OnTargets
 from nemesis.faults.process import (
     FullRestart,
     NodeProcessFault,
@@ -94,6 +135,7 @@ from nemesis.faults.process import (
     start_if_down,
     stop_gracefully,
 )
+from nemesis.healers import MEMBERSHIP
 from nemesis.protocol import Fault, FaultInfo
 
 # A fault's declaration and what makes it from that declaration.
@@ -112,6 +154,12 @@ def _on_targets(name: str, kind: FaultKind, heals: str, make: Callable[[FaultInf
     return FaultInfo(name, kind, heals, options, takes_targets=True), make
 
 
+def _alarm(name: str, resource: str, on: Callable[[], Command],
+           off: Callable[[], Command]) -> Declared:
+    return _on_targets(name, ALARM, "alarm", partial(OnTargets, act=on, undo=off, said=restored,
+                                                     extra={"resource": resource}))
+
+
 DECLARED: tuple[Declared, ...] = (
     _partition("partition-one", shape_one, takes_targets=True),
     _partition("partition-halves", shape_halves),
@@ -126,6 +174,14 @@ DECLARED: tuple[Declared, ...] = (
     _on_targets("pause", PAUSE, "pause", partial(NodeProcessFault, act=pause, undo=resume)),
     (FaultInfo("rolling-restart", ROLLING_RESTART, "process"), RollingRestart),
     (FaultInfo("full-restart", FULL_RESTART, "process"), FullRestart),
+    (FaultInfo("leader-transfer", LEADER_TRANSFER, "none", min_nodes=2, needs_queue=True,
+               queue_kinds=("quorum",)), LeaderTransfer),
+    (FaultInfo("member-remove", MEMBER_REMOVE, MEMBERSHIP, takes_targets=True, min_nodes=2,
+               needs_queue=True, queue_kinds=("quorum",)), MemberRemoval),
+    _on_targets("maintenance", MAINTENANCE, "maintenance",
+                partial(OnTargets, act=drain, undo=revive, said=lambda _out: "revived")),
+    _alarm("memory-alarm", "memory", memory_alarm, restore_memory_limit),
+    _alarm("disk-alarm", "disk", disk_alarm, restore_disk_limit),
     _on_targets("packet-loss", PACKET, "iptables", PacketLossFault,
                 ("packet_loss", "packet_scope")),
     _on_targets("bandwidth", PACKET, "tc", partial(QdiscFault, build=tbf, settings=tbf_settings),

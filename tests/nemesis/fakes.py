@@ -5,7 +5,9 @@ rules) and root qdiscs, answering the commands `nemesis.commands` builds the
 way iptables and tc do, exit codes and messages included; a node "without
 netem" answers netem like a kernel without sch_netem. `fail` plants a result
 or an exception for commands starting with a given argv prefix. `FakeBroker`
-keeps each node's broker state and records every call in order.
+keeps each node's broker state and records every call in order; its `ctl`
+answers RabbitMQ's own operations (clusters.rabbitmq_ops) from a small model:
+nodes drained, the queue's members and leader, nodes alarmed.
 """
 
 from __future__ import annotations
@@ -206,6 +208,12 @@ class FakeBroker:
     fail: dict[tuple[str, str], Exception] = field(default_factory=dict)
     # Set to make start() block until released (to test heal against an action in flight).
     start_gate: threading.Event | None = None
+    # The CLI's model: nodes drained, (node, resource) alarms set, and every ctl call as
+    # (node, tool, *args); `cli_fail` plants an exception for (node, first argument).
+    drained: set[str] = field(default_factory=set)
+    alarms: set[tuple[str, str]] = field(default_factory=set)
+    cli: list[tuple[str, ...]] = field(default_factory=list)
+    cli_fail: dict[tuple[str, str], Exception] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -256,6 +264,59 @@ class FakeBroker:
         if self._call("resume", node) in ("stopped", "killed"):
             raise RemoteError(f"{node.name}: no beam to resume")
         self.state[node.name] = "running"
+
+    def ctl(self, node: Node, *args: str, timeout: float = 30.0, check: bool = True,
+            tool: str = "rabbitmqctl") -> str:
+        """Records the call and answers it from the model, as the CLI prints."""
+        assert timeout > 0, "every CLI call needs a hard timeout"
+        with self._lock:
+            self.cli.append((node.name, tool, *args))
+            err = self.cli_fail.get((node.name, args[0]))
+        if err is not None:
+            raise err
+        if self.state[node.name] in ("stopped", "killed"):
+            raise RemoteError(f"{node.name}: unable to perform an operation on node")
+        short = {f"rabbit@10.0.0.{n[1:]}": n for n in self.names}
+        members = self.members if self.members is not None else list(self.names)
+        expr = args[1] if args[0] == "eval" else ""
+        if args == ("drain",):
+            self.drained.add(node.name)
+        elif args == ("revive",):
+            self.drained.discard(node.name)
+        elif "is_being_drained_local_read" in expr:
+            return f"{str(node.name in self.drained).lower()}\nok\n"
+        elif args[0] in ("delete_member", "add_member"):
+            member = short[args[-1]]
+            if args[0] == "delete_member" and member in members:
+                if members == [member]:
+                    raise RemoteError(f"{args}: last_node")
+                members = [m for m in members if m != member]
+                if self.leader == member:  # the rest elect one of themselves
+                    self.leader = members[0]
+            elif args[0] == "add_member" and member not in members:
+                members = [*members, member]
+            self.members = members
+        elif "transfer_leadership" in expr:
+            to = short[expr.split("transfer_leadership(Q, '")[1].split("'")[0]]
+            self.leader = to
+            return f"{{migrated,'rabbit@10.0.0.{to[1:]}'}}\nok\n"
+        elif args == ("set_vm_memory_high_watermark", "0"):
+            self.alarms.add((node.name, "memory"))
+        elif args[0] == "set_disk_free_limit":
+            self.alarms.add((node.name, "disk"))
+        elif "vm_memory_high_watermark" in expr:
+            self.alarms.discard((node.name, "memory"))
+            return "0.4\nok\n"
+        elif "disk_free_limit" in expr:
+            self.alarms.discard((node.name, "disk"))
+            return "50000000\nok\n"
+        else:
+            raise AssertionError(f"fake CLI: unexpected {tool} {args}")
+        return ""
+
+    def tools(self) -> list[tuple[str, ...]]:
+        """Returns the CLI calls but the evals' expressions: (node, tool, args...)."""
+        return [c[:3] if c[2] == "eval" else c for c in self.cli]
 
     def queue_leader(self, queue: str) -> str | None:
         """Returns the configured leader."""

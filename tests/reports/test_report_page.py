@@ -229,7 +229,8 @@ def test_grudge_text_says_each_cut_once() -> None:
 def test_one_declaration_of_fault_kinds() -> None:
     names = [k.name for k in kinds.KINDS]
     assert names == ["partition", "kill", "stop", "pause", "packet", "rolling-restart",
-                     "full-restart", "heal"]
+                     "full-restart", "leader-transfer", "member-remove", "maintenance", "alarm",
+                     "heal"]
     assert len({k.colour for k in kinds.KINDS}) == len(kinds.KINDS)
     assert all(re.fullmatch(r"#[0-9a-f]{6}", k.colour) and k.label for k in kinds.KINDS)
     assert kinds.stop_f_for("kill") == kinds.stop_f_for("stop") == "start"
