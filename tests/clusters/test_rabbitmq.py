@@ -127,12 +127,19 @@ def test_nodes_that_all_joined_at_boot_are_left_alone():
     assert all(c[3] == "cluster_status" for n in nodes for c in n.remote.calls)
 
 
-def test_the_config_lists_every_peer_for_discovery_at_boot():
-    peers = ["rabbit@10.0.0.1", "rabbit@10.0.0.2", "rabbit@10.0.0.3"]
-    text = render_config(BrokerConfig(), "10.0.0.2", peers)
+def test_every_node_but_the_first_joins_the_first_at_boot():
+    text = render_config(BrokerConfig(), "10.0.0.2", ["rabbit@10.0.0.1"])
     assert "cluster_formation.peer_discovery_backend = classic_config" in text
-    assert "cluster_formation.classic_config.nodes.3 = rabbit@10.0.0.3" in text
-    assert "peer_discovery" not in render_config(BrokerConfig(), "10.0.0.2", peers[:1])
+    assert "cluster_formation.classic_config.nodes.1 = rabbit@10.0.0.1" in text
+    assert "cluster_formation.discovery_retry_limit = 60" in text
+    assert "peer_discovery" not in render_config(BrokerConfig(), "10.0.0.1")
+    nodes, b = _broker()
+    for n in nodes:
+        b.configure(n)
+    conf = {n.name: n.remote.files[f"/data/{n.name}/etc/rabbitmq.conf"] for n in nodes}
+    assert "peer_discovery" not in conf["n1"]  # the first node forms the cluster at once
+    assert all("classic_config.nodes.1 = rabbit@10.0.0.1" in conf[x] for x in ("n2", "n3"))
+    assert all("classic_config.nodes.2" not in conf[x] for x in ("n2", "n3"))
 
 
 def test_configure_writes_config_cookie_and_starts_one_epmd():
