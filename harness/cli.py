@@ -666,9 +666,19 @@ def _cmd_nightly(a: argparse.Namespace) -> int:
 
     if not a.budget > 0:
         raise UsageError(f"--budget must be > 0 minutes, got {a.budget:g}")
+    from harness.nightly import OVERHEAD_S, last_nightly_runs, nights_needed, rotation
+    from harness.scenarios import SCENARIOS
+
     entries, not_applicable = _matrix_entries(a, not a.no_twins)
     _require_root([s for _, s, _ in entries])
-    nightly = Nightly(entries, a.budget * 60, _store_root(entries[0][1]), base_seed=a.seed)
+    root = _store_root(entries[0][1])
+    entries = rotation(entries, {n: sc.twin for n, sc in SCENARIOS.items()},
+                       last_nightly_runs(root))
+    nights = nights_needed([s.time_limit_s + OVERHEAD_S for _, s, _ in entries], a.budget * 60)
+    print("rotation: unsafe/safe pairs first, least recently run first; "
+          + (f"every scenario runs within {nights} night(s) at {a.budget:g} min"
+             if nights else f"a run alone needs more than {a.budget:g} min"), flush=True)
+    nightly = Nightly(entries, a.budget * 60, root, base_seed=a.seed)
     nightly.series.extra["not_applicable"] = [dataclasses.asdict(n) for n in not_applicable]
     out = nightly.out_dir
     print(f"nightly: {len(entries)} scenario run(s) within {a.budget:g} min, seed "

@@ -6,7 +6,11 @@ its safe twin share the seed) and judges each against its prediction
 time of an earlier run of the same scenario, else the scenario's time limit
 plus the overhead earlier runs showed beyond theirs (median), else plus
 `OVERHEAD_S` (set-up, recovery, drain, check and report). When the budget left
-is less than that, it starts nothing more: the rest are *skipped*.
+is less than that, that run is *skipped* and the night goes on with the next (a
+shorter one may fit). `rotation` orders a night's scenarios: the unsafe/safe
+pairs first, then the rest, each group least recently run first (by the earlier
+nightlies in the store), so that scenarios cut by one night's budget lead the
+next night's, and every scenario runs within `nights_needed` nights.
 
 A run that failed for infrastructure reasons (`infrastructure_failure`: the
 cluster would not start, a node never recovered, a backend or harness error)
@@ -26,10 +30,12 @@ the CLI hands in the function that runs one test and the one that prints.
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,6 +78,55 @@ class Skipped:
     seed: int | None
     reason: str
     estimate_s: float | None = None
+
+
+def last_nightly_runs(store_root: Path) -> dict[str, str]:
+    """Takes the store root. Returns, per scenario, the start time (ISO) of the latest nightly
+    that ran it, read from store/matrix/*/matrix.json files written by a nightly."""
+    last: dict[str, str] = {}
+    for path in sorted((store_root / "matrix").glob("*/matrix.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        started = (doc.get("nightly") or {}).get("started") if isinstance(doc, dict) else None
+        if not started:
+            continue
+        for row in doc.get("rows") or []:
+            name = row.get("scenario") if isinstance(row, dict) else None
+            if name and started > last.get(name, ""):
+                last[name] = started
+    return last
+
+
+def rotation(entries: Sequence[tuple[str, TestSpec, Any]], twins: Mapping[str, str | None],
+             last: Mapping[str, str]) -> list[tuple[str, TestSpec, Any]]:
+    """Takes a night's entries, each scenario's safe twin and when each last ran in a nightly.
+    Returns them ordered: every unsafe scenario with a twin, followed by its twin, first; then
+    the rest; each group least recently run first (never run: first of all), ties in the order
+    given."""
+    names = [n for n, _s, _e in entries]
+    by_name: dict[str, list[tuple[str, TestSpec, Any]]] = {}
+    for entry in entries:
+        by_name.setdefault(entry[0], []).append(entry)
+    paired = {n for n in names if twins.get(n) in by_name}
+    in_pair = paired | {twins[n] for n in paired if twins.get(n)}
+
+    def when(group: list[str]) -> str:
+        return min(last.get(n, "") for n in group)
+
+    pairs = [[n, twins[n]] for n in dict.fromkeys(names) if n in paired]
+    rest = [[n] for n in dict.fromkeys(names) if n not in in_pair]
+    order = [n for group in sorted(pairs, key=when) + sorted(rest, key=when) for n in group]
+    return [entry for n in dict.fromkeys(order) for entry in by_name[n]]
+
+
+def nights_needed(estimates_s: Sequence[float], budget_s: float) -> int | None:
+    """Takes each run's estimated seconds and a night's budget. Returns how many nights every
+    run needs at that budget, rotating (None when a run alone exceeds the budget)."""
+    if any(e > budget_s for e in estimates_s):
+        return None
+    return max(1, math.ceil(sum(estimates_s) / budget_s))
 
 
 def infrastructure_failure(outcome: Any) -> str | None:
@@ -155,10 +210,10 @@ class Nightly:
             need = self.estimate_s(name, spec)
             left = self.remaining_s()
             if left < need:
-                say(f"budget: {left:.0f} s left, {name} needs about {need:.0f} s: "
-                    f"not starting the {len(pending) - i} remaining run(s)")
-                self._skip(pending[i:], functools.partial(self._short_of_budget, left))
-                break
+                # Skipped, and the night goes on: a shorter run after it may still fit.
+                say(f"budget: {left:.0f} s left, {name} needs about {need:.0f} s: skipped")
+                self._skip([(name, spec)], functools.partial(self._short_of_budget, left))
+                continue
             before = len(self.series.rows)
             try:
                 self._run(name, spec, run_one, say)

@@ -378,3 +378,39 @@ def test_a_rows_versions_are_testcase_properties_and_a_column_of_the_page(tmp_pa
     assert ('<td>4.0.5<span class="cell-note">erlang 26.2, feature flags khepri_db, '
             "quorum_queue</span></td>") in html
     assert html.count("<td>3.10</td>") == 2  # a row from before release lines ran 3.10
+
+
+def test_a_run_that_does_not_fit_is_skipped_and_the_night_goes_on(tmp_path):
+    clock = Clock()
+    long_one = [("long", TestSpec(name="long", time_limit_s=600), None)]
+    n = Nightly(entries("a") + long_one + entries("b"), 300, tmp_path, base_seed=7, clock=clock)
+    runs = FakeRuns(tmp_path, clock, {}, wall=100.0)
+    n.execute(runs, lambda _s: None)
+    # a runs (100 s); long needs 670 s of the 200 left: skipped; b still fits.
+    assert [c[0] for c in runs.calls] == ["a", "b"]
+    assert [s.scenario for s in n.skipped] == ["long"]
+
+
+def test_the_rotation_puts_pairs_first_and_the_least_recently_run_first(tmp_path):
+    from harness.nightly import last_nightly_runs, nights_needed, rotation
+
+    es = entries("healthy", "kill", "m-unsafe", "q-safe", "m-other", "q-other")
+    twins = {"m-unsafe": "q-safe", "m-other": "q-other"}
+    # A nightly ran m-other's pair and kill last night, m-unsafe's pair two nights ago.
+    for stamp, started, names in (("a", "2026-11-23T01:00:00+00:00", ["m-unsafe", "q-safe"]),
+                                  ("b", "2026-11-24T01:00:00+00:00",
+                                   ["m-other", "q-other", "kill"])):
+        d = tmp_path / "matrix" / stamp
+        d.mkdir(parents=True)
+        (d / "matrix.json").write_text(json.dumps(
+            {"nightly": {"started": started}, "rows": [{"scenario": x} for x in names]}))
+    (tmp_path / "matrix" / "plain").mkdir()
+    (tmp_path / "matrix" / "plain" / "matrix.json").write_text(json.dumps(
+        {"rows": [{"scenario": "healthy"}]}))  # not a nightly: does not count
+    last = last_nightly_runs(tmp_path)
+    assert last == {"m-unsafe": "2026-11-23T01:00:00+00:00", "q-safe": "2026-11-23T01:00:00+00:00",
+                    "m-other": "2026-11-24T01:00:00+00:00", "q-other": "2026-11-24T01:00:00+00:00",
+                    "kill": "2026-11-24T01:00:00+00:00"}
+    order = [n for n, _s, _e in rotation(es, twins, last)]
+    assert order == ["m-unsafe", "q-safe", "m-other", "q-other", "healthy", "kill"]
+    assert nights_needed([130.0] * 6, 400) == 2 and nights_needed([500.0], 400) is None
