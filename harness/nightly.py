@@ -109,13 +109,13 @@ def rotation(entries: Sequence[tuple[str, TestSpec, Any]], twins: Mapping[str, s
     by_name: dict[str, list[tuple[str, TestSpec, Any]]] = {}
     for entry in entries:
         by_name.setdefault(entry[0], []).append(entry)
-    paired = {n for n in names if twins.get(n) in by_name}
-    in_pair = paired | {twins[n] for n in paired if twins.get(n)}
+    pair_of = {n: t for n in names if (t := twins.get(n)) is not None and t in by_name}
+    in_pair = set(pair_of) | set(pair_of.values())
 
     def when(group: list[str]) -> str:
         return min(last.get(n, "") for n in group)
 
-    pairs = [[n, twins[n]] for n in dict.fromkeys(names) if n in paired]
+    pairs = [[n, pair_of[n]] for n in dict.fromkeys(names) if n in pair_of]
     rest = [[n] for n in dict.fromkeys(names) if n not in in_pair]
     order = [n for group in sorted(pairs, key=when) + sorted(rest, key=when) for n in group]
     return [entry for n in dict.fromkeys(order) for entry in by_name[n]]
