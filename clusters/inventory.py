@@ -100,6 +100,9 @@ def _expand(p: str) -> str:
 
 
 def _host(path: str, i: int, raw: Any, defaults: dict[str, Any]) -> InventoryHost:
+    """Takes the inventory's path, the host's position, its [[host]] table and [defaults].
+    Returns the InventoryHost. Raises InventoryError naming the host for the first field
+    that is wrong, in the order the fields are read."""
     where = f"host #{i + 1}"
     if not isinstance(raw, dict):
         raise _fail(path, where, "each [[host]] must be a table")
@@ -108,15 +111,8 @@ def _host(path: str, i: int, raw: Any, defaults: dict[str, Any]) -> InventoryHos
         raise _fail(path, where, f"unknown key(s) {', '.join(sorted(unknown))}; "
                                  f"known: {', '.join(sorted(_HOST_KEYS))}")
     d = {**defaults, **raw}
-    address = d.get("address")
-    if not isinstance(address, str) or not address:
-        raise _fail(path, where, "no address")
+    address = _address(path, where, d.get("address"))
     where = f"host #{i + 1} ({address})"
-    try:
-        ipaddress.IPv4Address(address)
-    except ValueError:
-        if not _DNS.match(address):
-            raise _fail(path, where, f"invalid address {address!r} (IPv4 or DNS name)") from None
     name = raw.get("name", f"n{i + 1}")
     if not isinstance(name, str) or not _NODE.match(name):
         raise _fail(path, where, f"node name {name!r} must be n1, n2, ... (nemesis targets and "
@@ -127,23 +123,44 @@ def _host(path: str, i: int, raw: Any, defaults: dict[str, Any]) -> InventoryHos
     user = d.get("user", getpass.getuser())
     if not isinstance(user, str) or not _USER.match(user):
         raise _fail(path, where, f"invalid user {user!r}")
-    key_file = d.get("key_file")
     agent = d.get("agent", False)
     sudo = d.get("sudo", False)
     if not isinstance(agent, bool) or not isinstance(sudo, bool):
         raise _fail(path, where, "agent and sudo are true or false")
-    if key_file is not None:
-        if agent and "key_file" in raw:
-            raise _fail(path, where, "give key_file or agent = true, not both")
-        if agent:
-            key_file = None  # the host asks for the agent over a default key file
-        elif not isinstance(key_file, str) or not key_file:
-            raise _fail(path, where, f"invalid key_file {key_file!r}")
-        else:
-            key_file = _expand(key_file)
-            if not os.access(key_file, os.R_OK):
-                raise _fail(path, where, f"key file {key_file} does not exist or is not readable")
+    key_file = _key_file(path, where, d.get("key_file"), agent, "key_file" in raw)
     return InventoryHost(name, address, port, user, key_file, sudo)
+
+
+def _address(path: str, where: str, address: Any) -> str:
+    """Takes the inventory's path, the host's place and its address field. Returns the
+    address. Raises InventoryError when it is missing or neither IPv4 nor a DNS name."""
+    if not isinstance(address, str) or not address:
+        raise _fail(path, where, "no address")
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError:
+        if not _DNS.match(address):
+            raise _fail(path, f"{where} ({address})",
+                        f"invalid address {address!r} (IPv4 or DNS name)") from None
+    return address
+
+
+def _key_file(path: str, where: str, key_file: Any, agent: bool, own: bool) -> str | None:
+    """Takes the inventory's path, the host's place, its key_file (own: set in the host's
+    table, not [defaults]) and agent. Returns the key file's absolute path, or None for the
+    agent and default keys. Raises InventoryError for both, a bad or an unreadable one."""
+    if key_file is None:
+        return None
+    if agent and own:
+        raise _fail(path, where, "give key_file or agent = true, not both")
+    if agent:
+        return None  # the host asks for the agent over a default key file
+    if not isinstance(key_file, str) or not key_file:
+        raise _fail(path, where, f"invalid key_file {key_file!r}")
+    key_file = _expand(key_file)
+    if not os.access(key_file, os.R_OK):
+        raise _fail(path, where, f"key file {key_file} does not exist or is not readable")
+    return key_file
 
 
 def parse_inventory(text: str, path: str = "<inventory>") -> Inventory:
