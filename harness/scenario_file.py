@@ -74,7 +74,7 @@ import re
 import tomllib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -210,36 +210,64 @@ def _convert(v: Any, hint: Any, where: tuple[str | int, ...], fail: Fail) -> Any
     naming the type it should have been."""
     if dataclasses.is_dataclass(hint):
         return _build(hint, v, where, fail)
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    origin = typing.get_origin(hint)
     if origin in (types.UnionType, typing.Union):
-        if v == NONE and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(v, arg, where, fail)
-            except ScenarioFileError:
-                pass
-        raise fail(where, f"must be {_describe(hint)}, got {_shown(v)}")
+        return _convert_union(v, hint, where, fail)
     if origin is typing.Literal:
+        args = typing.get_args(hint)
         if v not in args:
             raise fail(where, f"must be one of {', '.join(map(str, args))}, got {_shown(v)}")
         return v
     if origin in (tuple, list):
-        if not isinstance(v, list):
+        return _convert_sequence(v, hint, where, fail)
+    return _convert_scalar(v, hint, where, fail)
+
+
+def _convert_union(v: Any, hint: Any, where: tuple[str | int, ...], fail: Fail) -> Any:
+    """Takes a TOML value and a union type. Returns the value as the first of the union's
+    types that takes it (None for the text "none" when the union allows None); raises
+    through `fail` when none does."""
+    args = typing.get_args(hint)
+    if v == NONE and type(None) in args:
+        return None
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _convert(v, arg, where, fail)
+        except ScenarioFileError:
+            pass
+    raise fail(where, f"must be {_describe(hint)}, got {_shown(v)}")
+
+
+def _convert_sequence(v: Any, hint: Any, where: tuple[str | int, ...], fail: Fail) -> Any:
+    """Takes a TOML value and a tuple or list type. Returns a tuple or list of the converted
+    items (a fixed tuple item by item, one of its length); raises through `fail`."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if not isinstance(v, list):
+        raise fail(where, f"must be {_describe(hint)}, got {_shown(v)}")
+    if origin is tuple and (len(args) != 2 or args[1] is not Ellipsis):
+        if len(v) != len(args):
             raise fail(where, f"must be {_describe(hint)}, got {_shown(v)}")
-        if origin is tuple and (len(args) != 2 or args[1] is not Ellipsis):
-            if len(v) != len(args):
-                raise fail(where, f"must be {_describe(hint)}, got {_shown(v)}")
-            return tuple(_convert(x, a, (*where,), fail) for x, a in zip(v, args, strict=True))
-        items = [_convert(x, args[0], where, fail) for x in v]
-        return tuple(items) if origin is tuple else items
-    ok = {bool: lambda x: isinstance(x, bool),
-          int: lambda x: isinstance(x, int) and not isinstance(x, bool),
-          float: lambda x: isinstance(x, int | float) and not isinstance(x, bool),
-          str: lambda x: isinstance(x, str),
-          Path: lambda x: isinstance(x, str)}.get(hint)
+        return tuple(_convert(x, a, (*where,), fail) for x, a in zip(v, args, strict=True))
+    items = [_convert(x, args[0], where, fail) for x in v]
+    return tuple(items) if origin is tuple else items
+
+
+# What a TOML value must be to fill a field of each plain type (a Path is written as text).
+_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    bool: lambda x: isinstance(x, bool),
+    int: lambda x: isinstance(x, int) and not isinstance(x, bool),
+    float: lambda x: isinstance(x, int | float) and not isinstance(x, bool),
+    str: lambda x: isinstance(x, str),
+    Path: lambda x: isinstance(x, str),
+}
+
+
+def _convert_scalar(v: Any, hint: Any, where: tuple[str | int, ...], fail: Fail) -> Any:
+    """Takes a TOML value and a plain type (`_SCALARS`). Returns the value as that type holds
+    it; raises through `fail` for a value of another type or a type no file can set."""
+    ok = _SCALARS.get(hint)
     if ok is None:
         raise fail(where, f"cannot be set in a scenario file ({hint})")
     if not ok(v):
