@@ -31,7 +31,7 @@ from clusters.registry import check_options
 from clusters.releases import release
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
-from workloads.kinds import kind_of
+from workloads.kinds import QueueKind, kind_of
 from workloads.queue_spec import DEFAULT_DELIVERY_LIMITS as DEFAULT_DELIVERY_LIMITS
 from workloads.queue_spec import QueueConfigError, QueueSpec, default_delivery_limit
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
@@ -82,16 +82,7 @@ class TestSpec:
 
     def validate(self) -> None:
         """Raises SpecError naming the first impossible option."""
-        if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
-            raise SpecError(f"test name {self.name!r} must be letters, digits, - _ .")
-        if not 1 <= self.nodes <= MAX_NODES:
-            raise SpecError(f"node count must be 1..{MAX_NODES}, got {self.nodes}")
-        if not self.time_limit_s > 0:
-            raise SpecError(f"time limit must be > 0 seconds, got {self.time_limit_s}")
-        if self.placement_interval_s < 0:
-            raise SpecError("placement interval must be >= 0 (0: no sampling)")
-        if self.recovery_timeout_s <= 0 or self.boot_timeout_s <= 0:
-            raise SpecError("recovery and boot timeouts must be > 0")
+        self._check_own()
         try:
             self.broker.validate()
             self.queue.validate(self.nodes)
@@ -99,18 +90,7 @@ class TestSpec:
         except (ValueError, QueueConfigError, WorkloadConfigError) as e:
             raise SpecError(str(e)) from e
         kind = kind_of(self.queue)
-        length = self.queue.max_length
-        if length is not None and self.workload.backlog > length:
-            raise SpecError(
-                f"a backlog of {self.workload.backlog} messages cannot stand in a queue of max "
-                f"length {length} (its overflow, {self.queue.overflow or 'drop-head'}, would "
-                f"{'nack' if self.queue.overflow == 'reject-publish' else 'discard'} the rest)")
-        if self.workload.client.prefetch < kind.min_prefetch:
-            raise SpecError(f"{kind.name} consumers need a prefetch >= {kind.min_prefetch}")
-        clash = [k for k, v in kind.check_rules().items() if getattr(self.check, k) != v]
-        if clash:
-            raise SpecError(f"a {kind.name} test needs {', '.join(clash)} = "
-                            f"{kind.check_rules()[clash[0]]} ({kind.summary}; use for_queue)")
+        self._check_kind(kind)
         try:
             self.nemesis.validate([f"n{i}" for i in range(1, self.nodes + 1)],
                                   time_limit_s=self.time_limit_s)
@@ -124,6 +104,37 @@ class TestSpec:
             check_options(self.backend, self.nodes, self.broker.rabbitmq)
         except BackendConfigError as e:
             raise SpecError(str(e)) from e
+
+    def _check_own(self) -> None:
+        """Raises SpecError for an impossible name, node count, time limit, interval or
+        timeout: the spec's own fields, not its parts'."""
+        if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
+            raise SpecError(f"test name {self.name!r} must be letters, digits, - _ .")
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise SpecError(f"node count must be 1..{MAX_NODES}, got {self.nodes}")
+        if not self.time_limit_s > 0:
+            raise SpecError(f"time limit must be > 0 seconds, got {self.time_limit_s}")
+        if self.placement_interval_s < 0:
+            raise SpecError("placement interval must be >= 0 (0: no sampling)")
+        if self.recovery_timeout_s <= 0 or self.boot_timeout_s <= 0:
+            raise SpecError("recovery and boot timeouts must be > 0")
+
+    def _check_kind(self, kind: QueueKind) -> None:
+        """Takes the queue's kind. Raises SpecError when the workload or the check does not fit
+        it: a backlog longer than the queue's max length, a prefetch below the kind's, a check
+        rule the kind needs set otherwise."""
+        length = self.queue.max_length
+        if length is not None and self.workload.backlog > length:
+            raise SpecError(
+                f"a backlog of {self.workload.backlog} messages cannot stand in a queue of max "
+                f"length {length} (its overflow, {self.queue.overflow or 'drop-head'}, would "
+                f"{'nack' if self.queue.overflow == 'reject-publish' else 'discard'} the rest)")
+        if self.workload.client.prefetch < kind.min_prefetch:
+            raise SpecError(f"{kind.name} consumers need a prefetch >= {kind.min_prefetch}")
+        clash = [k for k, v in kind.check_rules().items() if getattr(self.check, k) != v]
+        if clash:
+            raise SpecError(f"a {kind.name} test needs {', '.join(clash)} = "
+                            f"{kind.check_rules()[clash[0]]} ({kind.summary}; use for_queue)")
 
     def _check_fault_queue(self, kind: str) -> None:
         """Raises SpecError for a fault entry that cannot act on the test's queue kind (a quorum
