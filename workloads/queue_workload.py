@@ -108,6 +108,16 @@ class WorkloadOptions:
             raise WorkloadConfigError(f"consumers must be >= 0, got {self.consumers}")
         if not self.rate > 0:
             raise WorkloadConfigError(f"rate must be > 0 publishes/s, got {self.rate}")
+        self._check_consuming()
+        if self.backlog < 0:
+            raise WorkloadConfigError(f"backlog must be >= 0 messages, got {self.backlog}")
+        if self.drain_idle_s <= 0 or self.drain_timeout_s <= 0:
+            raise WorkloadConfigError("drain idle time and timeout must be > 0")
+        self._check_client()
+
+    def _check_consuming(self) -> None:
+        """Raises WorkloadConfigError for a consume rate or consumers paused in faults
+        without consumers, or a consume rate not > 0."""
         if self.consume_rate is not None:
             if self.consumers == 0:
                 raise WorkloadConfigError(
@@ -118,10 +128,10 @@ class WorkloadOptions:
                     f"consume rate must be > 0 acks/s, got {self.consume_rate}")
         if self.pause_consumers_in_faults and self.consumers == 0:
             raise WorkloadConfigError("pausing consumers during faults needs consumers")
-        if self.backlog < 0:
-            raise WorkloadConfigError(f"backlog must be >= 0 messages, got {self.backlog}")
-        if self.drain_idle_s <= 0 or self.drain_timeout_s <= 0:
-            raise WorkloadConfigError("drain idle time and timeout must be > 0")
+
+    def _check_client(self) -> None:
+        """Raises WorkloadConfigError for an impossible client option: publish timeout,
+        window, prefetch or crash-after."""
         if not self.client.publish_timeout_s > 0:
             raise WorkloadConfigError("publish timeout must be > 0")
         if self.client.window < 1:
