@@ -303,70 +303,105 @@ def scan_history(
     scan = HistoryScan(bucket_ns=bucket_ns)
     scan.fates = CheckedFates.from_results(results if results is not None
                                            else sibling_results(path))
-    rng = random.Random(seed)
-    tracker = WindowTracker()
-    # Open client invocations by (process, value): a pipelining publisher has several.
-    pending: dict[tuple[Any, Any], tuple[str, int]] = {}
-    open_phases: dict[str, int] = {}
-    depth: Thinned[DepthSample] = Thinned()
-    placements: Thinned[PlacementSample] = Thinned()
-    end = 0
-
-    def point(key: Key, x_ns: int, latency_ns: int) -> None:
-        res = scan.latency.get(key)
-        if res is None:
-            res = scan.latency[key] = Reservoir(max_points, rng)
-        res.add(x_ns / NS_PER_S, max(latency_ns / NS_PER_MS, MIN_LATENCY_MS))
-
+    scanner = _Scanner(scan, max_points, random.Random(seed), max_events)
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            try:
-                d = json.loads(line)
-            except ValueError:
-                if line.strip():
-                    scan.bad_lines += 1
-                continue
-            t = d.get("time") if isinstance(d, dict) else None
-            if type(t) is not int:
-                scan.bad_lines += 1
-                continue
-            scan.op_count += 1
-            end = max(end, t)
-            process, typ, f = d.get("process"), d.get("type"), str(d.get("f"))
-            node = d.get("node")
-            if isinstance(node, str) and node not in scan.nodes and len(scan.nodes) < MAX_NODES:
-                scan.nodes.add(node)
-            if _is_client(process):
-                scan.client_counts[(f, typ)] += 1
-                value = d.get("value")
-                if typ == "invoke":
-                    pending[(process, value)] = (f, t)
-                    continue
-                series = scan.rate.get((f, typ))
-                if series is None:
-                    series = scan.rate[(f, typ)] = Counter()
-                series[t // bucket_ns] += 1
-                inv = pending.get((process, value))
-                if inv is not None and inv[0] == f:
-                    del pending[(process, value)]
-                    point((f, typ), t if typ == "info" else inv[1], t - inv[1])
-            elif process == NEMESIS:
-                tracker.feed(Op.from_dict(d))
-            elif process == HARNESS:
-                _harness_op(Op.from_dict(d), scan, open_phases, depth, placements, max_events)
-    for f, start in pending.values():
-        point((f, "info"), end, end - start)
-    scan.unfinished = len(pending)
-    scan.end_ns = end
-    scan.windows = tracker.finish(end)
-    scan.heals = tracker.heals
-    scan.nemesis_failures = tracker.failures
-    scan.phases.extend(PhaseSpan(p, s, max(s, end), ended=False) for p, s in open_phases.items())
-    scan.phases.sort(key=lambda p: (p.start_ns, p.end_ns))
-    scan.depth, scan.depth_seen = depth.items, depth.seen
-    scan.placements = placements.items
+            scanner.line(line)
+    scanner.finish()
     log.debug("scanned %s: %d ops, %d bad lines", path, scan.op_count, scan.bad_lines)
     return scan
+
+
+class _Scanner:
+    """One pass of `scan_history` under way: the scan it fills, and what it holds open
+    (client invocations, fault windows, phases) and thins (depth, placement) meanwhile."""
+
+    def __init__(self, scan: HistoryScan, max_points: int, rng: random.Random,
+                 max_events: int) -> None:
+        self.scan = scan
+        self.max_points = max_points
+        self.rng = rng
+        self.max_events = max_events
+        self.tracker = WindowTracker()
+        # Open client invocations by (process, value): a pipelining publisher has several.
+        self.pending: dict[tuple[Any, Any], tuple[str, int]] = {}
+        self.open_phases: dict[str, int] = {}
+        self.depth: Thinned[DepthSample] = Thinned()
+        self.placements: Thinned[PlacementSample] = Thinned()
+        self.end = 0
+
+    def line(self, line: str) -> None:
+        """Takes one line of the history. Counts it as an op or a bad line and feeds the op
+        to the summary its process keeps."""
+        scan = self.scan
+        try:
+            d = json.loads(line)
+        except ValueError:
+            if line.strip():
+                scan.bad_lines += 1
+            return
+        t = d.get("time") if isinstance(d, dict) else None
+        if type(t) is not int:
+            scan.bad_lines += 1
+            return
+        scan.op_count += 1
+        self.end = max(self.end, t)
+        process = d.get("process")
+        node = d.get("node")
+        if isinstance(node, str) and node not in scan.nodes and len(scan.nodes) < MAX_NODES:
+            scan.nodes.add(node)
+        if _is_client(process):
+            self._client(d, process, t)
+        elif process == NEMESIS:
+            self.tracker.feed(Op.from_dict(d))
+        elif process == HARNESS:
+            _harness_op(Op.from_dict(d), scan, self.open_phases, self.depth, self.placements,
+                        self.max_events)
+
+    def _client(self, d: dict[str, Any], process: Any, t: int) -> None:
+        """Takes a client op (decoded), its process and time. Counts it; an invocation waits
+        for its completion, a completion counts in its rate bucket and, when it completes a
+        waiting invocation of the same f, gives a latency point."""
+        scan = self.scan
+        typ: Any = d.get("type")
+        f = str(d.get("f"))
+        scan.client_counts[(f, typ)] += 1
+        value = d.get("value")
+        if typ == "invoke":
+            self.pending[(process, value)] = (f, t)
+            return
+        series = scan.rate.get((f, typ))
+        if series is None:
+            series = scan.rate[(f, typ)] = Counter()
+        series[t // scan.bucket_ns] += 1
+        inv = self.pending.get((process, value))
+        if inv is not None and inv[0] == f:
+            del self.pending[(process, value)]
+            self._point((f, typ), t if typ == "info" else inv[1], t - inv[1])
+
+    def _point(self, key: Key, x_ns: int, latency_ns: int) -> None:
+        """Takes a (f, type), a time and a latency. Adds the point to that key's sample."""
+        res = self.scan.latency.get(key)
+        if res is None:
+            res = self.scan.latency[key] = Reservoir(self.max_points, self.rng)
+        res.add(x_ns / NS_PER_S, max(latency_ns / NS_PER_MS, MIN_LATENCY_MS))
+
+    def finish(self) -> None:
+        """Ends the pass: invocations still open count as info ops ending at the history's
+        end, where open fault windows and phases end too; the scan takes what was kept."""
+        scan, end = self.scan, self.end
+        for f, start in self.pending.values():
+            self._point((f, "info"), end, end - start)
+        scan.unfinished = len(self.pending)
+        scan.end_ns = end
+        scan.windows = self.tracker.finish(end)
+        scan.heals = self.tracker.heals
+        scan.nemesis_failures = self.tracker.failures
+        scan.phases.extend(PhaseSpan(p, s, max(s, end), ended=False)
+                           for p, s in self.open_phases.items())
+        scan.phases.sort(key=lambda p: (p.start_ns, p.end_ns))
+        scan.depth, scan.depth_seen = self.depth.items, self.depth.seen
+        scan.placements = self.placements.items
 
 
 def _harness_op(
