@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,34 +247,54 @@ def verdict_sentence(results: Any) -> str:
                 "before its check).")
     if not isinstance(results, dict):
         return "Not checked: results.json is not a JSON object."
-    key = valid_key(results.get("valid"))
+    return _SENTENCES[valid_key(results.get("valid"))](results)
+
+
+def _invalid_sentence(results: dict[str, Any]) -> str:
+    """Takes an invalid run's results. Returns "Invalid: " and what was found."""
+    parts = [kind.phrase(n) for kind, n in findings(results) if kind.part_of is None]
+    parts += [f"the {name} check failed" for name, s in results.items()
+              if isinstance(s, dict) and s.get("valid") is False
+              and name not in ("queue", "ordering")]
+    return "Invalid: " + (_join(parts) or "a checker found an anomaly") + "."
+
+
+def _unknown_sentence(results: dict[str, Any]) -> str:
+    """Takes the results of a run with no verdict. Returns "Unknown: " and why, each reason
+    once."""
+    return "Unknown: " + "; ".join(dict.fromkeys(_unknown_reasons(results))) + "."
+
+
+def _unknown_reasons(results: dict[str, Any]) -> list[str]:
+    """Takes the results of a run with no verdict. Returns why, first found first: the queue's
+    reason, the run's problems not said already, failed checkers, a failed check; else the
+    run's reason; else the checkers that gave no verdict."""
     queue = _section(results, "queue")
-    if key == "false":
-        parts = [kind.phrase(n) for kind, n in findings(results) if kind.part_of is None]
-        parts += [f"the {name} check failed" for name, s in results.items()
-                  if isinstance(s, dict) and s.get("valid") is False
-                  and name not in ("queue", "ordering")]
-        return "Invalid: " + (_join(parts) or "a checker found an anomaly") + "."
-    if key == "unknown":
-        reasons: list[str] = []
-        if queue.get("reason"):
-            reasons.append(str(queue["reason"]))
-        for p in _section(results, "run").get("problems") or []:
-            if str(p).lower() not in " ".join(reasons).lower():  # said already, in other words
-                reasons.append(str(p))
-        for name, s in results.items():
-            if isinstance(s, dict) and s.get("error") and name not in INFO_SECTIONS:
-                reasons.append(f"the {name} checker failed ({s['error']})")
-        if isinstance(results.get("error"), str):
-            reasons.append(f"the check failed ({results['error']})")
-        if not reasons and _section(results, "run").get("reason"):
-            reasons.append(str(_section(results, "run")["reason"]))
-        if not reasons:
-            unknown = [n for n, s in results.items()
-                       if isinstance(s, dict) and n not in INFO_SECTIONS
-                       and valid_key(s.get("valid")) == "unknown"]
-            reasons.append("no verdict from " + (", ".join(unknown) or "the checkers"))
-        return "Unknown: " + "; ".join(dict.fromkeys(reasons)) + "."
+    reasons: list[str] = []
+    if queue.get("reason"):
+        reasons.append(str(queue["reason"]))
+    for p in _section(results, "run").get("problems") or []:
+        if str(p).lower() not in " ".join(reasons).lower():  # said already, in other words
+            reasons.append(str(p))
+    for name, s in results.items():
+        if isinstance(s, dict) and s.get("error") and name not in INFO_SECTIONS:
+            reasons.append(f"the {name} checker failed ({s['error']})")
+    if isinstance(results.get("error"), str):
+        reasons.append(f"the check failed ({results['error']})")
+    if not reasons and _section(results, "run").get("reason"):
+        reasons.append(str(_section(results, "run")["reason"]))
+    if not reasons:
+        unknown = [n for n, s in results.items()
+                   if isinstance(s, dict) and n not in INFO_SECTIONS
+                   and valid_key(s.get("valid")) == "unknown"]
+        reasons.append("no verdict from " + (", ".join(unknown) or "the checkers"))
+    return reasons
+
+
+def _valid_sentence(results: dict[str, Any]) -> str:
+    """Takes a valid run's results. Returns "Valid: " with how many confirmed messages were
+    delivered and the allowed anomalies, or "Valid but weak: " and why for a weak run."""
+    queue = _section(results, "queue")
     confirmed = queue.get("acknowledged_count")
     allowed = []
     for name in ("redelivered_duplicated", "recovered"):
@@ -291,6 +312,14 @@ def verdict_sentence(results: Any) -> str:
             if isinstance(confirmed, int) else "Valid: every checker passed")
     tail = f" (allowed: {_join(allowed)})" if allowed else ""
     return f"{head}, with no loss, unexpected message, unflagged duplicate or reordering{tail}."
+
+
+# The sentence for each verdict (`valid_key`).
+_SENTENCES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "false": _invalid_sentence,
+    "unknown": _unknown_sentence,
+    "true": _valid_sentence,
+}
 
 
 @dataclass(frozen=True)
