@@ -179,48 +179,20 @@ def faults_data(scan: HistoryScan | None, results: Any) -> Faults:
     perf = results.get("perf") if isinstance(results, dict) else None
     perf = perf if isinstance(perf, dict) else {}
     perf_windows = [w for w in perf.get("windows") or [] if isinstance(w, dict)]
+    if scan is None and not perf_windows:
+        return Faults(told is not None, strength, noticed, no_record=True)
     why_not = ("not checked (no results.json)" if not isinstance(results, dict)
                else "no perf section in results.json" if not perf
                else "no matching window in the perf results")
-    headers = ["fault", "target", "from s", "to s", "ended by", "publishes", "confirmed",
-               "unknown", "failed", "p50 / p99 ms", "recovered after s"]
-    rows: list[list[Cell]] = []
-    for key, label in (("healthy", "no fault in effect"), ("overall", "whole main phase")):
-        stats = perf.get(key)
-        if isinstance(stats, dict):
-            rows.append([td(label), td("-"), td("-", num=True), td("-", num=True), td("-"),
-                         *_stats_cells(stats, why_not)[:5], td("-", num=True)])
-    for w in windows:
-        kind = kind_named(w.kind)
-        name = w.fault + (f" (start failed: {w.error})" if w.error else "")
-        rows.append([
-            swatch_td(kind.colour, name),
-            td(target_text(w)),
-            td(seconds(w.start_ns), num=True),
-            td(seconds(w.end_ns), num=True),
-            td(w.closed_by or "end of history"),
-            *_stats_cells(_match_perf(w, perf_windows), why_not),
-        ])
+    rows = _baseline_rows(perf, why_not)
+    rows += [_window_row(w, perf_windows, why_not) for w in windows]
     if scan is not None:
-        for pw in _unmatched(perf_windows, windows):
-            start = pw.get("start_ms")
-            end = pw.get("end_ms")
-            k = kind_for_start(str(pw.get("f")))
-            colour = k.colour if k is not None else kind_named(str(pw.get("f"))).colour
-            target = pw.get("target")
-            rows.append([
-                swatch_td(colour, f"{pw.get('f')} (perf checker only)"),
-                td(", ".join(map(str, target)) if isinstance(target, list) else "-"),
-                td(f"{start / 1000:.3f}" if isinstance(start, int | float) else NA, num=True),
-                td(f"{end / 1000:.3f}" if isinstance(end, int | float) else NA, num=True),
-                td(pw.get("closed_by") or "-"),
-                *_stats_cells(pw, why_not),
-            ])
-    if scan is None and not perf_windows:
-        return Faults(told is not None, strength, noticed, no_record=True)
+        rows += [_perf_only_row(pw, why_not) for pw in _unmatched(perf_windows, windows)]
     failures = "; ".join(
         f"{op.f} at {seconds(op.time)} s: {op.error or 'no error given'}"
         for op in scan.nemesis_failures) if scan is not None else ""
+    headers = ["fault", "target", "from s", "to s", "ended by", "publishes", "confirmed",
+               "unknown", "failed", "p50 / p99 ms", "recovered after s"]
     return Faults(
         told=told is not None, strength=strength, noticed=noticed,
         nothing=not windows and not perf_windows,
@@ -228,6 +200,51 @@ def faults_data(scan: HistoryScan | None, results: Any) -> Faults:
         heals=tuple(_heal_line(h) for h in scan.heals) if scan is not None else (),
         failures=failures,
     )
+
+
+def _baseline_rows(perf: dict[str, Any], why_not: str) -> list[list[Cell]]:
+    """Takes the perf section and why a window has no figures. Returns the availability
+    table's baseline rows: no fault in effect, and the whole main phase, when perf has them."""
+    rows: list[list[Cell]] = []
+    for key, label in (("healthy", "no fault in effect"), ("overall", "whole main phase")):
+        stats = perf.get(key)
+        if isinstance(stats, dict):
+            rows.append([td(label), td("-"), td("-", num=True), td("-", num=True), td("-"),
+                         *_stats_cells(stats, why_not)[:5], td("-", num=True)])
+    return rows
+
+
+def _window_row(w: FaultWindow, perf_windows: list[dict[str, Any]], why_not: str) -> list[Cell]:
+    """Takes a fault window of the history, the perf windows and why a window has no figures.
+    Returns the window's row of the availability table, with its perf window's figures."""
+    kind = kind_named(w.kind)
+    name = w.fault + (f" (start failed: {w.error})" if w.error else "")
+    return [
+        swatch_td(kind.colour, name),
+        td(target_text(w)),
+        td(seconds(w.start_ns), num=True),
+        td(seconds(w.end_ns), num=True),
+        td(w.closed_by or "end of history"),
+        *_stats_cells(_match_perf(w, perf_windows), why_not),
+    ]
+
+
+def _perf_only_row(pw: dict[str, Any], why_not: str) -> list[Cell]:
+    """Takes a perf window no window of the history matches and why a window has no figures.
+    Returns its row of the availability table, marked as the perf checker's only."""
+    start = pw.get("start_ms")
+    end = pw.get("end_ms")
+    k = kind_for_start(str(pw.get("f")))
+    colour = k.colour if k is not None else kind_named(str(pw.get("f"))).colour
+    target = pw.get("target")
+    return [
+        swatch_td(colour, f"{pw.get('f')} (perf checker only)"),
+        td(", ".join(map(str, target)) if isinstance(target, list) else "-"),
+        td(f"{start / 1000:.3f}" if isinstance(start, int | float) else NA, num=True),
+        td(f"{end / 1000:.3f}" if isinstance(end, int | float) else NA, num=True),
+        td(pw.get("closed_by") or "-"),
+        *_stats_cells(pw, why_not),
+    ]
 
 
 def faults_section(scan: HistoryScan | None, results: Any) -> str:
