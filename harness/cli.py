@@ -24,7 +24,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,13 @@ def _ha_params(text: str) -> int | list[str]:
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """Adds every test-spec option to a parser (defaults None: unset keeps the scenario's)."""
+    for add in _RUN_OPTION_GROUPS:
+        add(p)
+
+
+def _test_group(p: argparse.ArgumentParser) -> None:
+    """Takes a parser. Adds the test's own options: scenario, name, nodes, time limit, seed,
+    store, recovery timeout, progress."""
     g = p.add_argument_group("test")
     g.add_argument("--scenario", help="start from a named scenario (see `scenarios`)")
     g.add_argument("--name", help="test name (store/<name>/...)")
@@ -101,6 +108,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-progress", action="store_true",
                    help="no live progress on stderr (a line redrawn on a terminal, else a "
                         "line every 10 s)")
+
+
+def _broker_group(p: argparse.ArgumentParser) -> None:
+    """Takes a parser. Adds the broker's options: partition handling, net_ticktime, release
+    line, metadata store."""
     b = p.add_argument_group("broker")
     b.add_argument("--partition-handling", choices=("ignore", "autoheal", "pause_minority"),
                    help="cluster_partition_handling (default pause_minority, RabbitMQ's "
@@ -117,6 +129,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="4.0: mnesia (default) or khepri, the Raft metadata store (enabled "
                         "through its feature flag once the cluster has formed; "
                         "cluster_partition_handling does not apply to it)")
+
+
+def _queue_group(p: argparse.ArgumentParser) -> None:
+    """Takes a parser. Adds the queue's options: name, kind, durability, replicas, delivery
+    limit, mirroring policy, single active consumer, length limit and dead-lettering."""
     q = p.add_argument_group("queue")
     q.add_argument("--queue", dest="queue_name", help="queue name")
     q.add_argument("--queue-type", choices=tuple(KINDS),
@@ -151,6 +168,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                         "limit) dead-letters to the harness's own, which the drain reads back. "
                         "With yours the harness cannot account for dropped messages: those it "
                         "did not deliver are not proven lost (the verdict is then unknown)")
+
+
+def _workload_group(p: argparse.ArgumentParser) -> None:
+    """Takes a parser. Adds the workload's options: publishers, consumers, rates, backlog,
+    the clients' settings, placement sampling."""
     w = p.add_argument_group("workload")
     w.add_argument("--publishers", type=int)
     w.add_argument("--consumers", type=int)
@@ -178,6 +200,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="consumers close their channel unacked every N deliveries")
     w.add_argument("--placement-interval", type=float,
                    help="seconds between samples of the queue's leader/members (0: off)")
+
+
+def _nemesis_group(p: argparse.ArgumentParser) -> None:
+    """Takes a parser. Adds the nemesis's options: fault entries, their order, interval,
+    duration and targets, and the network faults' settings."""
     n = p.add_argument_group("nemesis")
     n.add_argument("--nemesis", type=_csv, metavar="FAULTS",
                    help="fault entries NAME[@TARGETS][:KEY=VALUE]..., comma-separated, or "
@@ -205,11 +232,23 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="packet loss on cluster traffic only, or on all traffic")
     n.add_argument("--bandwidth-kbit", type=int, help="rate limit of the bandwidth fault")
     n.add_argument("--delay-ms", type=float, help="delay of netem-delay")
+
+
+def _check_group(p: argparse.ArgumentParser) -> None:
+    """Takes a parser. Adds the check's options (Spark master, strict order) and the
+    backends' (clusters.registry)."""
     c = p.add_argument_group("check")
     c.add_argument("--spark-master", help="Spark master URL (default local[*])")
     add_backend_options(p)
     c.add_argument("--strict-order", action="store_true", default=None,
                    help="FIFO including redeliveries (single active consumer, prefetch 1)")
+
+
+# The groups of run options, in the order --help shows them.
+_RUN_OPTION_GROUPS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
+    _test_group, _broker_group, _queue_group, _workload_group, _nemesis_group,
+    _check_group,
+)
 
 
 def add_check_options(p: argparse.ArgumentParser) -> None:
