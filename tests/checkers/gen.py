@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -312,87 +313,141 @@ def _flagged(g: Generated, mid: str) -> bool:
 def plant(g: Generated, kind: str, draw: Any, used: set[str]) -> bool:
     """Takes a history, a plant kind, hypothesis' draw and ids already planted on. Changes the
     history and its truth. Returns False when the history has nothing to plant on."""
-    counts = g.deliveries()
-    once = g.once(used)
-    e = g.expected
-    if kind == "drop":
-        cands = sorted(m for m, o in g.outcomes.items()
-                       if o == "ok" and counts[m] and m not in used)
-        if not cands:
-            return False
-        mid = draw(st.sampled_from(cands))
-        g.ops = [(t, kw) for t, kw in g.ops
-                 if not ((_is_delivery(kw) or _is_ack(kw)) and kw["value"] == mid)]
-        e.lost.add(mid)
-        e.redelivered_duplicated.discard(mid)
-    elif kind == "unacked":
-        # Another ack must remain: a history without any reads every delivery as acked.
-        cands = [m for m in once if g.outcomes.get(m) == "ok"] if g.acks else []
-        if not cands or sum(g.consumed().values()) < 2:
-            return False
-        mid = draw(st.sampled_from(cands))
-        g.ops = [(t, kw) for t, kw in g.ops if not (_is_ack(kw) and kw["value"] == mid)]
-        e.lost.add(mid)
-        e.lost_unacked.add(mid)
-    elif kind in ("dup_unflagged", "dup_flagged"):
-        if not once:
-            return False
-        mid = draw(st.sampled_from(once))
-        _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, kind == "dup_flagged"))
-        if kind == "dup_flagged":
-            e.redelivered_duplicated.add(mid)
-        else:
-            e.unflagged_duplicated.add(mid)
-            if _flagged(g, mid):
-                e.unflagged_after_ack.add(mid)
-    elif kind == "unflagged_after_ack":
-        # The quorum-ignore pattern: redelivered flagged and acked, then delivered unflagged.
-        if not once:
-            return False
-        mid = draw(st.sampled_from(once))
-        _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, True),
-                                 *_consume(g, _fresh(g), mid, False))
-        e.unflagged_duplicated.add(mid)
-        e.unflagged_after_ack.add(mid)
-    elif kind == "dup_same_consumer":
-        return _dup_same_consumer(g, draw, used, once)
-    elif kind == "unexpected":
-        mid = "999-0"
-        if mid in used:
-            return False
-        _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, False))
-        e.unexpected.add(mid)
-    elif kind in ("deliver_info", "deliver_failed"):
-        outcome = "info" if kind == "deliver_info" else "fail"
-        cands = sorted(m for m, o in g.outcomes.items()
-                       if o == outcome and not counts[m] and m not in used)
-        if not cands:
-            return False
-        mid = draw(st.sampled_from(cands))
-        _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, False))
-        (e.recovered if outcome == "info" else e.delivered_failed).add(mid)
-    elif kind == "swap":
-        return _swap(g, draw, used, once)
-    elif kind == "dead_letter":
-        cands = sorted(m for m, o in g.outcomes.items()
-                       if o == "ok" and counts[m] and m not in used)
-        if not cands:
-            return False
-        mid, reason = draw(st.sampled_from(cands)), draw(st.sampled_from(REASONS))
-        g.ops = [(t, kw) for t, kw in g.ops
-                 if not ((_is_delivery(kw) or _is_ack(kw)) and kw["value"] == mid)]
-        _insert_before_drain_end(g, _dead_letter(g, mid, reason))
-        e.dropped_by_design[mid] = reason
-        e.redelivered_duplicated.discard(mid)
-    elif kind == "dead_letter_delivered":
-        if not once:
-            return False
-        mid = draw(st.sampled_from(once))
-        _insert_before_drain_end(g, _dead_letter(g, mid, draw(st.sampled_from(REASONS))))
-        e.dead_lettered_delivered.add(mid)
-    used.add(mid)
+    planted = _PLANTERS[kind](g, kind, draw, used)
+    if not planted:
+        return False
+    used.update(planted)
     g.planted.append(kind)
     return True
+
+
+# A planter takes a history, the plant kind, hypothesis' draw and the ids already planted on;
+# it changes the history and its truth and returns the ids it planted on (none: nothing to
+# plant on, the history unchanged).
+Planter = Callable[[Generated, str, Any, set[str]], tuple[str, ...]]
+
+
+def _ok_delivered(g: Generated, used: set[str]) -> list[str]:
+    """Returns the confirmed ids not planted on yet that were delivered, in order."""
+    counts = g.deliveries()
+    return sorted(m for m, o in g.outcomes.items() if o == "ok" and counts[m] and m not in used)
+
+
+def _drop_deliveries(g: Generated, mid: str) -> None:
+    """Removes every delivery of `mid` and its acks."""
+    g.ops = [(t, kw) for t, kw in g.ops
+             if not ((_is_delivery(kw) or _is_ack(kw)) and kw["value"] == mid)]
+
+
+def _plant_drop(g: Generated, kind: str, draw: Any, used: set[str]) -> tuple[str, ...]:
+    """Drops a confirmed message's deliveries: lost."""
+    cands = _ok_delivered(g, used)
+    if not cands:
+        return ()
+    mid = draw(st.sampled_from(cands))
+    _drop_deliveries(g, mid)
+    g.expected.lost.add(mid)
+    g.expected.redelivered_duplicated.discard(mid)
+    return (mid,)
+
+
+def _plant_unacked(g: Generated, kind: str, draw: Any, used: set[str]) -> tuple[str, ...]:
+    """Drops a confirmed message's only ack: lost, and lost unacked."""
+    # Another ack must remain: a history without any reads every delivery as acked.
+    cands = [m for m in g.once(used) if g.outcomes.get(m) == "ok"] if g.acks else []
+    if not cands or sum(g.consumed().values()) < 2:
+        return ()
+    mid = draw(st.sampled_from(cands))
+    g.ops = [(t, kw) for t, kw in g.ops if not (_is_ack(kw) and kw["value"] == mid)]
+    g.expected.lost.add(mid)
+    g.expected.lost_unacked.add(mid)
+    return (mid,)
+
+
+def _plant_dup(g: Generated, kind: str, draw: Any, used: set[str]) -> tuple[str, ...]:
+    """Delivers a message once more to a new consumer, flagged (dup_flagged) or not: a
+    redelivered or an unflagged duplicate (and unflagged after ack when it was flagged
+    before)."""
+    once = g.once(used)
+    if not once:
+        return ()
+    mid = draw(st.sampled_from(once))
+    _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, kind == "dup_flagged"))
+    e = g.expected
+    if kind == "dup_flagged":
+        e.redelivered_duplicated.add(mid)
+    else:
+        e.unflagged_duplicated.add(mid)
+        if _flagged(g, mid):
+            e.unflagged_after_ack.add(mid)
+    return (mid,)
+
+
+def _plant_unflagged_after_ack(g: Generated, kind: str, draw: Any,
+                               used: set[str]) -> tuple[str, ...]:
+    """Delivers a message again flagged and acked, then unflagged: the quorum-ignore
+    pattern."""
+    once = g.once(used)
+    if not once:
+        return ()
+    mid = draw(st.sampled_from(once))
+    _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, True),
+                             *_consume(g, _fresh(g), mid, False))
+    g.expected.unflagged_duplicated.add(mid)
+    g.expected.unflagged_after_ack.add(mid)
+    return (mid,)
+
+
+def _plant_unexpected(g: Generated, kind: str, draw: Any, used: set[str]) -> tuple[str, ...]:
+    """Delivers an id never published: unexpected."""
+    mid = "999-0"
+    if mid in used:
+        return ()
+    _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, False))
+    g.expected.unexpected.add(mid)
+    return (mid,)
+
+
+def _plant_deliver_outcome(g: Generated, kind: str, draw: Any,
+                           used: set[str]) -> tuple[str, ...]:
+    """Delivers a message whose publish ended info (deliver_info: recovered) or failed
+    (deliver_failed: delivered failed), never delivered before."""
+    outcome = "info" if kind == "deliver_info" else "fail"
+    counts = g.deliveries()
+    cands = sorted(m for m, o in g.outcomes.items()
+                   if o == outcome and not counts[m] and m not in used)
+    if not cands:
+        return ()
+    mid = draw(st.sampled_from(cands))
+    _insert_before_drain_end(g, *_consume(g, _fresh(g), mid, False))
+    (g.expected.recovered if outcome == "info" else g.expected.delivered_failed).add(mid)
+    return (mid,)
+
+
+def _plant_dead_letter(g: Generated, kind: str, draw: Any, used: set[str]) -> tuple[str, ...]:
+    """Has the queue drop a confirmed message by design: its deliveries replaced by a dead
+    letter the drain read back (dropped, not lost)."""
+    cands = _ok_delivered(g, used)
+    if not cands:
+        return ()
+    mid, reason = draw(st.sampled_from(cands)), draw(st.sampled_from(REASONS))
+    _drop_deliveries(g, mid)
+    _insert_before_drain_end(g, _dead_letter(g, mid, reason))
+    g.expected.dropped_by_design[mid] = reason
+    g.expected.redelivered_duplicated.discard(mid)
+    return (mid,)
+
+
+def _plant_dead_letter_delivered(g: Generated, kind: str, draw: Any,
+                                 used: set[str]) -> tuple[str, ...]:
+    """Dead-letters a message the queue also delivered: dead-lettered and delivered."""
+    once = g.once(used)
+    if not once:
+        return ()
+    mid = draw(st.sampled_from(once))
+    _insert_before_drain_end(g, _dead_letter(g, mid, draw(st.sampled_from(REASONS))))
+    g.expected.dead_lettered_delivered.add(mid)
+    return (mid,)
 
 
 def _ack_at(g: Generated, i: int) -> int | None:
@@ -406,9 +461,11 @@ def _ack_at(g: Generated, i: int) -> int | None:
     return None
 
 
-def _dup_same_consumer(g: Generated, draw: Any, used: set[str], once: list[str]) -> bool:
-    # Delivered again, unflagged, right after itself (and its ack): a duplicate and an ordering
-    # violation.
+def _plant_dup_same_consumer(g: Generated, kind: str, draw: Any,
+                             used: set[str]) -> tuple[str, ...]:
+    """Delivers a message again, unflagged, right after itself (and its ack): a duplicate and
+    an ordering violation."""
+    once = g.once(used)
     at = []
     for i, (_, kw) in enumerate(g.ops):
         if _is_delivery(kw) and kw["value"] in once:
@@ -416,7 +473,7 @@ def _dup_same_consumer(g: Generated, draw: Any, used: set[str], once: list[str])
             if j is not None:
                 at.append((i, j))
     if not at:
-        return False
+        return ()
     i, j = draw(st.sampled_from(at))
     t, kw = g.ops[i]
     copy_ = {**kw, "redelivered": False}
@@ -428,12 +485,12 @@ def _dup_same_consumer(g: Generated, draw: Any, used: set[str], once: list[str])
         e.unflagged_after_ack.add(mid)
     e.violations += 1
     e.affected.add(f"{kw['process']}/{kw['consumer']}")
-    used.add(mid)
-    g.planted.append("dup_same_consumer")
-    return True
+    return (mid,)
 
 
-def _swap(g: Generated, draw: Any, used: set[str], once: list[str]) -> bool:
+def _plant_swap(g: Generated, kind: str, draw: Any, used: set[str]) -> tuple[str, ...]:
+    """Swaps two adjacent deliveries of one stream (and their acks): an ordering violation."""
+    once = g.once(used)
     acks = {kw["value"]: i for i, (_, kw) in enumerate(g.ops) if _is_ack(kw)}
     streams: dict[tuple[int, str, int], list[int]] = {}
     for i, (_, kw) in enumerate(g.ops):
@@ -449,7 +506,7 @@ def _swap(g: Generated, draw: Any, used: set[str], once: list[str]) -> bool:
             if g.outcomes.get(ka) == "ok" or g.publish_process.get(ka) == g.publish_process.get(kb):
                 pairs.append((key, a, b))
     if not pairs:
-        return False
+        return ()
     key, a, b = draw(st.sampled_from(pairs))
     (ta, ka), (tb, kb) = g.ops[a], g.ops[b]
     g.ops[a], g.ops[b] = (ta, kb), (tb, ka)
@@ -460,9 +517,25 @@ def _swap(g: Generated, draw: Any, used: set[str], once: list[str]) -> bool:
         assert ax["value"] == ka["value"] and ay["value"] == kb["value"]
     g.expected.violations += 1
     g.expected.affected.add(f"{key[0]}/{key[1]}")
-    used.update((ka["value"], kb["value"]))
-    g.planted.append("swap")
-    return True
+    return (ka["value"], kb["value"])
+
+
+# Each plant kind's planter, in the order of PLANTS.
+_PLANTERS: dict[str, Planter] = {
+    "drop": _plant_drop,
+    "dup_unflagged": _plant_dup,
+    "dup_flagged": _plant_dup,
+    "dup_same_consumer": _plant_dup_same_consumer,
+    "unexpected": _plant_unexpected,
+    "deliver_info": _plant_deliver_outcome,
+    "deliver_failed": _plant_deliver_outcome,
+    "swap": _plant_swap,
+    "unacked": _plant_unacked,
+    "unflagged_after_ack": _plant_unflagged_after_ack,
+    "dead_letter": _plant_dead_letter,
+    "dead_letter_delivered": _plant_dead_letter_delivered,
+}
+assert tuple(_PLANTERS) == PLANTS
 
 
 @st.composite
@@ -512,119 +585,157 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
     written as decimal strings, some consumer tags are missing, some nemesis completions are
     ok rather than info, some name their nodes as one string. Times often tie. Its `expected`
     is empty: it is for comparing a checker with the oracle, not for planting."""
-    acks = draw(st.booleans())
+    h = _Anything(draw, draw(st.booleans()))
     main_events = draw(st.booleans()) or draw(st.booleans())
-    t = 0
-    ops: list[tuple[int, dict[str, Any]]] = []
-    outcomes: dict[str, str] = {}
-    publish_process: dict[str, int] = {}
-    open_publishes: dict[str, int] = {}
-    waiting: list[tuple[int, str | None, str, int | None, int | None]] = []  # unacked
-    ids = [f"{p}-{s}" for p in (1, 2, 3) for s in range(6)] + ["x", "7-x"]
-
-    def emit(**kw: Any) -> None:
-        nonlocal t
-        t += draw(st.integers(0, 3)) * MS
-        ops.append((t, kw))
-
-    def pub_seq(mid: str) -> tuple[int | None, int | None]:
-        head, _, tail = mid.partition("-")
-        return (int(head) if head.isdigit() else None, int(tail) if tail.isdigit() else None)
-
-    def proc(p: int) -> int | str:
-        """A client process, now and then written as text (the checker reads it as text)."""
-        return str(p) if draw(st.integers(0, 5)) == 0 else p
-
     if draw(st.integers(0, 2)) == 0:  # the queue dead-letters: to the harness's, or the user's
-        emit(type="info", process=HARNESS, f="dead-lettering", value={
+        h.emit(type="info", process=HARNESS, f="dead-lettering", value={
             "queue": "q", "by": draw(st.sampled_from(["harness", "user"])),
             "limits": draw(st.sampled_from([[], ["max length 5 (drop-head)"]]))})
     if main_events:
-        emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "start"})
+        h.emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "start"})
+    steps = {"invoke": h.invoke, "complete": h.complete, "deliver": h.deliver, "ack": h.ack,
+             "nemesis": h.nemesis, "dead-letter": h.dead_letter}
     for step in draw(st.lists(st.sampled_from(
             ["invoke", "invoke", "complete", "complete", "deliver", "deliver", "deliver", "ack",
              "ack", "nemesis", "dead-letter"]), min_size=5, max_size=max_steps)):
-        if step == "invoke":
-            fresh = [m for m in ids if m not in publish_process]
-            if not fresh:
-                continue
-            mid = draw(st.sampled_from(fresh))
-            p = draw(st.integers(1, 4))
-            pub, seq = pub_seq(mid)
-            publish_process[mid] = p
-            open_publishes[mid] = p
-            emit(type="invoke", process=proc(p), f="publish", value=mid, node="n1", queue="q",
-                 publisher=pub, seq=seq, phase="main")
-        elif step == "complete" and open_publishes:
-            mid = draw(st.sampled_from(sorted(open_publishes)))
-            p = open_publishes.pop(mid)
-            outcome = draw(st.sampled_from(["ok", "ok", "fail", "info"]))
-            outcomes[mid] = outcome
-            pub, seq = pub_seq(mid)
-            error = None if outcome == "ok" else draw(
-                st.sampled_from([None, "nack", "returned: unroutable", "timeout"]))
-            emit(type=outcome, process=proc(p), f="publish", value=mid, node="n1", queue="q",
-                 publisher=pub, seq=seq, phase="main", error=error)
-        elif step == "deliver":
-            published = sorted(publish_process)
-            mid = draw(st.sampled_from(published if published and draw(st.integers(0, 5))
-                                       else ids))
-            p = draw(st.integers(5, 7))
-            tag = draw(st.sampled_from(["a", "b", "a", "b", None]))
-            pub, seq = pub_seq(mid) if draw(st.integers(0, 4)) else (None, None)
-            f = draw(st.sampled_from(["consume", "consume", "drain"]))
-            emit(type="ok", process=proc(p), f=f, value=mid, node=draw(st.sampled_from(NODES)),
-                 queue="q", publisher=pub, seq=seq, consumer=tag,
-                 redelivered=draw(st.sampled_from([False, False, True, None])), phase="main")
-            if acks:
-                waiting.append((p, tag, mid, pub, seq))
-        elif step == "dead-letter":
-            published = sorted(publish_process)
-            mid = draw(st.sampled_from(published if published and draw(st.integers(0, 5))
-                                       else ids))
-            p = draw(st.integers(8, 9))
-            pub, seq = pub_seq(mid)
-            emit(type="ok", process=proc(p), f="dead-letter", value=mid, node="n1",
-                 queue="q.harness-dlq", publisher=pub, seq=seq, consumer=f"dead-letter-{p}",
-                 redelivered=False, phase="drain", extra={"reason": draw(st.sampled_from(
-                     ["maxlen", "delivery_limit", "expired", None]))})
-        elif step == "ack" and waiting:
-            p, tag, mid, pub, seq = waiting.pop(draw(st.integers(0, len(waiting) - 1)))
-            emit(type="ok", process=proc(p), f="ack", value=mid, node="n2", queue="q",
-                 publisher=pub, seq=seq, consumer=tag, phase="main")
-        elif step == "nemesis":
-            # Often the stop of a fault started before, so that windows close by their stops.
-            started = [kw for _, kw in ops if kw["process"] == NEMESIS
-                       and kw["type"] in ("info", "ok") and kw["f"] in _STOPS]
-            if started and draw(st.booleans()):
-                kw = draw(st.sampled_from(started))
-                f = _STOPS[kw["f"]]
-                named = kw["value"].get("nodes") or kw["node"]
-                targets = [named] if isinstance(named, str) else list(named or [])
-            else:
-                f = draw(st.sampled_from(FAULT_FS))
-                targets = draw(st.lists(st.sampled_from(NODES), max_size=2, unique=True))
-            value: dict[str, Any] = {"fault": f}
-            if targets and draw(st.booleans()):
-                value["nodes"] = targets if len(targets) > 1 or draw(st.booleans()) \
-                    else targets[0]
-            node = targets[0] if targets and "nodes" not in value else None
-            emit(type="invoke", process=NEMESIS, f=f, value={"fault": f})
-            outcome = draw(st.sampled_from(["info", "info", "ok", "fail"]))
-            emit(type=outcome, process=NEMESIS, f=f, value=value, node=node)
+        steps[step]()
     if main_events:
-        emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "end"})
-    ending = draw(st.sampled_from(["complete", "plain", "incomplete", "refused", "none"]))
-    if ending != "none":
-        emit(type="info", process=HARNESS, f="phase", value={"phase": "drain", "state": "start"})
-    if ending in ("complete", "plain", "refused"):
-        end: dict[str, Any] = {"phase": "drain", "state": "end"}
-        if ending != "plain":
-            end["complete"] = ending == "complete"
-        if ending == "refused":
-            end["reason"] = "n3 refused"
-        emit(type="info", process=HARNESS, f="phase", value=end)
-    elif ending == "incomplete":
-        emit(type="info", process=HARNESS, f="phase",
-             value={"phase": "drain", "state": "incomplete"})
-    return Generated(ops, outcomes, publish_process, Expected(), False, acks, 100)
+        h.emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "end"})
+    h.drain_end(draw(st.sampled_from(["complete", "plain", "incomplete", "refused", "none"])))
+    return Generated(h.ops, h.outcomes, h.publish_process, Expected(), False, h.acks, 100)
+
+
+_IDS = [f"{p}-{s}" for p in (1, 2, 3) for s in range(6)] + ["x", "7-x"]
+
+
+def _pub_seq(mid: str) -> tuple[int | None, int | None]:
+    """Takes a message id. Returns its publisher and seq, each None where the id has none."""
+    head, _, tail = mid.partition("-")
+    return (int(head) if head.isdigit() else None, int(tail) if tail.isdigit() else None)
+
+
+class _Anything:
+    """The history `random_histories` draws, as it grows: one method per kind of step, each
+    drawing what it does (a step with nothing to act on does nothing)."""
+
+    def __init__(self, draw: Any, acks: bool) -> None:
+        self.draw = draw
+        self.acks = acks
+        self.t = 0
+        self.ops: list[tuple[int, dict[str, Any]]] = []
+        self.outcomes: dict[str, str] = {}
+        self.publish_process: dict[str, int] = {}
+        self.open_publishes: dict[str, int] = {}
+        self.waiting: list[tuple[int, str | None, str, int | None, int | None]] = []  # unacked
+
+    def emit(self, **kw: Any) -> None:
+        self.t += self.draw(st.integers(0, 3)) * MS
+        self.ops.append((self.t, kw))
+
+    def proc(self, p: int) -> int | str:
+        """A client process, now and then written as text (the checker reads it as text)."""
+        return str(p) if self.draw(st.integers(0, 5)) == 0 else p
+
+    def some_id(self) -> str:
+        """Draws an id: mostly a published one, now and then any."""
+        published = sorted(self.publish_process)
+        return self.draw(st.sampled_from(published if published and self.draw(st.integers(0, 5))
+                                         else _IDS))
+
+    def invoke(self) -> None:
+        fresh = [m for m in _IDS if m not in self.publish_process]
+        if not fresh:
+            return
+        mid = self.draw(st.sampled_from(fresh))
+        p = self.draw(st.integers(1, 4))
+        pub, seq = _pub_seq(mid)
+        self.publish_process[mid] = p
+        self.open_publishes[mid] = p
+        self.emit(type="invoke", process=self.proc(p), f="publish", value=mid, node="n1",
+                  queue="q", publisher=pub, seq=seq, phase="main")
+
+    def complete(self) -> None:
+        if not self.open_publishes:
+            return
+        draw = self.draw
+        mid = draw(st.sampled_from(sorted(self.open_publishes)))
+        p = self.open_publishes.pop(mid)
+        outcome = draw(st.sampled_from(["ok", "ok", "fail", "info"]))
+        self.outcomes[mid] = outcome
+        pub, seq = _pub_seq(mid)
+        error = None if outcome == "ok" else draw(
+            st.sampled_from([None, "nack", "returned: unroutable", "timeout"]))
+        self.emit(type=outcome, process=self.proc(p), f="publish", value=mid, node="n1",
+                  queue="q", publisher=pub, seq=seq, phase="main", error=error)
+
+    def deliver(self) -> None:
+        draw = self.draw
+        mid = self.some_id()
+        p = draw(st.integers(5, 7))
+        tag = draw(st.sampled_from(["a", "b", "a", "b", None]))
+        pub, seq = _pub_seq(mid) if draw(st.integers(0, 4)) else (None, None)
+        f = draw(st.sampled_from(["consume", "consume", "drain"]))
+        self.emit(type="ok", process=self.proc(p), f=f, value=mid,
+                  node=draw(st.sampled_from(NODES)), queue="q", publisher=pub, seq=seq,
+                  consumer=tag, redelivered=draw(st.sampled_from([False, False, True, None])),
+                  phase="main")
+        if self.acks:
+            self.waiting.append((p, tag, mid, pub, seq))
+
+    def dead_letter(self) -> None:
+        draw = self.draw
+        mid = self.some_id()
+        p = draw(st.integers(8, 9))
+        pub, seq = _pub_seq(mid)
+        self.emit(type="ok", process=self.proc(p), f="dead-letter", value=mid, node="n1",
+                  queue="q.harness-dlq", publisher=pub, seq=seq, consumer=f"dead-letter-{p}",
+                  redelivered=False, phase="drain", extra={"reason": draw(st.sampled_from(
+                      ["maxlen", "delivery_limit", "expired", None]))})
+
+    def ack(self) -> None:
+        if not self.waiting:
+            return
+        p, tag, mid, pub, seq = self.waiting.pop(self.draw(st.integers(0, len(self.waiting) - 1)))
+        self.emit(type="ok", process=self.proc(p), f="ack", value=mid, node="n2", queue="q",
+                  publisher=pub, seq=seq, consumer=tag, phase="main")
+
+    def nemesis(self) -> None:
+        draw = self.draw
+        f, targets = self.fault()
+        value: dict[str, Any] = {"fault": f}
+        if targets and draw(st.booleans()):
+            value["nodes"] = targets if len(targets) > 1 or draw(st.booleans()) else targets[0]
+        node = targets[0] if targets and "nodes" not in value else None
+        self.emit(type="invoke", process=NEMESIS, f=f, value={"fault": f})
+        outcome = draw(st.sampled_from(["info", "info", "ok", "fail"]))
+        self.emit(type=outcome, process=NEMESIS, f=f, value=value, node=node)
+
+    def fault(self) -> tuple[str, list[str]]:
+        """Draws a nemesis f and its targets: often the stop of a fault started before, so
+        that windows close by their stops."""
+        draw = self.draw
+        started = [kw for _, kw in self.ops if kw["process"] == NEMESIS
+                   and kw["type"] in ("info", "ok") and kw["f"] in _STOPS]
+        if started and draw(st.booleans()):
+            kw = draw(st.sampled_from(started))
+            named = kw["value"].get("nodes") or kw["node"]
+            return _STOPS[kw["f"]], [named] if isinstance(named, str) else list(named or [])
+        f = draw(st.sampled_from(FAULT_FS))
+        return f, draw(st.lists(st.sampled_from(NODES), max_size=2, unique=True))
+
+    def drain_end(self, ending: str) -> None:
+        """Takes how the drain ends: complete, plain (no `complete`), incomplete, refused or
+        none (no drain). Emits its phase events."""
+        if ending != "none":
+            self.emit(type="info", process=HARNESS, f="phase",
+                      value={"phase": "drain", "state": "start"})
+        if ending in ("complete", "plain", "refused"):
+            end: dict[str, Any] = {"phase": "drain", "state": "end"}
+            if ending != "plain":
+                end["complete"] = ending == "complete"
+            if ending == "refused":
+                end["reason"] = "n3 refused"
+            self.emit(type="info", process=HARNESS, f="phase", value=end)
+        elif ending == "incomplete":
+            self.emit(type="info", process=HARNESS, f="phase",
+                      value={"phase": "drain", "state": "incomplete"})
