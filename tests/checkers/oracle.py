@@ -107,6 +107,7 @@ import json
 import math
 import re
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,7 +194,7 @@ def read(path: Path) -> Read:
     r = Read()
     times = [op["time"] for op in ops]
     r.first_time, r.last_time = (min(times), max(times)) if times else (0, 0)
-    waiting: dict[tuple[int, str, str], deque[Delivery]] = {}
+    waiting: Waiting = {}
     for op in ops:
         process = client_of(op["process"])
         if process is None:
@@ -201,38 +202,76 @@ def read(path: Path) -> Read:
                 r.nemesis.append(op)
             elif op["process"] == "harness":
                 r.harness.append(op)
-            continue
-        f, type_, mid = op["f"], op["type"], op.get("value")
-        if mid is None:
-            continue
-        if f == "publish" and type_ == "invoke":
-            r.publishes[mid] = Publish(process, op["time"])
-        elif f == "publish":
-            p = r.publishes[mid]
-            p.outcome, p.completed, p.error = type_, op["time"], op.get("error")
-        elif f in ("consume", "drain") and type_ == "ok":
-            parsed = ID_RE.match(mid)
-            pub = op.get("publisher")
-            seq = op.get("seq")
-            if pub is None and parsed:
-                pub = int(parsed.group(1))
-            if seq is None and parsed:
-                seq = int(parsed.group(2))
-            d = Delivery(op["index"], op["time"], process, op.get("consumer") or "", mid,
-                         op.get("redelivered") is True, pub, seq)
-            r.deliveries.append(d)
-            waiting.setdefault((process, d.tag, mid), deque()).append(d)
-        elif f == "dead-letter" and type_ == "ok":
-            r.dead.setdefault(mid, []).append(op.get("reason"))
-        elif f == "ack" and type_ == "ok":
-            r.acks_recorded = True
-            r.first_ack[mid] = min(r.first_ack.get(mid, op["time"]), op["time"])
-            waiting[(process, op.get("consumer") or "", mid)].popleft().ack_index = op["index"]
+        elif op.get("value") is not None and op["f"] in CLIENT_OPS:
+            CLIENT_OPS[op["f"]](r, op, process, waiting)
     if not r.acks_recorded:
         for d in r.deliveries:
             d.ack_index = d.index
             r.first_ack[d.mid] = min(r.first_ack.get(d.mid, d.time), d.time)
     return r
+
+
+# Deliveries waiting for their ack, per stream (process, consumer tag, message id), first in
+# first out.
+Waiting = dict[tuple[int, str, str], deque[Delivery]]
+
+
+def read_publish(r: Read, op: dict[str, Any], process: int, waiting: Waiting) -> None:
+    """Takes a publish op with a value. An invoke starts the message's publish, any other type
+    completes it."""
+    mid = op["value"]
+    if op["type"] == "invoke":
+        r.publishes[mid] = Publish(process, op["time"])
+    else:
+        p = r.publishes[mid]
+        p.outcome, p.completed, p.error = op["type"], op["time"], op.get("error")
+
+
+def read_delivery(r: Read, op: dict[str, Any], process: int, waiting: Waiting) -> None:
+    """Takes a consume or drain op with a value. An ok one is a delivery: its publisher and seq
+    its fields, else parsed from its id; it waits in its stream for its ack."""
+    if op["type"] != "ok":
+        return
+    mid = op["value"]
+    parsed = ID_RE.match(mid)
+    pub = op.get("publisher")
+    seq = op.get("seq")
+    if pub is None and parsed:
+        pub = int(parsed.group(1))
+    if seq is None and parsed:
+        seq = int(parsed.group(2))
+    d = Delivery(op["index"], op["time"], process, op.get("consumer") or "", mid,
+                 op.get("redelivered") is True, pub, seq)
+    r.deliveries.append(d)
+    waiting.setdefault((process, d.tag, mid), deque()).append(d)
+
+
+def read_dead_letter(r: Read, op: dict[str, Any], process: int, waiting: Waiting) -> None:
+    """Takes a dead-letter op with a value. An ok one records its id's dead letter and
+    reason."""
+    if op["type"] == "ok":
+        r.dead.setdefault(op["value"], []).append(op.get("reason"))
+
+
+def read_ack(r: Read, op: dict[str, Any], process: int, waiting: Waiting) -> None:
+    """Takes an ack op with a value. An ok one acks the first delivery waiting in its
+    stream."""
+    if op["type"] != "ok":
+        return
+    mid = op["value"]
+    r.acks_recorded = True
+    r.first_ack[mid] = min(r.first_ack.get(mid, op["time"]), op["time"])
+    waiting[(process, op.get("consumer") or "", mid)].popleft().ack_index = op["index"]
+
+
+# How each client op with a value is read, by its f; ops of other fs are not read.
+CLIENT_OPS: dict[str, Callable[[Read, dict[str, Any], int, Waiting], None]] = {
+    "publish": read_publish,
+    "consume": read_delivery,
+    "drain": read_delivery,
+    "dead-letter": read_dead_letter,
+    "ack": read_ack,
+}
 
 
 # -- queue ----------------------------------------------------------------------------------
@@ -569,37 +608,66 @@ def fates(r: Read, *, strict: bool = False, require_drain: bool = True) -> dict[
         "unflagged_after_ack")}
     for m, p in r.publishes.items():
         ds = sorted(acked.get(m, []), key=lambda d: d.index)
-        if p.outcome == "ok" and not ds and m not in r.dead:
-            fate = "lost" if drained else "unproven"
+        fate = fate_of(r, m, p, ds, drained=drained, drain_start=drain_start)
+        if fate in ("lost", "unproven"):
             classes["lost"].add(m)
             if m in received:
                 classes["lost_unacked"].add(m)
-        elif len(ds) > 1:
-            fate = ("unflagged_duplicated" if any(not d.flagged for d in ds[1:])
-                    else "redelivered_duplicated")
+        elif fate in ("unflagged_duplicated", "redelivered_duplicated"):
             classes[fate].add(m)
-        elif ds and p.outcome in ("info", None):
-            fate = "recovered"
-        elif ds and p.outcome == "fail":
-            fate = "delivered_failed"
-        elif not ds and m in r.dead:
-            fate = "dropped_by_design"
-        elif not ds:
-            fate = "unconfirmed"
-        elif drain_start is not None and r.first_ack.get(m, -1) >= drain_start:
-            fate = "delivered_in_drain"
-        else:
-            fate = "delivered"
         series.setdefault(fate, Counter())[p.invoked // width] += 1
+    classes["unflagged_after_ack"] = unflagged_after_ack(r)
+    tagged = [(m, k) for k, ms_ in classes.items() for m in ms_]
+    tagged += [(m, "unexpected") for m in received - set(r.publishes)]
+    tagged += [(d.mid, "reordered") for _, d in reorders(r, strict)["violation"]]
+    return {"bucket_ms": ms(width), "drained": drained,
+            "totals": {f: sum(c.values()) for f, c in series.items()},
+            "series": {f: [[ms(b * width), n] for b, n in sorted(c.items())]
+                       for f, c in series.items()},
+            "by_fault": by_fault(r, tagged)}
+
+
+def fate_of(r: Read, m: str, p: Publish, ds: list[Delivery], *, drained: bool,
+            drain_start: int | None) -> str:
+    """Takes a read history, an attempted message, its publish, its acked deliveries in index
+    order, whether the drain is proven and when it started. Returns the message's fate, the
+    first that applies (see `fates`)."""
+    if p.outcome == "ok" and not ds and m not in r.dead:
+        return "lost" if drained else "unproven"
+    if len(ds) > 1:
+        return ("unflagged_duplicated" if any(not d.flagged for d in ds[1:])
+                else "redelivered_duplicated")
+    if ds and p.outcome in ("info", None):
+        return "recovered"
+    if ds and p.outcome == "fail":
+        return "delivered_failed"
+    if not ds and m in r.dead:
+        return "dropped_by_design"
+    if not ds:
+        return "unconfirmed"
+    if drain_start is not None and r.first_ack.get(m, -1) >= drain_start:
+        return "delivered_in_drain"
+    return "delivered"
+
+
+def unflagged_after_ack(r: Read) -> set[str]:
+    """Takes a read history. Returns the ids with an unflagged delivery (acked or not) after
+    the ack of a flagged delivery."""
+    out = set()
     for m, ds in itertools.groupby(sorted(r.deliveries, key=lambda d: d.mid),
                                    key=lambda d: d.mid):
         mine = list(ds)
         flag_acks = [d.ack_index for d in mine if d.flagged and d.ack_index is not None]
         if flag_acks and any(not d.flagged and d.index > min(flag_acks) for d in mine):
-            classes["unflagged_after_ack"].add(m)
-    tagged = [(m, k) for k, ms_ in classes.items() for m in ms_]
-    tagged += [(m, "unexpected") for m in received - set(r.publishes)]
-    tagged += [(d.mid, "reordered") for _, d in reorders(r, strict)["violation"]]
+            out.add(m)
+    return out
+
+
+def by_fault(r: Read, tagged: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Takes a read history and (id, class) pairs. Returns per fault window (in order, then
+    none) the count of each class and its first 10 ids in results.json's order: an id belongs
+    to the first window ending at or after its publish's completion, else its invocation (the
+    last window when none ends so late), or to none without a publish or a window."""
     ws = windows(r)
 
     def window_of(m: str) -> int | None:
@@ -612,16 +680,11 @@ def fates(r: Read, *, strict: bool = False, require_drain: bool = True) -> dict[
     by: dict[int | None, dict[str, list[str]]] = {}
     for m, k in tagged:
         by.setdefault(window_of(m), {}).setdefault(k, []).append(m)
-    by_fault = [{"window": w, "start_ms": ms(ws[w]["start"]) if w is not None else None,
-                 "end_ms": ms(ws[w]["end"]) if w is not None else None,
-                 "counts": {k: len(v) for k, v in by[w].items()},
-                 "examples": {k: sorted(v, key=id_key)[:10] for k, v in by[w].items()}}
-                for w in sorted(by, key=lambda w: (w is None, w or 0))]
-    return {"bucket_ms": ms(width), "drained": drained,
-            "totals": {f: sum(c.values()) for f, c in series.items()},
-            "series": {f: [[ms(b * width), n] for b, n in sorted(c.items())]
-                       for f, c in series.items()},
-            "by_fault": by_fault}
+    return [{"window": w, "start_ms": ms(ws[w]["start"]) if w is not None else None,
+             "end_ms": ms(ws[w]["end"]) if w is not None else None,
+             "counts": {k: len(v) for k, v in by[w].items()},
+             "examples": {k: sorted(v, key=id_key)[:10] for k, v in by[w].items()}}
+            for w in sorted(by, key=lambda w: (w is None, w or 0))]
 
 
 def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invalid: bool = True,
