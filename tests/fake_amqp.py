@@ -9,10 +9,13 @@ import contextlib
 import socket
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import pika.frame
 import pika.spec
+
+Out = dict[int, tuple[str, bytes, dict[str, Any]]]  # delivery tag -> (queue, body, headers)
 
 
 class FakeBroker:
@@ -87,7 +90,7 @@ class FakeBroker:
         conn.sendall(pika.frame.Method(channel, method).marshal())
 
     def _deliver(self, conn: socket.socket, ch: int, tag: str, queue: str,
-                 out: dict[int, tuple[str, bytes, dict[str, Any]]]) -> None:
+                 out: Out) -> None:
         """Hands every ready message of `queue` to consumer `tag` (no prefetch limit)."""
         with self._lock:
             ready, self._ready[queue] = self._ready[queue], []
@@ -103,101 +106,159 @@ class FakeBroker:
             conn.sendall(pika.frame.Body(ch, body).marshal())
 
     def _serve(self, conn: socket.socket) -> None:
-        buf, silent = b"", False
-        held: list[Any] = []  # frames not read while the connection is blocked
-        told = False  # connection.blocked sent
-        conn.settimeout(0.02)
-        confirming: set[int] = set()
-        tags: dict[int, int] = defaultdict(int)
-        out: dict[int, tuple[str, bytes, dict[str, Any]]] = {}  # delivery tag -> message
-        props: dict[str, Any] = {"product": "fake", "capabilities": {
-            "publisher_confirms": True, "basic.nack": True, "consumer_cancel_notify": True}}
-        if self.version is not None:
-            props["version"] = self.version
-        try:
-            with contextlib.suppress(OSError):
-                conn.recv(8)  # the protocol header
-                self._send(conn, 0, pika.spec.Connection.Start(
-                    server_properties=props, mechanisms="PLAIN", locales="en_US"))
-                while True:
-                    try:
-                        data = conn.recv(65536)
-                    except TimeoutError:
-                        data = None
-                    else:
-                        if not data:
-                            break
-                    buf += data or b""
-                    while True:
-                        used, frame = pika.frame.decode_frame(buf)
-                        if frame is None:
-                            break
-                        buf = buf[used:]
-                        publish = isinstance(frame, pika.frame.Method) and isinstance(
-                            frame.method, pika.spec.Basic.Publish)
-                        if not told and self.blocked is not None and publish:
-                            self._send(conn, 0, pika.spec.Connection.Blocked(self.blocked))
-                            told = True
-                        if told:
-                            held.append(frame)
-                        elif not silent:
-                            silent = self._answer(conn, frame, confirming, tags, out)
-                    if told and self.blocked is None:
-                        self._send(conn, 0, pika.spec.Connection.Unblocked())
-                        told, frames, held = False, held, []
-                        for frame in frames:
-                            if not silent:
-                                silent = self._answer(conn, frame, confirming, tags, out)
-        finally:
-            with self._lock:  # what this connection's consumers never acked goes back
-                for queue, body, headers in out.values():
-                    self._unacked[queue] -= 1
-                    self._ready[queue].append((body, headers))
-
-    def _answer(self, conn: socket.socket, frame: Any, confirming: set[int],
-                tags: dict[int, int], out: dict[int, tuple[str, bytes, dict[str, Any]]]) -> bool:
-        """Answers one frame. Returns whether the connection falls silent from now on."""
-        ch = frame.channel_number
-        if isinstance(frame, pika.frame.Body):
-            self.published.append(frame.fragment)
-            if ch in confirming:
-                tags[ch] += 1
-                self._send(conn, ch, pika.spec.Basic.Ack(delivery_tag=tags[ch]))
-            return False
-        if not isinstance(frame, pika.frame.Method):
-            return False
-        method = frame.method
-        self.requests.append(method.NAME)
-        if self.silent_on is not None and isinstance(method, self.silent_on):
-            return True
-        if isinstance(method, pika.spec.Connection.StartOk):
-            self._send(conn, 0, pika.spec.Connection.Tune(
-                channel_max=16, frame_max=131072, heartbeat=0))
-        elif isinstance(method, pika.spec.Connection.Open):
-            self._send(conn, 0, pika.spec.Connection.OpenOk())
-        elif isinstance(method, pika.spec.Queue.Declare):
-            self.declared[method.queue] = dict(method.arguments or {})
-            self._send(conn, ch, pika.spec.Queue.DeclareOk(method.queue, 0, 0))
-        elif isinstance(method, pika.spec.Basic.Consume):
-            self._send(conn, ch, pika.spec.Basic.ConsumeOk(consumer_tag=method.consumer_tag))
-            self._deliver(conn, ch, method.consumer_tag, method.queue, out)
-        elif isinstance(method, pika.spec.Basic.Ack):
-            done = out.pop(method.delivery_tag, None)
-            if done is not None:
-                with self._lock:
-                    self._unacked[done[0]] -= 1
-        elif type(method) in self.ANSWERS:
-            if isinstance(method, pika.spec.Confirm.Select):
-                confirming.add(ch)
-            elif isinstance(method, pika.spec.Exchange.Declare):
-                self.exchanges.append((method.exchange, method.type))
-            elif isinstance(method, pika.spec.Queue.Bind):
-                self.bindings.append((method.queue, method.exchange))
-            self._send(conn, ch, self.ANSWERS[type(method)]())
-        return False
+        _Connection(self, conn).serve()
 
     def close(self) -> None:
         self.sock.close()
         for c in self._conns:
             with contextlib.suppress(OSError):
                 c.close()
+
+
+class _Connection:
+    """One client connection to a FakeBroker: the frames it has sent and not yet decoded,
+    whether it fell silent or is blocked (and the frames held meanwhile), its confirming
+    channels, each channel's last publish tag and the deliveries it has not acked."""
+
+    def __init__(self, broker: FakeBroker, conn: socket.socket) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.buf = b""
+        self.silent = False
+        self.held: list[Any] = []  # frames not read while the connection is blocked
+        self.told = False  # connection.blocked sent
+        self.confirming: set[int] = set()
+        self.tags: dict[int, int] = defaultdict(int)
+        self.out: Out = {}
+
+    def serve(self) -> None:
+        """Greets the client, then reads and answers frames until it hangs up; what its
+        consumers never acked goes back to their queues."""
+        broker, conn = self.broker, self.conn
+        conn.settimeout(0.02)
+        props: dict[str, Any] = {"product": "fake", "capabilities": {
+            "publisher_confirms": True, "basic.nack": True, "consumer_cancel_notify": True}}
+        if broker.version is not None:
+            props["version"] = broker.version
+        try:
+            with contextlib.suppress(OSError):
+                conn.recv(8)  # the protocol header
+                broker._send(conn, 0, pika.spec.Connection.Start(
+                    server_properties=props, mechanisms="PLAIN", locales="en_US"))
+                while self._receive():
+                    pass
+        finally:
+            with broker._lock:
+                for queue, body, headers in self.out.values():
+                    broker._unacked[queue] -= 1
+                    broker._ready[queue].append((body, headers))
+
+    def _receive(self) -> bool:
+        """Reads what came (waiting a moment), takes every whole frame, and unblocks when the
+        alarm is over. Returns False when the client has hung up."""
+        try:
+            data = self.conn.recv(65536)
+        except TimeoutError:
+            data = None
+        else:
+            if not data:
+                return False
+        self.buf += data or b""
+        while True:
+            used, frame = pika.frame.decode_frame(self.buf)
+            if frame is None:
+                break
+            self.buf = self.buf[used:]
+            self._take(frame)
+        if self.told and self.broker.blocked is None:
+            self._unblock()
+        return True
+
+    def _take(self, frame: Any) -> None:
+        """Takes one frame: a publish under an alarm blocks the connection, whose frames are
+        then held; else the frame is answered, unless the connection fell silent."""
+        publish = isinstance(frame, pika.frame.Method) and isinstance(
+            frame.method, pika.spec.Basic.Publish)
+        if not self.told and self.broker.blocked is not None and publish:
+            self.broker._send(self.conn, 0, pika.spec.Connection.Blocked(self.broker.blocked))
+            self.told = True
+        if self.told:
+            self.held.append(frame)
+        elif not self.silent:
+            self.silent = self._answer(frame)
+
+    def _unblock(self) -> None:
+        """Sends connection.unblocked and answers the frames held meanwhile."""
+        self.broker._send(self.conn, 0, pika.spec.Connection.Unblocked())
+        self.told, frames, self.held = False, self.held, []
+        for frame in frames:
+            if not self.silent:
+                self.silent = self._answer(frame)
+
+    def _answer(self, frame: Any) -> bool:
+        """Answers one frame. Returns whether the connection falls silent from now on."""
+        broker = self.broker
+        ch = frame.channel_number
+        if isinstance(frame, pika.frame.Body):
+            broker.published.append(frame.fragment)
+            if ch in self.confirming:
+                self.tags[ch] += 1
+                broker._send(self.conn, ch, pika.spec.Basic.Ack(delivery_tag=self.tags[ch]))
+            return False
+        if not isinstance(frame, pika.frame.Method):
+            return False
+        method = frame.method
+        broker.requests.append(method.NAME)
+        if broker.silent_on is not None and isinstance(method, broker.silent_on):
+            return True
+        handle = _ON_METHOD.get(type(method))
+        if handle is not None:
+            handle(self, ch, method)
+        if type(method) in broker.ANSWERS:
+            broker._send(self.conn, ch, broker.ANSWERS[type(method)]())
+        return False
+
+    def _start_ok(self, ch: int, method: Any) -> None:
+        self.broker._send(self.conn, 0, pika.spec.Connection.Tune(
+            channel_max=16, frame_max=131072, heartbeat=0))
+
+    def _open(self, ch: int, method: Any) -> None:
+        self.broker._send(self.conn, 0, pika.spec.Connection.OpenOk())
+
+    def _queue_declare(self, ch: int, method: Any) -> None:
+        self.broker.declared[method.queue] = dict(method.arguments or {})
+        self.broker._send(self.conn, ch, pika.spec.Queue.DeclareOk(method.queue, 0, 0))
+
+    def _consume(self, ch: int, method: Any) -> None:
+        self.broker._send(self.conn, ch,
+                          pika.spec.Basic.ConsumeOk(consumer_tag=method.consumer_tag))
+        self.broker._deliver(self.conn, ch, method.consumer_tag, method.queue, self.out)
+
+    def _ack(self, ch: int, method: Any) -> None:
+        done = self.out.pop(method.delivery_tag, None)
+        if done is not None:
+            with self.broker._lock:
+                self.broker._unacked[done[0]] -= 1
+
+    def _confirm_select(self, ch: int, method: Any) -> None:
+        self.confirming.add(ch)
+
+    def _exchange_declare(self, ch: int, method: Any) -> None:
+        self.broker.exchanges.append((method.exchange, method.type))
+
+    def _queue_bind(self, ch: int, method: Any) -> None:
+        self.broker.bindings.append((method.queue, method.exchange))
+
+
+# What a connection does on each request beyond the plain answer (FakeBroker.ANSWERS) some
+# of them get.
+_ON_METHOD: dict[type, Callable[[_Connection, int, Any], None]] = {
+    pika.spec.Connection.StartOk: _Connection._start_ok,
+    pika.spec.Connection.Open: _Connection._open,
+    pika.spec.Queue.Declare: _Connection._queue_declare,
+    pika.spec.Basic.Consume: _Connection._consume,
+    pika.spec.Basic.Ack: _Connection._ack,
+    pika.spec.Confirm.Select: _Connection._confirm_select,
+    pika.spec.Exchange.Declare: _Connection._exchange_declare,
+    pika.spec.Queue.Bind: _Connection._queue_bind,
+}
