@@ -13,7 +13,7 @@ nodes drained, the queue's members and leader, nodes alarmed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,39 +113,49 @@ class FakeRemote:
         op = a[0] if a[0] != "-n" else a[1]
         if a[:2] == ("-n", "-L"):
             return (0, "") if a[2] in self.chains else (1, NO_CHAIN)
-        if op == "-N":
-            if a[1] in self.chains:
-                return 1, "iptables: Chain already exists.\n"
-            self.chains[a[1]] = []
-            return 0, ""
-        if op == "-C":
-            return (0, "") if (a[1], a[3]) in self.jumps else (1, "iptables: Bad rule.\n")
-        if op == "-I":
-            if a[4] not in self.chains:
-                return 2, f"iptables v1.8.7 (legacy): Couldn't load target `{a[4]}'\n"
-            self.jumps.insert(0, (a[1], a[4]))
-            return 0, ""
-        if op == "-D":
-            if (a[1], a[3]) not in self.jumps:
-                return 1, "iptables: Bad rule.\n"
-            self.jumps.remove((a[1], a[3]))
-            return 0, ""
-        if op == "-A":
-            if a[1] not in self.chains:
-                return 1, NO_CHAIN
-            self.chains[a[1]].append(a[2:])
-            return 0, ""
-        if op == "-F":
-            if a[1] not in self.chains:
-                return 1, NO_CHAIN
-            self.chains[a[1]] = []
-            return 0, ""
-        if op == "-X":
-            if a[1] not in self.chains:
-                return 1, NO_CHAIN
-            del self.chains[a[1]]
-            return 0, ""
-        return 2, f"fake iptables: unsupported {a}\n"
+        answer = _IPTABLES.get(op)
+        if answer is None:
+            return 2, f"fake iptables: unsupported {a}\n"
+        return answer(self, a)
+
+    def _new_chain(self, a: tuple[str, ...]) -> tuple[int, str]:
+        if a[1] in self.chains:
+            return 1, "iptables: Chain already exists.\n"
+        self.chains[a[1]] = []
+        return 0, ""
+
+    def _check_jump(self, a: tuple[str, ...]) -> tuple[int, str]:
+        return (0, "") if (a[1], a[3]) in self.jumps else (1, "iptables: Bad rule.\n")
+
+    def _insert_jump(self, a: tuple[str, ...]) -> tuple[int, str]:
+        if a[4] not in self.chains:
+            return 2, f"iptables v1.8.7 (legacy): Couldn't load target `{a[4]}'\n"
+        self.jumps.insert(0, (a[1], a[4]))
+        return 0, ""
+
+    def _delete_jump(self, a: tuple[str, ...]) -> tuple[int, str]:
+        if (a[1], a[3]) not in self.jumps:
+            return 1, "iptables: Bad rule.\n"
+        self.jumps.remove((a[1], a[3]))
+        return 0, ""
+
+    def _append_rule(self, a: tuple[str, ...]) -> tuple[int, str]:
+        if a[1] not in self.chains:
+            return 1, NO_CHAIN
+        self.chains[a[1]].append(a[2:])
+        return 0, ""
+
+    def _flush_chain(self, a: tuple[str, ...]) -> tuple[int, str]:
+        if a[1] not in self.chains:
+            return 1, NO_CHAIN
+        self.chains[a[1]] = []
+        return 0, ""
+
+    def _delete_chain(self, a: tuple[str, ...]) -> tuple[int, str]:
+        if a[1] not in self.chains:
+            return 1, NO_CHAIN
+        del self.chains[a[1]]
+        return 0, ""
 
     def _tc(self, a: tuple[str, ...]) -> tuple[int, str]:
         verb, dev, iface, where = a[0], a[1], a[2], a[3]
@@ -164,6 +174,18 @@ class FakeRemote:
             del self.qdiscs[iface]
             return 0, ""
         return 2, f"fake tc: unsupported {a}\n"
+
+
+# How the model answers each iptables operation (after -w 5): its argv from the operation on.
+_IPTABLES: dict[str, Callable[[FakeRemote, tuple[str, ...]], tuple[int, str]]] = {
+    "-N": FakeRemote._new_chain,
+    "-C": FakeRemote._check_jump,
+    "-I": FakeRemote._insert_jump,
+    "-D": FakeRemote._delete_jump,
+    "-A": FakeRemote._append_rule,
+    "-F": FakeRemote._flush_chain,
+    "-X": FakeRemote._delete_chain,
+}
 
 
 class FakeCluster:
@@ -276,31 +298,59 @@ class FakeBroker:
             raise err
         if self.state[node.name] in ("stopped", "killed"):
             raise RemoteError(f"{node.name}: unable to perform an operation on node")
-        short = {f"rabbit@10.0.0.{n[1:]}": n for n in self.names}
-        members = self.members if self.members is not None else list(self.names)
         expr = args[1] if args[0] == "eval" else ""
+        for part in (self._ctl_drain, self._ctl_members, self._ctl_leader, self._ctl_alarms):
+            out = part(node, args, expr)
+            if out is not None:
+                return out
+        raise AssertionError(f"fake CLI: unexpected {tool} {args}")
+
+    def _short(self) -> dict[str, str]:
+        """Returns each node's name by its Erlang node name."""
+        return {f"rabbit@10.0.0.{n[1:]}": n for n in self.names}
+
+    def _ctl_drain(self, node: Node, args: tuple[str, ...], expr: str) -> str | None:
+        """Answers drain, revive and whether the node is drained; None for another call."""
         if args == ("drain",):
             self.drained.add(node.name)
         elif args == ("revive",):
             self.drained.discard(node.name)
         elif "is_being_drained_local_read" in expr:
             return f"{str(node.name in self.drained).lower()}\nok\n"
-        elif args[0] in ("delete_member", "add_member"):
-            member = short[args[-1]]
-            if args[0] == "delete_member" and member in members:
-                if members == [member]:
-                    raise RemoteError(f"{args}: last_node")
-                members = [m for m in members if m != member]
-                if self.leader == member:  # the rest elect one of themselves
-                    self.leader = members[0]
-            elif args[0] == "add_member" and member not in members:
-                members = [*members, member]
-            self.members = members
-        elif "transfer_leadership" in expr:
-            to = short[expr.split("transfer_leadership(Q, '")[1].split("'")[0]]
-            self.leader = to
-            return f"{{migrated,'rabbit@10.0.0.{to[1:]}'}}\nok\n"
-        elif args == ("set_vm_memory_high_watermark", "0"):
+        else:
+            return None
+        return ""
+
+    def _ctl_members(self, node: Node, args: tuple[str, ...], expr: str) -> str | None:
+        """Answers delete_member and add_member (removing the leader elects the first of the
+        rest; the last member stays); None for another call."""
+        if args[0] not in ("delete_member", "add_member"):
+            return None
+        members = self.members if self.members is not None else list(self.names)
+        member = self._short()[args[-1]]
+        if args[0] == "delete_member" and member in members:
+            if members == [member]:
+                raise RemoteError(f"{args}: last_node")
+            members = [m for m in members if m != member]
+            if self.leader == member:  # the rest elect one of themselves
+                self.leader = members[0]
+        elif args[0] == "add_member" and member not in members:
+            members = [*members, member]
+        self.members = members
+        return ""
+
+    def _ctl_leader(self, node: Node, args: tuple[str, ...], expr: str) -> str | None:
+        """Answers a leadership transfer; None for another call."""
+        if "transfer_leadership" not in expr:
+            return None
+        to = self._short()[expr.split("transfer_leadership(Q, '")[1].split("'")[0]]
+        self.leader = to
+        return f"{{migrated,'rabbit@10.0.0.{to[1:]}'}}\nok\n"
+
+    def _ctl_alarms(self, node: Node, args: tuple[str, ...], expr: str) -> str | None:
+        """Answers setting a memory or disk alarm and clearing it (the eval restoring the
+        limit); None for another call."""
+        if args == ("set_vm_memory_high_watermark", "0"):
             self.alarms.add((node.name, "memory"))
         elif args[0] == "set_disk_free_limit":
             self.alarms.add((node.name, "disk"))
@@ -311,7 +361,7 @@ class FakeBroker:
             self.alarms.discard((node.name, "disk"))
             return "50000000\nok\n"
         else:
-            raise AssertionError(f"fake CLI: unexpected {tool} {args}")
+            return None
         return ""
 
     def tools(self) -> list[tuple[str, ...]]:
