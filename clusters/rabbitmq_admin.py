@@ -176,22 +176,28 @@ def parse_exists(text: str) -> bool:
     return first == "present"
 
 
-def parse_effective_policy(text: str, queue: str) -> dict[str, Any] | None:
-    """Takes `list_queues --formatter json name policy effective_policy_definition` output and a
-    queue name. Returns {"policy": name or None, "definition": the keys in effect} for that
-    queue, or None when it is not listed. Raises ValueError for output that is not that."""
-    rows = json.loads(text)
-    if not isinstance(rows, list):
-        raise ValueError(f"unexpected list_queues output: {text.strip()[:200]!r}")
-    for r in rows:
-        if isinstance(r, dict) and r.get("name") == queue:
-            definition = r.get("effective_policy_definition")
-            if isinstance(definition, list):  # a proplist printed as [[key, value], ...]
-                definition = {str(p[0]): p[1] for p in definition
-                              if isinstance(p, list) and len(p) == 2}
-            return {"policy": r.get("policy") or None,
-                    "definition": definition if isinstance(definition, dict) else {}}
-    return None
+def parse_effective_policy(queues: str, policies: str, queue: str) -> dict[str, Any] | None:
+    """Takes `list_queues --formatter json name policy` output (the policy in effect on each
+    queue, by name: 3.10 has no column with its definition), `list_policies --formatter json`
+    output and a queue name. Returns {"policy": name or None, "definition": that policy's keys}
+    for the queue, or None when it is not listed. Raises ValueError for output that is not
+    that, or a policy in effect that list_policies does not list."""
+    rows, defined = json.loads(queues), json.loads(policies)
+    if not isinstance(rows, list) or not isinstance(defined, list):
+        raise ValueError(f"unexpected list_queues/list_policies output: {queues.strip()[:200]!r}")
+    row = next((r for r in rows if isinstance(r, dict) and r.get("name") == queue), None)
+    if row is None:
+        return None
+    name = row.get("policy") or None
+    if name is None:
+        return {"policy": None, "definition": {}}
+    policy = next((p for p in defined if isinstance(p, dict) and p.get("name") == name), None)
+    if policy is None:
+        raise ValueError(f"policy {name!r} is in effect on {queue} but not listed")
+    definition = policy.get("definition")
+    if isinstance(definition, str):  # some releases print the definition as JSON text
+        definition = json.loads(definition)
+    return {"policy": name, "definition": definition if isinstance(definition, dict) else {}}
 
 
 def policy_mismatch(asked: Mapping[str, Any], applied: Mapping[str, Any] | None) -> list[str]:
@@ -243,9 +249,12 @@ class RabbitAdmin:
         """Asks the first node which policy is in effect on the queue and its definition.
         Returns parse_effective_policy's dict (None: no such queue). Raises CommandTimeout,
         RemoteError or BrokerError."""
-        return self._parsed(self.nodes[0], lambda out: parse_effective_policy(out, queue),
+        node = self.nodes[0]
+        policies = self.broker.ctl(node, "list_policies", "--silent", "--formatter", "json",
+                                   timeout=timeout)
+        return self._parsed(node, lambda out: parse_effective_policy(out, policies, queue),
                             "list_queues", "--silent", "--formatter", "json", "name", "policy",
-                            "effective_policy_definition", timeout=timeout)
+                            timeout=timeout)
 
     def queue_placement(self, queue: str) -> dict[str, Any]:
         """Returns where the queue lives: leader/master and members/mirrors, as short node names.

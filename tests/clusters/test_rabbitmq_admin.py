@@ -94,17 +94,24 @@ def test_a_depth_is_two_counts_or_absent_anything_else_is_loud():
 
 def test_the_policy_in_effect_is_read_and_compared_with_the_one_set():
     from clusters.rabbitmq_admin import parse_effective_policy, policy_mismatch
-    text = json.dumps([{"name": "other", "policy": "", "effective_policy_definition": []},
-                       {"name": "q", "policy": "harness-ha", "effective_policy_definition":
-                        {"ha-mode": "all", "ha-sync-mode": "manual"}}])
-    applied = parse_effective_policy(text, "q")
+    # As 3.10.8 prints them: list_queues names the policy, list_policies holds its definition.
+    queues = json.dumps([{"name": "other", "policy": ""}, {"name": "q", "policy": "harness-ha"}])
+    policies = json.dumps([{"vhost": "/", "name": "harness-ha", "pattern": "^q$",
+                            "apply-to": "queues", "priority": 1,
+                            "definition": {"ha-mode": "all", "ha-sync-mode": "manual"}}])
+    applied = parse_effective_policy(queues, policies, "q")
     assert applied == {"policy": "harness-ha",
                        "definition": {"ha-mode": "all", "ha-sync-mode": "manual"}}
+    as_text = json.dumps([{"name": "harness-ha",
+                           "definition": json.dumps({"ha-mode": "all", "ha-sync-mode": "manual"})}])
+    assert parse_effective_policy(queues, as_text, "q") == applied
     assert policy_mismatch({"ha-mode": "all", "ha-sync-mode": "manual"}, applied) == []
     assert policy_mismatch({"ha-mode": "all", "ha-sync-mode": "automatic"}, applied) == [
         "ha-sync-mode is 'manual', not 'automatic'"]
-    unmirrored = parse_effective_policy(text, "other")
+    unmirrored = parse_effective_policy(queues, policies, "other")
     assert unmirrored == {"policy": None, "definition": {}}
     assert policy_mismatch({"ha-mode": "all"}, unmirrored) == ["ha-mode is 'not set', not 'all'"]
-    assert parse_effective_policy(text, "nope") is None
+    assert parse_effective_policy(queues, policies, "nope") is None
     assert policy_mismatch({"ha-mode": "all"}, None) == ["the queue is not listed"]
+    with pytest.raises(ValueError, match="not listed"):
+        parse_effective_policy(queues, "[]", "q")

@@ -106,9 +106,16 @@ def test_faults_shorter_than_detection_come_out_valid_but_weak(tmp_path):
 
 
 def test_healthy_run_reports_no_false_alarms(tmp_path):
+    # A mirrored queue (3.10), so the policy read back from the broker is checked for real.
     proc = harness("run", "--scenario", "healthy", "--time-limit", "15", "--rate", "150",
+                   "--queue-type", "mirrored", "--ha-mode", "all", "--ha-sync-mode", "automatic",
                    "--store", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    test = json.loads((_run_dir(proc) / "test.json").read_text())
+    policy = test["policy"]
+    assert policy["applied"]["policy"] and policy["asked"]["ha-mode"] == "all"
+    assert {k: policy["applied"]["definition"].get(k) for k in policy["asked"]} == policy["asked"]
+    assert len(test["placement_at_start"]["mirrors"]) == 2, test["placement_at_start"]
     results = json.loads((_run_dir(proc) / "results.json").read_text())
     q = results["queue"]
     assert results["valid"] is True
