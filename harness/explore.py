@@ -60,7 +60,7 @@ from checkers.verdict import verdict_word
 from harness import matrix, store, vary
 from harness.explore_space import Candidate, Space, candidate_rng, draw_candidate
 from harness.matrix import Expectation
-from harness.nightly import Crashed
+from harness.outcomes import Crashed
 from harness.scenario_file import write_scenario
 from harness.spec import TestSpec
 

@@ -36,13 +36,14 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from harness import junit, matrix
 from harness.matrix import Expectation, Row
+from harness.outcomes import Crashed, infrastructure_failure
 from harness.series import Series
 from harness.spec import TestSpec
 from reports import nightly_page
@@ -56,18 +57,6 @@ INDEX_HTML = "index.html"
 
 # What runs one test: (scenario name, spec with its seed, try 1 or 2) -> (exit code, RunOutcome).
 RunOne = Callable[[str, TestSpec, int], tuple[int, Any]]
-
-
-@dataclass
-class Crashed:
-    """The outcome of a run whose runner raised instead of returning one."""
-
-    error: str
-    run_dir: Path | str = ""
-    results: dict[str, Any] | None = None
-    interrupted: bool = False
-    phase_times: dict[str, float] = field(default_factory=dict)
-    crashed: bool = True
 
 
 @dataclass(frozen=True)
@@ -127,27 +116,6 @@ def nights_needed(estimates_s: Sequence[float], budget_s: float) -> int | None:
     if any(e > budget_s for e in estimates_s):
         return None
     return max(1, math.ceil(sum(estimates_s) / budget_s))
-
-
-def infrastructure_failure(outcome: Any) -> str | None:
-    """Takes a RunOutcome. Returns why the run failed for infrastructure reasons (the cluster
-    would not start, a node never recovered, a backend or harness error), or None when it
-    tested what it meant to (an interrupted run is not a failure of the infrastructure)."""
-    if getattr(outcome, "interrupted", False):
-        return None
-    error = getattr(outcome, "error", None)
-    if getattr(outcome, "crashed", False):
-        return f"harness error: {error}"
-    phases = getattr(outcome, "phase_times", None) or {}
-    if error and "setup" not in phases:
-        return f"the cluster would not start: {error}"
-    results = getattr(outcome, "results", None) or {}
-    problems = (results.get("run") or {}).get("problems") or ()
-    if any("did not recover" in str(p) for p in problems):
-        return "the cluster did not recover after the faults (a node never came back)"
-    if error:
-        return f"harness or backend error: {error}"
-    return None
 
 
 class Nightly:
