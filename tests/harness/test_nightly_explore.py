@@ -12,6 +12,7 @@ from pathlib import Path
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from harness import matrix
+from harness.cli import main
 from harness.nightly import Nightly, explore_code, tally
 from harness.spec import TestSpec
 from tests.harness.test_nightly import LOST, OK, Clock, entries, outcome
@@ -144,3 +145,32 @@ def test_no_explore_without_time_left_or_after_an_interruption(tmp_path):
     assert len(n.explorer.rows) == 2  # the finished run is kept, and the interrupted one said
     doc = json.loads((n.out_dir / "matrix.json").read_text())
     assert doc["explore"]["interrupted"] and doc["explore"]["coverage"]
+
+
+def test_cli_nightly_explores_the_default_test_with_the_budget_left(
+        tmp_path, monkeypatch, capsys):
+    import harness.cli as cli
+
+    monkeypatch.setattr(cli, "_require_root", lambda *_specs: None)
+    seen: list[TestSpec] = []
+
+    def fake(spec, replay_of=None, progress=True):
+        seen.append(spec)
+        run_dir = Path(spec.store) / spec.name / f"2026T{len(seen)}"
+        run_dir.mkdir(parents=True)
+        return 0, outcome(run_dir, explored(spec) if spec.name.startswith("explore") else OK)
+
+    monkeypatch.setattr(cli, "_run_and_report", fake)
+    store = tmp_path / "store"
+    main(["nightly", "--budget", "10", "--scenarios", "transient-node-restart", "--seed", "8",
+          "--store", str(store), "--rabbitmq", "4.0", "--no-progress"])
+    out = capsys.readouterr().out
+    explore = seen[2:]
+    # the runs take no time: at most one a 70 s of the 10 min, so it cannot spin
+    assert 1 <= len(explore) <= 8
+    assert all(s.name == "explore-quorum" and s.broker.rabbitmq == "4.0"
+               and Path(s.store) == store for s in explore)
+    assert "coverage: runs that reached each effect, by fault kind" in out
+    (out_dir,) = (store / "matrix").iterdir()
+    assert json.loads((out_dir / "matrix.json").read_text())["explore"]["runs"] == len(explore)
+    assert (store / "explore").is_dir()
