@@ -39,7 +39,8 @@ The record, rewritten after every run, is store/explore/<time>/: explore.json
 (the seed, the space, every step: its pool's scores, the chosen candidate's
 scenario file candidates/NNN.toml, each run's variant, run directory, exit
 code, verdict and faults with their effects, the new cells and reward; the
-coverage) and explore.md. Each run is also a matrix row (`Explorer.rows`,
+coverage), explore.md and explore.html (the coverage table, the verdicts
+side by side when variants ran, a line per run linking to its report). Each run is also a matrix row (`Explorer.rows`,
 a run that failed for infrastructure reasons judged an error, never a
 finding), which the nightly's JUnit file and page show. Nothing here prints: the caller hands in the
 function that runs one spec and the one that prints a line.
@@ -65,6 +66,7 @@ from harness.matrix import Expectation
 from harness.outcomes import Crashed, infrastructure_failure
 from harness.scenario_file import write_scenario
 from harness.spec import TestSpec
+from reports.explore_page import write_explore_page
 
 log = logging.getLogger(__name__)
 
@@ -416,13 +418,15 @@ class Explorer:
                 "not_applicable": [dataclasses.asdict(n) for n in self.not_applicable]}
 
     def write(self) -> tuple[Path, Path]:
-        """Rewrites explore.json and explore.md. Returns both paths."""
+        """Rewrites explore.json, explore.md and explore.html (reports.explore_page, from
+        explore.json). Returns the first two's paths."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         js, md = self.out_dir / EXPLORE_JSON, self.out_dir / EXPLORE_MD
         store.write_json(js, self.to_dict())
         tmp = md.with_suffix(".md.tmp")
         tmp.write_text(self.markdown())
         tmp.replace(md)
+        write_explore_page(self.out_dir)
         return js, md
 
     def markdown(self) -> str:

@@ -124,7 +124,7 @@ def _explore(out_dir: Path, ex: ExploreSection | None) -> dict[str, Any] | None:
         return None
     rows = [_run_cells(out_dir, r) for r in ex.runs]
     cov = [[td(effect), *(td(n, num=True) for n in counts)] for effect, counts in ex.coverage]
-    record = os.path.relpath(Path(ex.out_dir) / "explore.md", out_dir)
+    record = os.path.relpath(Path(ex.out_dir) / "explore.html", out_dir)
     return {"record": record, "seed": ex.seed, "tally": list(ex.tally),
             "runs": table(RUN_HEADERS, rows, len(rows), wide=True, num_cols=[1, 5]),
             "coverage": table(["effect \\ fault kind", *ex.kinds], cov, len(cov),

@@ -104,7 +104,7 @@ def test_explored_findings_weak_runs_and_errors_are_told_apart(tmp_path):
     part = html[html.index("<h2>Explore with the budget left</h2>"):]
     assert re.search(r"Seed 4; as expected \d+, findings 1, missed 0, weak 1, "
                      r"infrastructure errors 1, no verdict 0, skipped 0\.", part)
-    assert 'href="../../explore/' in part and "explore.md" in part
+    assert re.search(r'href="../../explore/[^/"]+/explore.html">explore.html</a>', part)
     assert "<h3>Coverage: runs that reached each effect, by fault kind</h3>" in part
     assert "<td>failover</td>" in part and "<th>effect \\ fault kind</th>" in part
     assert "candidate-000" in part and "5 confirmed messages lost" in part
