@@ -39,7 +39,10 @@ The record, rewritten after every run, is store/explore/<time>/: explore.json
 (the seed, the space, every step: its pool's scores, the chosen candidate's
 scenario file candidates/NNN.toml, each run's variant, run directory, exit
 code, verdict and faults with their effects, the new cells and reward; the
-coverage) and explore.md. Nothing here prints: the caller hands in the
+coverage), explore.md and explore.html (the coverage table, the verdicts
+side by side when variants ran, a line per run linking to its report). Each run is also a matrix row (`Explorer.rows`,
+a run that failed for infrastructure reasons judged an error, never a
+finding), which the nightly's JUnit file and page show. Nothing here prints: the caller hands in the
 function that runs one spec and the one that prints a line.
 """
 
@@ -60,9 +63,10 @@ from checkers.verdict import verdict_word
 from harness import matrix, store, vary
 from harness.explore_space import Candidate, Space, candidate_rng, draw_candidate
 from harness.matrix import Expectation
-from harness.nightly import Crashed
+from harness.outcomes import Crashed, infrastructure_failure
 from harness.scenario_file import write_scenario
 from harness.spec import TestSpec
+from reports.explore_page import write_explore_page
 
 log = logging.getLogger(__name__)
 
@@ -120,17 +124,24 @@ class Coverage:
             self.runs[c] = self.runs.get(c, 0) + 1
         return new
 
+    def grid(self) -> tuple[list[str], list[tuple[str, list[int | None]]]]:
+        """Returns the coverage as a grid: the fault kinds (its columns), and a line per effect
+        or mark (the effects first, then the notice marks) with the runs that reached each of
+        its cells (None: none)."""
+        kinds = sorted({k for _e, k in self.runs})
+        effects = sorted({e for e, _k in self.runs}, key=lambda e: (e in NOTICE_MARKS.values(), e))
+        return kinds, [(e, [self.runs.get((e, k)) for k in kinds]) for e in effects]
+
     def table(self) -> str:
         """Returns the coverage as a Markdown table: a line per effect or mark, a column per
         fault kind, each cell the runs that reached it ("-" none)."""
-        kinds = sorted({k for _e, k in self.runs})
-        effects = sorted({e for e, _k in self.runs}, key=lambda e: (e in NOTICE_MARKS.values(), e))
+        kinds, lines = self.grid()
         head = ["effect \\ fault kind", *kinds]
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for e in effects:
-            cells = [str(self.runs.get((e, k), "-")) for k in kinds]
+        for e, counts in lines:
+            cells = ["-" if n is None else str(n) for n in counts]
             out.append("| " + " | ".join([e, *cells]) + " |")
-        return "\n".join(out) + "\n" if effects else "no fault reached anything yet\n"
+        return "\n".join(out) + "\n" if lines else "no fault reached anything yet\n"
 
     def to_list(self) -> list[dict[str, Any]]:
         """Returns the cells as [{effect, fault_kind, runs}] (explore.json)."""
@@ -380,7 +391,7 @@ class Explorer:
         self.rows.append(matrix.make_row(
             _name(number), Expectation(), code, wall, getattr(outcome, "run_dir", ""), results,
             getattr(outcome, "error", None), seed=spec.seed, rabbitmq=spec.broker.rabbitmq,
-            variant=vary.label(variant)))
+            variant=vary.label(variant), infrastructure=infrastructure_failure(outcome)))
         return {"variant": vary.label(variant), "rabbitmq": spec.broker.rabbitmq,
                 "run_dir": str(getattr(outcome, "run_dir", "")), "exit_code": code,
                 "verdict": verdict_word(results), "error": getattr(outcome, "error", None),
@@ -407,13 +418,15 @@ class Explorer:
                 "not_applicable": [dataclasses.asdict(n) for n in self.not_applicable]}
 
     def write(self) -> tuple[Path, Path]:
-        """Rewrites explore.json and explore.md. Returns both paths."""
+        """Rewrites explore.json, explore.md and explore.html (reports.explore_page, from
+        explore.json). Returns the first two's paths."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         js, md = self.out_dir / EXPLORE_JSON, self.out_dir / EXPLORE_MD
         store.write_json(js, self.to_dict())
         tmp = md.with_suffix(".md.tmp")
         tmp.write_text(self.markdown())
         tmp.replace(md)
+        write_explore_page(self.out_dir)
         return js, md
 
     def markdown(self) -> str:

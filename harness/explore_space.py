@@ -64,7 +64,9 @@ MIN_FAULT_S = 1.0
 DEFAULT_FAULTS: tuple[str, ...] = (
     "partition-one", "partition-leader", "partition-random-halves", "partition-majorities-ring",
     "partition-bridge", "kill", "stop", "pause", "packet-loss", "rolling-restart",
-    "full-restart")
+    "full-restart",
+    # RabbitMQ's own operations (nemesis/faults/operations.py); the first two quorum queues only
+    "leader-transfer", "member-remove", "maintenance", "memory-alarm", "disk-alarm")
 DEFAULT_TARGETS: tuple[str, ...] = ("leader", "follower", "followers", "minority", "one")
 # Selectors that need a replica besides the leader (a classic queue has none).
 REPLICA_TARGETS = frozenset({"follower", "followers"})
@@ -154,7 +156,8 @@ class Space:
 
     def fitted(self, base: TestSpec) -> Space:
         """Takes the base spec. Returns the space with what the base cluster cannot play left out
-        (faults needing more nodes, kinds its release removed, replica targets when a kind has
+        (faults needing more nodes, faults for other queue kinds than every one the candidates
+        may have, kinds its release removed, replica targets when a kind has
         no replicas, prefetches below a kind's least) and the base's own kind and partition
         handling where none are given. Raises SpecError for an unknown name or nothing left."""
         kinds = self.queue_types or (base.queue.type,)
@@ -164,8 +167,10 @@ class Space:
                             f"{', '.join(KINDS)}")
         line = release(base.broker.rabbitmq)
         kinds = tuple(k for k in kinds if not line.refuses_kind(k))
+        every_kind = {*kinds, *self.also_kinds}
         try:
-            faults = tuple(f for f in self.faults if fault_info(f).min_nodes <= base.nodes)
+            faults = tuple(f for f in self.faults if fault_info(f).min_nodes <= base.nodes
+                           and every_kind <= set(fault_info(f).queue_kinds or every_kind))
             for target in self.targets:
                 validate_targets(target.replace("+", ","),
                                  [f"n{i}" for i in range(1, base.nodes + 1)])
@@ -173,7 +178,8 @@ class Space:
             raise SpecError(str(e)) from e
         if not kinds or not faults or self.max_faults < 1:
             raise SpecError("the explore space is empty: no queue kind the release runs, no "
-                            "fault the cluster can play, or --max-faults below 1")
+                            "fault the cluster and every queue kind can play, or --max-faults "
+                            "below 1")
         suited = [KINDS[k] for k in (*kinds, *self.also_kinds) if k in KINDS]
         replicated = all(k.replicated for k in suited)
         targets = tuple(t for t in self.targets if replicated or t not in REPLICA_TARGETS)

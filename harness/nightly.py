@@ -23,12 +23,27 @@ matrix.md, junit.xml (harness.junit) and index.html (drawn by
 reports.nightly_page from this module's words): the summary table and one row
 per run with the broker's versions, linking to its report.html, relatively; a weak run (valid,
 but its faults tested nothing) shows as "valid but weak", never as a pass, and
-every run with a strength says it. Nothing here prints:
-the CLI hands in the function that runs one test and the one that prints.
+every run with a strength says it.
+
+The budget the scenarios leave goes to `explore` (harness.explore) when the
+CLI hands `execute` a base test: an Explorer seeded with the nightly's base
+seed, its budget the time left (and at most one run per `overhead_s` of it, so
+that runs failing at once cannot spin), its estimates learnt from the night's
+runs. Its record is its own store/explore/<time>/; the nightly's files hold its
+runs apart from the scenarios' (matrix.json `explore`, JUnit cases of
+classname "explore.candidate-NNN", a section of the page with the coverage
+table). An explored run has no prediction: invalid is a finding (exit 1),
+no verdict or an infrastructure error exits 2 as a scenario's would, and a
+weak one counts against nothing (the explorer draws faults below detection on
+purpose). `tally` counts runs by what they showed, findings, weak runs,
+infrastructure errors and skipped runs apart, for the page and the JUnit
+suite's properties. Nothing here prints: the CLI hands in the function that
+runs one test and the one that prints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -36,17 +51,21 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import junit, matrix
 from harness.matrix import Expectation, Row
+from harness.outcomes import Crashed, infrastructure_failure
 from harness.series import Series
 from harness.spec import TestSpec
 from reports import nightly_page
 from reports.page import row_versions, write_atomic
+
+if TYPE_CHECKING:
+    from harness.explore import Explorer
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +75,6 @@ INDEX_HTML = "index.html"
 
 # What runs one test: (scenario name, spec with its seed, try 1 or 2) -> (exit code, RunOutcome).
 RunOne = Callable[[str, TestSpec, int], tuple[int, Any]]
-
-
-@dataclass
-class Crashed:
-    """The outcome of a run whose runner raised instead of returning one."""
-
-    error: str
-    run_dir: Path | str = ""
-    results: dict[str, Any] | None = None
-    interrupted: bool = False
-    phase_times: dict[str, float] = field(default_factory=dict)
-    crashed: bool = True
 
 
 @dataclass(frozen=True)
@@ -121,33 +128,42 @@ def rotation(entries: Sequence[tuple[str, TestSpec, Any]], twins: Mapping[str, s
     return [entry for n in dict.fromkeys(order) for entry in by_name[n]]
 
 
+# What a run showed, each counted apart (`tally`), in the order the page and JUnit say them.
+TALLY = ("as expected", "findings", "missed", "weak", "infrastructure errors", "no verdict",
+         "skipped")
+_TALLIED = {matrix.FINDING: "findings", matrix.MISSED: "missed",
+            matrix.ERROR: "infrastructure errors", matrix.UNKNOWN: "no verdict"}
+
+
+def tally(rows: Sequence[Row], skipped: Sequence[Skipped]) -> dict[str, int]:
+    """Takes the rows of runs and the runs skipped. Returns how many runs showed each thing
+    (`TALLY`): as expected (the prediction held and the run was not weak), findings (invalid
+    against a prediction of valid), missed (a documented anomaly not shown), weak (valid, but
+    its faults tested nothing), infrastructure errors, no verdict, and skipped (not started)."""
+    out = dict.fromkeys(TALLY, 0)
+    for row in rows:
+        key = _TALLIED.get(row.judgement)
+        out[key if key is not None else "weak" if junit.is_weak_row(row) else "as expected"] += 1
+    out["skipped"] = len(skipped)
+    return out
+
+
+def explore_code(rows: Sequence[Row]) -> int:
+    """Takes the rows of explored runs. Returns what they add to the nightly's exit code: 2
+    when one had no verdict or an infrastructure error, else 1 when one was invalid, else 0
+    (a weak explored run counts against nothing: the explorer means some to be)."""
+    judgements = {r.judgement for r in rows}
+    if judgements & {matrix.UNKNOWN, matrix.ERROR}:
+        return 2
+    return 1 if matrix.FINDING in judgements else 0
+
+
 def nights_needed(estimates_s: Sequence[float], budget_s: float) -> int | None:
     """Takes each run's estimated seconds and a night's budget. Returns how many nights every
     run needs at that budget, rotating (None when a run alone exceeds the budget)."""
     if any(e > budget_s for e in estimates_s):
         return None
     return max(1, math.ceil(sum(estimates_s) / budget_s))
-
-
-def infrastructure_failure(outcome: Any) -> str | None:
-    """Takes a RunOutcome. Returns why the run failed for infrastructure reasons (the cluster
-    would not start, a node never recovered, a backend or harness error), or None when it
-    tested what it meant to (an interrupted run is not a failure of the infrastructure)."""
-    if getattr(outcome, "interrupted", False):
-        return None
-    error = getattr(outcome, "error", None)
-    if getattr(outcome, "crashed", False):
-        return f"harness error: {error}"
-    phases = getattr(outcome, "phase_times", None) or {}
-    if error and "setup" not in phases:
-        return f"the cluster would not start: {error}"
-    results = getattr(outcome, "results", None) or {}
-    problems = (results.get("run") or {}).get("problems") or ()
-    if any("did not recover" in str(p) for p in problems):
-        return "the cluster did not recover after the faults (a node never came back)"
-    if error:
-        return f"harness or backend error: {error}"
-    return None
 
 
 class Nightly:
@@ -173,6 +189,7 @@ class Nightly:
         self.started = datetime.now(UTC)
         self._t0 = clock()
         self._retried: dict[int, str] = {}  # row index -> why its first try was retried
+        self.explorer: Explorer | None = None  # the explore the budget left paid for
 
     @property
     def out_dir(self) -> Path:
@@ -199,10 +216,13 @@ class Nightly:
         overhead = statistics.median(overheads) if overheads else self.overhead_s
         return spec.time_limit_s + max(0.0, overhead)
 
-    def execute(self, run_one: RunOne, say: Callable[[str], None]) -> int:
-        """Takes the function that runs one test and the one that prints a line. Runs every
-        scenario the budget allows, retrying infrastructure failures once, and keeps the
-        outputs current. Returns the exit code (0 as expected, 1 a finding, 2 otherwise)."""
+    def execute(self, run_one: RunOne, say: Callable[[str], None],
+                explore: TestSpec | None = None) -> int:
+        """Takes the function that runs one test, the one that prints a line and the base test
+        of an explore (None: none). Runs every scenario the budget allows, retrying
+        infrastructure failures once, then explores with the budget left (module docstring),
+        and keeps the outputs current. Returns the exit code (0 as expected, 1 a finding, 2
+        otherwise)."""
         self._t0 = self.clock()
         self.write()
         pending = list(self.series.runs())
@@ -224,8 +244,38 @@ class Nightly:
                 rest = pending[i + 1:] if len(self.series.rows) > before else pending[i:]
                 self._skip(rest, lambda _n, _s: "not run: the nightly was interrupted")
                 break
+        if explore is not None and not self.interrupted:
+            self._explore(explore, run_one, say)
         self.write()
         return self.exit_code()
+
+    def _explore(self, base: TestSpec, run_one: RunOne, say: Callable[[str], None]) -> None:
+        """Explores from `base` with the budget left (module docstring), keeping the outputs
+        current after every run."""
+        from harness.explore import Budget, Explorer  # it imports this module's Crashed
+        from harness.explore_space import Space
+
+        left = self.remaining_s()
+        runs = math.floor(left / self.overhead_s) if self.overhead_s > 0 else 0
+        if left <= 0 or runs < 1:
+            say(f"explore: {max(0.0, left):.0f} s of the budget left, not enough to explore")
+            return
+        explorer = Explorer(base, Space(), self.series.base_seed, self.store_root,
+                            Budget(runs=runs, hours=left / 3600), clock=self.clock)
+        explorer.walls = [(r.wall_s, self.limits[r.scenario]) for r in self.series.rows
+                          if r.judgement != matrix.ERROR and r.scenario in self.limits]
+        self.explorer = explorer
+        say(f"explore: the {left / 60:.1f} min left (at most {runs} runs), seed "
+            f"{explorer.seed}; record: {explorer.out_dir}")
+
+        def run_spec(spec: TestSpec) -> tuple[int, Any]:
+            self.write()  # the outputs hold every finished run before the next starts
+            return run_one(spec.name, spec, 1)
+
+        explorer.execute(run_spec, say)
+        self.interrupted |= explorer.interrupted
+        say("coverage: runs that reached each effect, by fault kind\n"
+            + explorer.coverage.table().rstrip())
 
     def _short_of_budget(self, left: float, name: str, spec: TestSpec) -> str:
         return (f"not started: {max(0.0, left):.0f} s of the budget left, the run needed "
@@ -281,12 +331,18 @@ class Nightly:
         """Returns each scenario's summary so far."""
         return self.series.summaries()
 
+    def explore_rows(self) -> list[Row]:
+        """Returns the rows of the explore's runs (none when there was no explore)."""
+        return list(self.explorer.rows) if self.explorer is not None else []
+
     def exit_code(self) -> int:
         """Returns 2 when nothing ran or the nightly was interrupted, else the matrix's code
-        (runs skipped for the budget do not count against it)."""
+        (runs skipped for the budget do not count against it), raised to the explore's
+        (`explore_code`)."""
         if self.interrupted or not self.series.rows:
             return 2
-        return matrix.exit_code(self.series.rows, self.summaries())
+        return max(matrix.exit_code(self.series.rows, self.summaries()),
+                   explore_code(self.explore_rows()))
 
     # -- outputs -----------------------------------------------------------------------
 
@@ -295,7 +351,19 @@ class Nightly:
         out = [junit.case_for_row(row, self._retried.get(i))
                for i, row in enumerate(self.series.rows)]
         out += [junit.skipped_case(s.scenario, s.seed, s.reason) for s in self.skipped]
+        out += [dataclasses.replace(junit.case_for_row(row), classname=f"explore.{row.scenario}")
+                for row in self.explore_rows()]
         return out
+
+    def explore_record(self) -> dict[str, Any] | None:
+        """Returns what matrix.json says of the explore (None when there was none): its
+        directory, seed, runs, exit code, coverage cells and rows."""
+        ex = self.explorer
+        if ex is None:
+            return None
+        return {"dir": str(ex.out_dir), "seed": ex.seed, "runs": ex.runs_done(),
+                "interrupted": ex.interrupted, "exit_code": explore_code(ex.rows),
+                "coverage": ex.coverage.to_list(), "rows": [asdict(r) for r in ex.rows]}
 
     def write(self) -> None:
         """Rewrites matrix.json/md, junit.xml and index.html in the output directory."""
@@ -306,10 +374,15 @@ class Nightly:
                         "interrupted": self.interrupted},
             "retries": self.retries,
             "skipped": [asdict(s) for s in self.skipped],
+            "tally": {"scenarios": tally(self.series.rows, self.skipped),
+                      "explore": tally(self.explore_rows(), ()) if self.explorer else None},
+            "explore": self.explore_record(),
         }
         self.series.write(self.exit_code())
         props = {"base_seed": str(self.series.base_seed), "budget_s": f"{self.budget_s:.0f}",
                  "exit_code": str(self.exit_code())}
+        props.update({k.replace(" ", "_"): str(n) for k, n in
+                      tally([*self.series.rows, *self.explore_rows()], self.skipped).items()})
         junit.write_junit(self.out_dir / JUNIT_XML, self.cases(), "nightly matrix",
                           self.started.isoformat(timespec="seconds"), props)
         write_atomic(self.out_dir / INDEX_HTML, self.html())
@@ -320,7 +393,8 @@ class Nightly:
                             self.retries, self._retried, self.exit_code(),
                             {"budget": f"{self.budget_s / 60:.0f} min",
                              "used": f"{self.elapsed_s() / 60:.1f} min",
-                             "base seed": str(self.series.base_seed)})
+                             "base seed": str(self.series.base_seed)},
+                            explore_section(self.explorer))
 
 
 # -- the page (reports.nightly_page draws it) ----------------------------------------------
@@ -343,26 +417,46 @@ def _summary_badge(verdict: str) -> str:
             else "weak" if verdict == matrix.WEAK else "unknown")
 
 
+def _run_line(row: Row, said: str = "") -> nightly_page.RunLine:
+    """A run's line on the page: its scenario (and variant), badge, what it showed
+    (junit.sentence, then `said`), wall time, directory and versions."""
+    name = f"{row.scenario} ({row.variant})" if row.variant else row.scenario
+    return nightly_page.RunLine(name, row.seed, *_run_badge(row), junit.sentence(row) + said,
+                                row.wall_s, row.run_dir, row_versions(row))
+
+
+def explore_section(explorer: Explorer | None) -> nightly_page.ExploreSection | None:
+    """Takes the nightly's explore (None: none). Returns its section of the page: its record,
+    seed, tally, runs and coverage table."""
+    if explorer is None:
+        return None
+    kinds, lines = explorer.coverage.grid()
+    return nightly_page.ExploreSection(
+        str(explorer.out_dir), explorer.seed, list(tally(explorer.rows, ()).items()),
+        [_run_line(r) for r in explorer.rows], kinds, lines)
+
+
 def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.Summary],
                  skipped: Sequence[Skipped], retries: Sequence[dict[str, Any]],
-                 retried: dict[int, str], code: int, facts: dict[str, str]) -> str:
+                 retried: dict[int, str], code: int, facts: dict[str, str],
+                 explore: nightly_page.ExploreSection | None = None) -> str:
     """Takes the output directory, the rows, their summaries, the skipped runs, the retried
-    first tries, which rows were second tries (and why), the exit code and a few facts to show
-    (budget, time used, seed). Returns the page (reports.nightly_page), in the matrix's words:
-    each judgement's badge, what each run showed (junit.sentence)."""
+    first tries, which rows were second tries (and why), the exit code, a few facts to show
+    (budget, time used, seed) and the explore's section (None: none). Returns the page
+    (reports.nightly_page), in the matrix's words: each judgement's badge, what each run
+    showed (junit.sentence), the runs tallied by what they showed."""
     scenarios = [nightly_page.ScenarioLine(
         s.scenario, s.expect, s.runs, s.held, s.weak, s.min_rate, _summary_badge(s.verdict),
         s.verdict,
         "-" if s.lost_min is None else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}",
         s.wall_s_median) for s in summaries]
-    runs = [nightly_page.RunLine(
-        r.scenario, r.seed, *_run_badge(r),
-        junit.sentence(r) + (f" Retried once after: {retried[i]}."
-                             if i in retried and r.judgement != matrix.ERROR else ""),
-        r.wall_s, r.run_dir, row_versions(r)) for i, r in enumerate(rows)]
+    runs = [_run_line(r, f" Retried once after: {retried[i]}."
+                      if i in retried and r.judgement != matrix.ERROR else "")
+            for i, r in enumerate(rows)]
     runs += [nightly_page.RunLine(s.scenario, s.seed, "unchecked", "skipped", s.reason)
              for s in skipped]
     again = [nightly_page.RetryLine(str(r.get("scenario")), r.get("seed"), str(r.get("reason")),
                                     str(r.get("run_dir") or "")) for r in retries]
     return nightly_page.nightly_html(out_dir, scenarios, runs, len(skipped),
-                                     matrix.problems(summaries), again, code, facts)
+                                     matrix.problems(summaries), again, code, facts,
+                                     list(tally(rows, skipped).items()), explore)

@@ -52,7 +52,7 @@ from typing import Any
 from checkers.verdict import verdict_word
 from harness import store
 from harness.incidents import anomaly_classes
-from harness.nightly import Crashed
+from harness.outcomes import Crashed
 from harness.scenario_file import RUN_FILE, nemesis_ops, played_spec, read_scenario, write_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from nemesis.options import NemesisOptions, ScheduledFault

@@ -4,7 +4,8 @@ Reads only stored files: a shrink directory's shrink.json, original.toml and
 minimal.toml (harness.shrink writes them) and, through the run directories
 shrink.json names, each run's results.json (its `incidents`, harness.incidents).
 The original's incidents are the finding's own; the minimal test's are those
-of its first failing replay. The page is a Jinja2 template
+of its first failing replay; the minimal scenario file is shown as stored,
+beside a link to it. The page is a Jinja2 template
 (templates/shrink.html.j2) with autoescaping on, fed plain data
 (`side_by_side`, `incidents_of`): nothing from a file reaches the page
 unescaped. `write_page(shrink_dir)` draws it again at any time.
@@ -118,6 +119,15 @@ def _spec(path: Path) -> TestSpec | None:
         return None
 
 
+def file_text(path: Path) -> str | None:
+    """Takes a scenario file's path. Returns its text as stored (None when it cannot be read):
+    the page shows the file a user would run."""
+    try:
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def page_data(shrink_dir: Path) -> dict[str, Any]:
     """Takes a shrink directory. Returns what the page shows, read from its files alone."""
     record = json.loads((shrink_dir / "shrink.json").read_text())
@@ -136,6 +146,7 @@ def page_data(shrink_dir: Path) -> dict[str, Any]:
         "original_incidents": incidents_of(record.get("finding")),
         "minimal_incidents": incidents_of(_first_failing(last)),
         "minimal_run": _first_failing(last) or "",
+        "minimal_file": file_text(shrink_dir / "minimal.toml") if minimal is not None else None,
         "trials": trials,
     }
 

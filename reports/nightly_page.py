@@ -8,7 +8,12 @@ time), a `RunLine` per run or skipped run (seed, the broker's versions or "—",
 a verdict badge, the sentence, wall time, a relative link to its report), the
 problems, and a `RetryLine` per first try retried after an infrastructure
 failure. A weak run (valid, but its faults tested nothing) carries the weak
-badge, never a pass's. Plain HTML, relative links, no scripts.
+badge, never a pass's. A tally says how many runs were as expected, findings,
+missed, weak, infrastructure errors, without a verdict and skipped, each
+apart. When the budget left paid for an explore, an `ExploreSection` draws it
+below the scenarios: its runs as `RunLine`s, its coverage table (runs that
+reached each effect, by fault kind) and a link to its own record. Plain HTML,
+relative links, no scripts.
 """
 
 from __future__ import annotations
@@ -71,6 +76,20 @@ class RetryLine:
     run_dir: str = ""
 
 
+@dataclass(frozen=True)
+class ExploreSection:
+    """The explore the nightly's budget left paid for: its record's directory, seed, tally
+    ((what, runs) pairs), runs, and coverage: the fault kinds (columns) and a line per effect
+    with the runs that reached each cell (None: none)."""
+
+    out_dir: str
+    seed: int
+    tally: Sequence[tuple[str, int]]
+    runs: Sequence[RunLine]
+    kinds: Sequence[str]
+    coverage: Sequence[tuple[str, Sequence[int | None]]]
+
+
 def report_link(out_dir: Path, run_dir: str, text: str = "report") -> tuple[str | None, str]:
     """Takes the page's directory, a run directory and the link's text. Returns where to link,
     relatively (the run's report, else its directory; None when there is no run directory),
@@ -95,12 +114,32 @@ def _run_cells(out_dir: Path, r: RunLine) -> list[Cell]:
     ]
 
 
+RUN_HEADERS = ["scenario", "seed", "version", "judgement", "what it showed", "wall s", "report"]
+
+
+def _explore(out_dir: Path, ex: ExploreSection | None) -> dict[str, Any] | None:
+    """Returns what the template shows of an explore (None for none): its link, seed, tally,
+    run table and coverage table."""
+    if ex is None:
+        return None
+    rows = [_run_cells(out_dir, r) for r in ex.runs]
+    cov = [[td(effect), *(td(n, num=True) for n in counts)] for effect, counts in ex.coverage]
+    record = os.path.relpath(Path(ex.out_dir) / "explore.html", out_dir)
+    return {"record": record, "seed": ex.seed, "tally": list(ex.tally),
+            "runs": table(RUN_HEADERS, rows, len(rows), wide=True, num_cols=[1, 5]),
+            "coverage": table(["effect \\ fault kind", *ex.kinds], cov, len(cov),
+                              num_cols=range(1, len(ex.kinds) + 1)) if cov else None}
+
+
 def nightly_html(out_dir: Path, scenarios: Sequence[ScenarioLine], runs: Sequence[RunLine],
                  skipped: int, problems: Sequence[str], retries: Sequence[RetryLine],
-                 code: int, facts: Mapping[str, str]) -> str:
+                 code: int, facts: Mapping[str, str],
+                 tally: Sequence[tuple[str, int]] = (),
+                 explore: ExploreSection | None = None) -> str:
     """Takes the output directory, the scenarios, the runs (those skipped last), how many were
-    skipped, the problems, the retried first tries, the exit code and a few facts to show
-    (budget, time used, seed). Returns the page."""
+    skipped, the problems, the retried first tries, the exit code, a few facts to show
+    (budget, time used, seed), the scenario runs' tally ((what, runs) pairs) and the explore
+    the budget left paid for (None: none). Returns the page."""
     sums = [[
         td(s.scenario), td(s.expect), td(s.runs, num=True), td(f"{s.held}/{s.runs}", num=True),
         td(s.weak, num=True), td(f"{s.min_rate:.0%}", num=True),
@@ -119,8 +158,9 @@ def nightly_html(out_dir: Path, scenarios: Sequence[ScenarioLine], runs: Sequenc
         scenarios=table(["scenario", "expected", "runs", "held", "weak", "needs", "verdict",
                          "lost min / median / max", "wall s (median)"], sums, len(sums),
                         num_cols=[2, 3, 4, 5, 7, 8]) if sums else None,
-        run_table=table(["scenario", "seed", "version", "judgement", "what it showed", "wall s",
-                         "report"], rows, len(rows), wide=True, num_cols=[1, 5]),
+        run_table=table(RUN_HEADERS, rows, len(rows), wide=True, num_cols=[1, 5]),
         problems=list(problems),
         retries=[(r, report_link(out_dir, r.run_dir, "first try")) for r in retries],
+        tally=list(tally),
+        explore=_explore(out_dir, explore),
     )

@@ -13,6 +13,7 @@ import pytest
 
 import harness.cli as cli
 from clusters.rabbitmq import BrokerConfig
+from harness import matrix
 from harness.cli import main
 from harness.explore import (
     FINDING_BONUS,
@@ -83,6 +84,7 @@ def test_coverage_counts_runs_per_cell_and_says_which_cells_are_new():
     assert cov.table().splitlines() == [
         "| effect \\ fault kind | kill | stop |", "|---|---|---|",
         "| failover | 2 | 1 |", "| noticed | 2 | 1 |"]
+    assert cov.grid() == (["kill", "stop"], [("failover", [2, 1]), ("noticed", [2, 1])])
     assert Coverage().table() == "no fault reached anything yet\n"
 
 
@@ -193,6 +195,9 @@ def test_an_invalid_run_makes_the_explore_exit_1_and_a_crash_does_not_end_it(tmp
     verdicts = [s["runs"][0]["verdict"] for s in ex.steps]
     assert verdicts == ["unknown", "valid", "invalid"]
     assert "RuntimeError" in ex.steps[0]["runs"][0]["error"]
+    # a run that crashed is an infrastructure error, apart from findings (the nightly's JUnit)
+    assert [r.judgement for r in ex.rows] == [matrix.ERROR, matrix.AS_EXPECTED, matrix.FINDING]
+    assert ex.rows[0].infrastructure.startswith("harness error: RuntimeError")
 
 
 def test_an_hours_budget_starts_no_step_the_time_left_cannot_hold(tmp_path):

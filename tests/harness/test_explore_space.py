@@ -28,6 +28,7 @@ from harness.explore_space import (
 from harness.scenario_file import dumps_scenario, loads_scenario
 from harness.spec import SpecError, TestSpec
 from workloads.kinds import KINDS
+from workloads.queue_spec import QueueSpec
 
 ALL_KINDS = Space(queue_types=tuple(KINDS),
                   partition_handlings=("ignore", "autoheal", "pause_minority"))
@@ -136,3 +137,36 @@ def test_a_dimension_draws_the_same_values_both_ways(data):
     for dim, domain in zip(DIMS, DOMAINS, strict=True):
         assert data.draw(dim.strategy()) in domain
     assert DOMAINS[2] == {round(0.3 + k * 0.05, 4) for k in range(9)}
+
+
+OPERATIONS = ("leader-transfer", "member-remove", "maintenance", "memory-alarm", "disk-alarm")
+
+
+def test_rabbitmq_s_own_operations_are_in_the_vocabulary_where_every_kind_can_take_them():
+    quorum = Space().fitted(TestSpec())
+    assert set(OPERATIONS) <= set(quorum.faults)
+    # a leader transfer or a member removal acts on quorum queues alone: a space that may
+    # draw (or --vary onto) another kind leaves them out, and keeps the other operations
+    for space in (Space(queue_types=("quorum", "classic")), Space(also_kinds=("stream",))):
+        fitted = space.fitted(TestSpec())
+        assert not {"leader-transfer", "member-remove"} & set(fitted.faults)
+        assert {"maintenance", "memory-alarm", "disk-alarm"} <= set(fitted.faults)
+    with pytest.raises(SpecError, match="every queue kind can play"):
+        Space(faults=("leader-transfer",)).fitted(TestSpec(queue=QueueSpec(type="classic")))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_every_candidate_drawing_operations_is_a_valid_spec(data):
+    base = data.draw(st.sampled_from([TestSpec(), TestSpec(nodes=2), TestSpec(nodes=5),
+                                      TestSpec(broker=BrokerConfig(rabbitmq="4.0"))]))
+    kinds = data.draw(st.sampled_from([(), ("quorum",), ("classic", "stream"),
+                                       tuple(KINDS)]))
+    c = data.draw(candidates(base, Space(faults=(*OPERATIONS, "kill"), queue_types=kinds)))
+    check_candidate(c, base)
+
+
+def test_explore_draws_operations_on_a_quorum_queue():
+    drawn = {i.fault for n in range(40)
+             for i in draw_candidate(TestSpec(), Space(), candidate_rng(5, n)).items}
+    assert set(OPERATIONS) <= drawn

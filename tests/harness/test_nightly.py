@@ -267,7 +267,9 @@ def test_cli_nightly_adds_twins_runs_within_the_budget_and_prints_a_summary(
     code = main(["nightly", "--budget", "30", "--scenarios", "transient-node-restart",
                  "--seed", "8", "--store", str(store), "--no-progress"])
     out = capsys.readouterr().out
-    assert [s[:2] for s in seen] == [("transient-node-restart", 8), ("durable-node-restart", 8)]
+    assert [s[:2] for s in seen[:2]] == [("transient-node-restart", 8),
+                                         ("durable-node-restart", 8)]
+    assert {s[0] for s in seen[2:]} == {"explore-quorum"}  # the budget left (test_nightly_explore)
     assert code == 2  # the loss scenario came out valid: MISSED, so insensitive
     assert "| transient-node-restart |" in out and "junit: " in out and "nightly exit code 2" in out
     (out_dir,) = (store / "matrix").iterdir()

@@ -5,6 +5,7 @@ its rate, the side-by-side page read from stored files, and `python -m harness s
 from __future__ import annotations
 
 import dataclasses
+import html as html_lib
 import itertools
 import json
 from pathlib import Path
@@ -253,6 +254,12 @@ def test_the_page_shows_original_and_minimal_side_by_side_with_their_incidents(t
     assert "n2 leads the queue" in html
     assert "python -m harness run --scenario-file minimal.toml" in html
     assert html.count('class="minimal dropped"') == 2
+    # the minimal scenario file itself, as stored, with its rate and a link to it
+    minimal = (shrinker.out_dir / "minimal.toml").read_text()
+    assert "<h2>The minimal scenario file (fails 5 of 5 replays)</h2>" in html
+    assert '<a href="minimal.toml">minimal.toml</a>' in html
+    shown = html.split('<pre class="scenario">', 1)[1].split("</pre>", 1)[0]
+    assert html_lib.unescape(shown) == minimal and "[[nemesis.schedule]]" in minimal
 
 
 def test_the_side_by_side_table_matches_each_original_fault_to_what_became_of_it():
