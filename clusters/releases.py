@@ -94,10 +94,27 @@ def release(line: str) -> Release:
 
 
 def line_of(version: str) -> str | None:
-    """Takes a version as a broker reports it ("4.0.5", "3.10.8"). Returns its release line
-    ("4.0"), or None when it names none."""
+    """Takes a version as a broker or a package manager reports it ("4.0.5", "3.10.8",
+    "4.0.5-6"). Returns its release line ("4.0"), or None when it names none."""
     m = _VERSION.search(version or "")
-    return f"{m.group(1)}.{m.group(2)}" if m else None
+    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+
+
+def _line_key(line: str) -> tuple[int, int]:
+    major, minor = line.split(".")
+    return int(major), int(minor)
+
+
+def default_delivery_limit(version: str) -> int | None:
+    """Takes a release line or version ("3.10", "4.1.2"). Returns the delivery limit RabbitMQ
+    gives a quorum queue declared without one: that of the nearest release line of RELEASES at
+    or below it (4.1 keeps 4.0's 20, 3.13 has 3.10's none); None below every known line or for
+    text that names no line."""
+    line = line_of(version)
+    if line is None:
+        return None
+    known = [k for k in RELEASES if _line_key(k) <= _line_key(line)]
+    return RELEASES[max(known, key=_line_key)].delivery_limit if known else None
 
 
 class Launcher(Protocol):
