@@ -96,13 +96,19 @@ class TestSpec:
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
         self._check_fault_queue(kind.name)
-        why = release(self.broker.rabbitmq).refuses_kind(kind.name)
+        why = self.refusal()
         if why:
             raise SpecError(why)
         try:
             check_options(self.backend, self.nodes, self.broker.rabbitmq)
         except BackendConfigError as e:
             raise SpecError(str(e)) from e
+
+    def refusal(self) -> str | None:
+        """Returns why the spec's release line cannot run its queue kind (a mirrored queue on
+        4.0: the release table's sentence), or None when it can. `validate` refuses such a
+        spec; a matrix or an explorer lists it as not applicable instead of running it."""
+        return release(self.broker.rabbitmq).refuses_kind(kind_of(self.queue).name)
 
     def _check_own(self) -> None:
         """Raises SpecError for an impossible name, node count, time limit, interval or
