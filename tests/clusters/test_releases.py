@@ -15,6 +15,7 @@ from clusters.releases import (
     ReleaseError,
     chroot_argv,
     default_delivery_limit,
+    known_line,
     line_of,
     release,
 )
@@ -62,6 +63,20 @@ def test_the_line_of_a_reported_version(text, line):
 ])
 def test_the_brokers_default_delivery_limit_by_the_nearest_line_at_or_below(line, limit):
     assert default_delivery_limit(line) == limit
+
+
+@pytest.mark.parametrize("version,line", [
+    ("3.10.8", "3.10"), ("3.13.7", "3.10"), ("4.0.5", "4.0"), ("4.1.0", "4.0"), ("3.8.9", None),
+    ("", None), ("unknown", None),
+])
+def test_a_version_is_answered_by_the_nearest_known_line_at_or_below(version, line):
+    assert known_line(version) == line
+
+
+def test_the_checkers_log_pattern_table_has_one_entry_per_release_line():
+    from checkers.broker_log import PATTERNS
+
+    assert set(PATTERNS) == set(RELEASES)
 
 
 def test_a_chrooted_command_mounts_proc_and_binds_the_data_folder_in_a_private_namespace():
