@@ -169,6 +169,7 @@ def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | 
     them up with (then whether a fault was noticed is "unknown")."""
     from checkers.broker_log import read_events
     from checkers.efficacy import Evidence
+    from clusters.releases import known_line
 
     info = test_info or {}
     nodes_dir = run_dir / store.NODES
@@ -178,8 +179,9 @@ def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | 
     if start is None or not nodes_dir.is_dir():
         return None
     version = (info.get("versions") or {}).get("rabbitmq")
+    line = known_line(str(version)) if version else None
     try:
-        events, coverage = read_events(nodes_dir, float(start), info.get("nodes") or {}, version)
+        events, coverage = read_events(nodes_dir, float(start), info.get("nodes") or {}, line)
     except OSError as e:
         log.warning("could not read the node logs: %s", e)
         return None
