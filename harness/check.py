@@ -145,8 +145,7 @@ def liveness_bound(test_info: dict[str, Any] | None) -> LivenessBound | None:
     broker's net_ticktime, the grace recovery gives an unhealthy node (harness.recovery.grace_s)
     and the recovery timeout, each the spec's or, for a spec stored before it had one, the
     default; None without a spec."""
-    from checkers.liveness import LivenessBound
-    from harness.recovery import grace_s
+    from harness.recovery import liveness_bound as bound_of
     from harness.spec import TestSpec
 
     spec = (test_info or {}).get("spec")
@@ -159,7 +158,7 @@ def liveness_bound(test_info: dict[str, Any] | None) -> LivenessBound | None:
     tick_s = float(tick) if isinstance(tick, int | float) else float(default.broker.net_ticktime)
     timeout_s = (float(timeout) if isinstance(timeout, int | float)
                  else float(default.recovery_timeout_s))
-    return LivenessBound(tick_s, grace_s(tick_s), timeout_s, source="test.json")
+    return bound_of(tick_s, timeout_s, source="test.json")
 
 
 def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | None:
