@@ -25,8 +25,9 @@ and line it came from. The patterns are RabbitMQ 3.10's own lines, captured
 from real runs (tests/checkers/fixtures/broker_logs/; those of the operations
 are written from RabbitMQ 3.10.8's and Ra 2.2's sources, not yet captured,
 and tested on lines written as they print them); they are one table
-(`PATTERNS_3_10`), chosen by the broker's version (`patterns_for`), so another
-release's lines go beside them rather than into `if`s. Pure file reading: no
+(`PATTERNS_3_10`), chosen by the broker's release line (`patterns_for`), so another
+release's lines go beside them (`PATTERNS`, keyed by the lines of clusters.releases) rather
+than into `if`s. Pure file reading: no
 Spark, no cluster.
 """
 
@@ -137,14 +138,18 @@ PATTERNS_4_0: Final[tuple[Pattern, ...]] = (
 PATTERNS: Final[Mapping[str, tuple[Pattern, ...]]] = {"3.10": PATTERNS_3_10, "4.0": PATTERNS_4_0}
 
 
-def patterns_for(version: str | None) -> tuple[Pattern, ...]:
-    """Takes a broker version ("3.10.8", or None when unknown). Returns the log patterns of its
-    release line, 3.10's for a version with none of its own."""
-    if version:
-        line = ".".join(version.split(".")[:2])
-        if line in PATTERNS:
-            return PATTERNS[line]
-    return PATTERNS_3_10
+def patterns_for(line: str | None) -> tuple[Pattern, ...]:
+    """Takes a release line ("4.0": the harness maps the version the nodes reported to it with
+    clusters.releases.known_line, this package parsing no version), or None when the version is
+    unknown (a run stored before versions were recorded: 3.10). Returns its log patterns.
+    Raises ValueError for a line the table lacks (its keys are the release table's lines)."""
+    if line is None:
+        return PATTERNS_3_10
+    try:
+        return PATTERNS[line]
+    except KeyError:
+        raise ValueError(f"no broker log patterns for RabbitMQ {line}; known: "
+                         f"{', '.join(PATTERNS)}") from None
 
 
 @dataclass(frozen=True)
@@ -235,12 +240,12 @@ def read_node_log(path: Path, node: str, start_unix: float, names: Mapping[str, 
 
 
 def read_events(nodes_dir: Path, start_unix: float, nodes: Mapping[str, str],
-                version: str | None = None) -> tuple[list[LogEvent], dict[str, LogCoverage]]:
+                line: str | None = None) -> tuple[list[LogEvent], dict[str, LogCoverage]]:
     """Takes a run's nodes/ directory, the wall clock at history time 0, test.json's nodes
-    ({name: address}) and the broker version. Returns every node's events in time order and the
+    ({name: address}) and the broker's release line (`patterns_for`). Returns every node's events in time order and the
     span each node's logs cover (a node with no log is missing from it)."""
     names = node_names(nodes)
-    patterns = patterns_for(version)
+    patterns = patterns_for(line)
     events: list[LogEvent] = []
     cover: dict[str, LogCoverage] = {}
     for path in sorted(nodes_dir.glob("*/rabbit*.log")):

@@ -5,8 +5,10 @@ one `Release` record: what the broker offers (queue kinds, metadata stores, a qu
 default delivery limit), how the harness asks it about a queue (the `list_queues` columns that
 exist), and where the local backend gets its binaries (this host's Debian packages, or a Debian
 root filesystem built by clusters.rootfs and entered with chroot). Code elsewhere asks the
-record; nothing else tests a version string. The broker log patterns live with the checkers
-(`checkers.broker_log.patterns_for`), which never import this package, keyed by the same line.
+record; nothing else tests a version string (`line_of` parses one, `known_line` maps it to the
+record whose answers hold for it). The broker log patterns live with the checkers
+(`checkers.broker_log.PATTERNS`), which never import this package, keyed by the same lines: the
+harness hands them the `known_line` of the version the nodes reported.
 
 `Launcher`s wrap a broker command so that it runs the chosen release's binaries: the host's own
 as they are, or a root filesystem's through `chroot_argv` (a private mount namespace with /proc
@@ -94,10 +96,34 @@ def release(line: str) -> Release:
 
 
 def line_of(version: str) -> str | None:
-    """Takes a version as a broker reports it ("4.0.5", "3.10.8"). Returns its release line
-    ("4.0"), or None when it names none."""
+    """Takes a version as a broker or a package manager reports it ("4.0.5", "3.10.8",
+    "4.0.5-6"). Returns its release line ("4.0"), or None when it names none."""
     m = _VERSION.search(version or "")
-    return f"{m.group(1)}.{m.group(2)}" if m else None
+    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+
+
+def _line_key(line: str) -> tuple[int, int]:
+    major, minor = line.split(".")
+    return int(major), int(minor)
+
+
+def known_line(version: str) -> str | None:
+    """Takes a release line or version ("4.1.2", "3.10.8"). Returns the nearest line of RELEASES
+    at or below it, whose answers hold for it until it has a record of its own (4.1 -> "4.0",
+    3.13 -> "3.10"); None below every known line or for text that names no line."""
+    line = line_of(version)
+    if line is None:
+        return None
+    known = [k for k in RELEASES if _line_key(k) <= _line_key(line)]
+    return max(known, key=_line_key) if known else None
+
+
+def default_delivery_limit(version: str) -> int | None:
+    """Takes a release line or version ("3.10", "4.1.2"). Returns the delivery limit RabbitMQ
+    gives a quorum queue declared without one: that of its `known_line` (4.1 keeps 4.0's 20,
+    3.13 has 3.10's none); None below every known line or for text that names no line."""
+    line = known_line(version)
+    return None if line is None else RELEASES[line].delivery_limit
 
 
 class Launcher(Protocol):

@@ -4,7 +4,8 @@
 `SudoRemote` when the host asks for sudo, and in `TrackingRemote` so every
 pid spawned there is recorded), checks every host before anything starts
 (`create`: login and host key, the tools the harness runs, rabbitmq-server
-installed or installed on request, iptables usable), and removes on `destroy`
+installed or installed on request, the installed version's release line the one
+asked for, iptables usable), and removes on `destroy`
 what the run left on each host: its processes, by pid and only when
 /proc/<pid>/environ shows the node's own HOME; our iptables chains; the run's
 data directory. A run killed half-way leaves its record (clusters.state);
@@ -36,7 +37,7 @@ from clusters.backend import (
 from clusters.base import Node
 from clusters.inventory import Inventory, InventoryHost, load_inventory, resolve_ipv4
 from clusters.rabbitmq import RABBIT_BIN, NodePaths
-from clusters.releases import HostLauncher, Launcher, Release
+from clusters.releases import HostLauncher, Launcher, Release, line_of
 from clusters.remote import Remote, RemoteError
 from clusters.state import RunRecord
 from clusters.wrap import SudoRemote, TrackingRemote
@@ -65,6 +66,27 @@ RemoteFactory = Callable[[InventoryHost, Inventory, Any], Remote]
 def missing_tools_argv(tools: Sequence[str]) -> list[str]:
     """Takes tool names. Returns the argv that prints, one a line, those not on the host's PATH."""
     return ["sh", "-c", _MISSING_SCRIPT, "sh", *tools]
+
+
+def version_probes() -> list[list[str]]:
+    """Returns the commands that say which RabbitMQ a host has installed, in the order asked:
+    Debian's package database (its state, then its version: "installed 4.0.5-1"), then the
+    broker's own CLI (an install not from a package)."""
+    return [["dpkg-query", "-W", "--showformat=${db:Status-Status} ${Version}",
+             "rabbitmq-server"],
+            [f"{RABBIT_BIN}/rabbitmqctl", "version"]]
+
+
+def version_said(argv: Sequence[str], stdout: str) -> str | None:
+    """Takes a version probe and what it printed. Returns the version it names, or None (a
+    package removed but its configuration kept names no installed version)."""
+    said = stdout.strip()
+    if argv[0] == "dpkg-query":
+        state, _sp, said = said.partition(" ")
+        if state != "installed":
+            return None
+    last = said.splitlines()[-1].strip() if said else ""
+    return last if line_of(last) is not None else None
 
 
 def iptables_teardown_commands() -> list[list[str]]:
@@ -112,9 +134,11 @@ def _policy(inventory: Inventory, accept_new: bool) -> Any:
     return policy_for(path, accept_new)
 
 
-def check_host(remote: Remote, host: InventoryHost, install: bool) -> None:
-    """Takes a node's Remote, its inventory host and whether to install rabbitmq-server. Checks
-    login, the tools, the broker and iptables. Raises BackendError naming the host."""
+def check_host(remote: Remote, host: InventoryHost, install: bool,
+               release: Release | None = None) -> None:
+    """Takes a node's Remote, its inventory host, whether to install rabbitmq-server and the
+    release line the run asked for (None: not checked). Checks login, the tools, the broker and
+    its release line (`check_version`) and iptables. Raises BackendError naming the host."""
     def fail(why: str) -> BackendError:
         return BackendError(f"{host.name} ({host.where}): {why}")
 
@@ -133,6 +157,8 @@ def check_host(remote: Remote, host: InventoryHost, install: bool) -> None:
             raise fail(f"rabbitmq-server is not installed ({server} missing): install Debian's "
                        "rabbitmq-server there, or pass --install-rabbitmq")
         install_rabbitmq(remote, host)
+    if release is not None:
+        check_version(remote, host, release)
     if remote.run(missing_tools_argv(["epmd"]), timeout=PROBE_TIMEOUT).stdout.strip():
         raise fail("epmd (Erlang) is not on the PATH")
     ipt = remote.run(["iptables", "-w", "5", "-n", "-L", "OUTPUT"], timeout=PROBE_TIMEOUT,
@@ -141,6 +167,36 @@ def check_host(remote: Remote, host: InventoryHost, install: bool) -> None:
         hint = "" if host.sudo else " (set sudo = true for this host, or log in as root)"
         raise fail(f"iptables does not work for {host.user}{hint}: "
                    f"{(ipt.stderr or ipt.stdout).strip()[-300:]}")
+
+
+def installed_version(remote: Remote) -> str | None:
+    """Takes a node's Remote. Returns the RabbitMQ version installed there as the first of
+    `version_probes` that names one says it ("4.0.5-1", "3.10.8"), or None."""
+    for argv in version_probes():
+        res = remote.run(argv, timeout=PROBE_TIMEOUT, check=False)
+        said = version_said(argv, res.stdout) if res.ok else None
+        if said is not None:
+            return said
+    return None
+
+
+def check_version(remote: Remote, host: InventoryHost, release: Release) -> str:
+    """Takes a node's Remote, its inventory host and the release line asked for (--rabbitmq).
+    Returns the version installed there. Raises BackendError naming the host when it cannot be
+    told, or is of another line: the hosts' packages are the release, and a run must not test
+    another one than it says (nothing has started on any host then)."""
+    got = installed_version(remote)
+    where = f"{host.name} ({host.where})"
+    if got is None:
+        raise BackendError(f"{where}: cannot tell which RabbitMQ is installed (neither "
+                           f"dpkg-query rabbitmq-server nor rabbitmqctl version named a "
+                           f"version), so --rabbitmq {release.line} cannot be checked")
+    if line_of(got) != release.line:
+        raise BackendError(f"{where} has RabbitMQ {got} installed, of the {line_of(got)} line, "
+                           f"but --rabbitmq {release.line} was asked for: install "
+                           f"{release.line} there, or run with --rabbitmq {line_of(got)}")
+    log.info("%s: RabbitMQ %s installed (--rabbitmq %s)", host.name, got, release.line)
+    return got
 
 
 def install_rabbitmq(remote: Remote, host: InventoryHost) -> None:
@@ -212,6 +268,9 @@ class SshHostsCluster:
         policy = _policy(inventory, accept_new) if remote_factory is None else None
         self._raw = {h.name: factory(h, inventory, policy) for h in self.hosts}
         self._record: RunRecord | None = None
+        # The release the run asked for (`launcher`, called before `create`): create refuses
+        # hosts with another installed.
+        self._release: Release | None = None
         built = []
         for h in self.hosts:
             inner = self._raw[h.name]
@@ -231,14 +290,15 @@ class SshHostsCluster:
             self._record.add_pid(node, pid)
 
     def create(self) -> None:
-        """Checks every host (in parallel), records the run for cleanup, makes the data
+        """Checks every host (in parallel; the installed RabbitMQ's release line too, once
+        `launcher` said which the run asked for), records the run for cleanup, makes the data
         directories. Raises BackendError naming every host that cannot serve; nothing is
         started on any host then."""
         hosts = {h.name: h for h in self.hosts}
 
         def probe(n: Node) -> str | None:
             try:
-                check_host(n.remote, hosts[n.name], self.install)
+                check_host(n.remote, hosts[n.name], self.install, self._release)
                 return None
             except (BackendError, RemoteError) as e:
                 return str(e)
@@ -256,8 +316,10 @@ class SshHostsCluster:
         log.info("ssh cluster: %s", ", ".join(f"{h.name}={h.where}" for h in self.hosts))
 
     def launcher(self, release: Release) -> Launcher:
-        """Returns the hosts' own binaries (the hosts' packages are the release; the run checks
-        the version their nodes report)."""
+        """Takes the release line asked for. Returns the hosts' own binaries (the hosts' packages
+        are the release): `create` then refuses a host with another line installed, before
+        anything starts; the run checks again the version the nodes report."""
+        self._release = release
         return HostLauncher()
 
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:

@@ -145,8 +145,7 @@ def liveness_bound(test_info: dict[str, Any] | None) -> LivenessBound | None:
     broker's net_ticktime, the grace recovery gives an unhealthy node (harness.recovery.grace_s)
     and the recovery timeout, each the spec's or, for a spec stored before it had one, the
     default; None without a spec."""
-    from checkers.liveness import LivenessBound
-    from harness.recovery import grace_s
+    from harness.recovery import liveness_bound as bound_of
     from harness.spec import TestSpec
 
     spec = (test_info or {}).get("spec")
@@ -159,7 +158,7 @@ def liveness_bound(test_info: dict[str, Any] | None) -> LivenessBound | None:
     tick_s = float(tick) if isinstance(tick, int | float) else float(default.broker.net_ticktime)
     timeout_s = (float(timeout) if isinstance(timeout, int | float)
                  else float(default.recovery_timeout_s))
-    return LivenessBound(tick_s, grace_s(tick_s), timeout_s, source="test.json")
+    return bound_of(tick_s, timeout_s, source="test.json")
 
 
 def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | None:
@@ -169,6 +168,7 @@ def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | 
     them up with (then whether a fault was noticed is "unknown")."""
     from checkers.broker_log import read_events
     from checkers.efficacy import Evidence
+    from clusters.releases import known_line
 
     info = test_info or {}
     nodes_dir = run_dir / store.NODES
@@ -178,8 +178,9 @@ def run_evidence(run_dir: Path, test_info: dict[str, Any] | None) -> Evidence | 
     if start is None or not nodes_dir.is_dir():
         return None
     version = (info.get("versions") or {}).get("rabbitmq")
+    line = known_line(str(version)) if version else None
     try:
-        events, coverage = read_events(nodes_dir, float(start), info.get("nodes") or {}, version)
+        events, coverage = read_events(nodes_dir, float(start), info.get("nodes") or {}, line)
     except OSError as e:
         log.warning("could not read the node logs: %s", e)
         return None

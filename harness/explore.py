@@ -324,7 +324,7 @@ class Explorer:
         out, refused = [], []
         for variant in self.variants:
             spec = vary.apply(candidate.spec, variant)
-            why = vary.refusal(spec)
+            why = spec.refusal()
             if why is None:
                 try:
                     spec.validate()

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.liveness import LivenessBound
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError, NodeStatus, RabbitBroker
 from clusters.remote import RemoteError
@@ -34,6 +35,15 @@ def grace_s(net_ticktime_s: float) -> float:
     before it mends it: partition detection takes up to net_ticktime, and a node needs time to
     rejoin after it (the liveness checker's bound counts on the same patience)."""
     return max(MIN_GRACE_S, 3.0 * net_ticktime_s)
+
+
+def liveness_bound(net_ticktime_s: float, recovery_timeout_s: float,
+                   source: str = "test.json") -> LivenessBound:
+    """Takes the broker's net_ticktime and the recovery timeout (s) and where they were read.
+    Returns the bound the liveness check judges by (checkers.liveness: failure detection plus
+    this module's grace, at most the recovery timeout): what the check reads from test.json and
+    what the runner keeps the workload running after the last heal for."""
+    return LivenessBound(net_ticktime_s, grace_s(net_ticktime_s), recovery_timeout_s, source)
 
 
 def booting(status: NodeStatus) -> bool:

@@ -1,5 +1,10 @@
 """A run, phase by phase: setup -> main -> heal -> recovery -> drain -> teardown -> check -> report.
 
+The main phase is the time limit with the nemesis, then the workload alone after the last heal
+(`Run.after_heal`) until confirms and deliveries are seen back (checkers.resume_watch) or the
+spec's `after_heal_limit_s` (the liveness bound plus a publish's and a reconnection's timeout:
+50.5 s by default) has passed since the heal, so that the liveness check can judge it.
+
 `run_test` takes a validated spec and returns the exit code (0 valid, 1
 invalid, 2 unknown or infrastructure error). Whatever happens -- an error,
 Ctrl-C, SIGTERM -- the nemesis heals, the cluster is torn down by pid, and the
@@ -19,12 +24,13 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkers.resume_watch import ResumeWatch
 from clusters.backend import BackendError
 from clusters.rabbitmq import BrokerError, RabbitBroker
 from clusters.rabbitmq_admin import RabbitAdmin, policy_mismatch
@@ -38,7 +44,7 @@ from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, grace_s, recover, restart_each
 from harness.scenario_file import write_run_scenario
 from harness.spec import TestSpec
-from history import HARNESS, HistoryWriter, Op
+from history import HARNESS, Op
 from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
@@ -114,6 +120,22 @@ def attach_log(run_dir: Path) -> logging.Handler:
     return h
 
 
+def also(first: Callable[[Op], None], then: Callable[[Op], None]) -> Callable[[Op], None]:
+    """Takes two observers of ops. Returns one calling both, `first` before `then`; `then`,
+    should it raise, is logged once and dropped, and `first` goes on seeing every op."""
+    alive = [then]
+
+    def both(op: Op) -> None:
+        first(op)
+        if alive:
+            try:
+                alive[0](op)
+            except Exception:
+                log.exception("an observer of the run failed; it sees no more ops")
+                alive.clear()
+    return both
+
+
 class Run:
     """One run of one spec against a fresh local cluster; an observer, when given, sees every
     op recorded."""
@@ -123,8 +145,11 @@ class Run:
         self.spec = spec
         self.run_dir = run_dir
         self.outcome = RunOutcome(run_dir)
-        self.history = (HistoryWriter(run_dir / store.HISTORY) if observer is None
-                        else ObservedHistory(run_dir / store.HISTORY, observer.observe))
+        # Sees every op: when everything came back after the last heal, the main phase may end.
+        self.watch = ResumeWatch(confirms=spec.workload.client.confirms)
+        self.history = ObservedHistory(
+            run_dir / store.HISTORY, self.watch.observe if observer is None
+            else also(self.watch.observe, observer.observe))
         self.cluster = make_cluster(spec.backend, spec.nodes, run_dir.name, STATE_DIR)
         self.broker = RabbitBroker(self.cluster.nodes, spec.broker, self.cluster.data_root)
         self.admin = RabbitAdmin(self.broker)
@@ -147,6 +172,10 @@ class Run:
             "broker_differences": spec.broker_differences(),
             "detection_s": list(spec.detection_s()),
             "fault_warnings": spec.warnings(),
+            # How long the workload may run on after the last heal (Run.after_heal).
+            "after_heal": {"limit_s": spec.after_heal_limit_s(),
+                           "bound_s": spec.liveness_bound().bound_ns / 1e9,
+                           "asked_s": spec.after_heal_s},
         }
         self._phase_started = 0.0
 
@@ -228,14 +257,16 @@ class Run:
                               f"but the nodes use {store or 'an unknown one'}")
 
     def main(self) -> None:
-        """Runs the workload and the nemesis for the time limit."""
+        """Runs the workload and the nemesis for the time limit, then the workload alone after
+        the last heal (`after_heal`), all of it the main phase."""
         assert self.spec.seed is not None
-        stop = threading.Event()
+        stop = threading.Event()  # the workload's and the sampler's
+        faults_over = threading.Event()  # the nemesis's: it stops first
         # Seeded from the spec, so a run can be repeated; set up now (chains created, netem
         # probed), so a fault that cannot run here fails before the main phase.
         self.nemesis = NemesisInterpreter(self.cluster, self.broker, self.history,
                                           self.spec.nemesis, self.spec.seed,
-                                          self.spec.queue.name, stop, admin=self.admin)
+                                          self.spec.queue.name, faults_over, admin=self.admin)
         self.nemesis.setup()
         self.test_info["nemesis_options"] = self.spec.nemesis.to_dict()
         workload = self.workload
@@ -249,12 +280,38 @@ class Run:
             self.nemesis.start(deadline=time.monotonic() + self.spec.time_limit_s)
             sampler.start()
             try:
-                stop.wait(self.spec.time_limit_s)
+                faults_over.wait(self.spec.time_limit_s)
+                faults_over.set()
+                self.nemesis.join()  # the fault in hand stopped: the last heal is recorded
+                self.after_heal()
             finally:
+                faults_over.set()
                 stop.set()
                 self.workload.join()
                 self.nemesis.join()
                 sampler.join()
+
+    def after_heal(self) -> None:
+        """Keeps the workload running after the last heal until confirms and deliveries are seen
+        back (checkers.resume_watch, the liveness check's rules) or `after_heal_limit_s` has
+        passed since the heal, so that the liveness check can judge the run; a run without a
+        healed fault, or with after_heal_s 0, goes on at once. Records test.json's
+        `after_heal`: the limit, the bound, the last heal, how long it ran and why it ended."""
+        limit = self.spec.after_heal_limit_s()
+        heal = self.watch.last_heal_ns
+        info = self.test_info["after_heal"]
+        info["last_heal_s"] = None if heal is None else round(heal / 1e9, 3)
+        if heal is None or limit <= 0:
+            info.update(ended="no healed fault" if heal is None else "off", ran_s=0.0)
+            return
+        began = self.history.now()
+        back = self.watch.wait(self.history.now, heal + round(limit * 1e9))
+        end = self.history.now()
+        info.update(ended="resumed" if back else "limit", ran_s=round((end - began) / 1e9, 3),
+                    after_heal_s=round((end - heal) / 1e9, 3))
+        log.info("after the last heal: the workload ran %.1f s more (%s; limit %g s after it)",
+                 info["ran_s"], "confirms and deliveries were back" if back
+                 else "the limit passed", limit)
 
     def heal(self) -> None:
         """Ends every fault the nemesis left, whatever state it is in."""

@@ -15,6 +15,12 @@ has time to act on it while it lasts; changing net_ticktime moves it. A shorter
 fault asked for by name is played as asked, with a warning (`warnings`) before
 the run and the strength verdict after it. `broker_differences` says where the
 harness's broker settings differ from RabbitMQ's own defaults, and why.
+
+Whether the queue came back after the faults is judged too (checkers.liveness),
+within a bound after the last heal (`liveness_bound`); the workload runs on past
+the time limit after the last heal for up to `after_heal_limit_s`, that bound
+plus the clients' own timeouts unless `after_heal_s` says otherwise, and stops
+as soon as confirms and deliveries are seen back (harness.runner).
 """
 
 from __future__ import annotations
@@ -24,16 +30,17 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.liveness import LivenessBound
 from checkers.options import CheckOptions
 from clusters.backend import BackendConfigError, BackendOptions
 from clusters.rabbitmq import BrokerConfig
 from clusters.registry import check_options
-from clusters.releases import release
+from clusters.releases import default_delivery_limit, release
+from harness.recovery import liveness_bound
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.kinds import QueueKind, kind_of
-from workloads.queue_spec import DEFAULT_DELIVERY_LIMITS as DEFAULT_DELIVERY_LIMITS
-from workloads.queue_spec import QueueConfigError, QueueSpec, default_delivery_limit
+from workloads.queue_spec import QueueConfigError, QueueSpec
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
 MAX_NODES = 9
@@ -69,6 +76,10 @@ class TestSpec:
     check: CheckOptions = field(default_factory=CheckOptions)
     backend: BackendOptions = field(default_factory=BackendOptions)
     recovery_timeout_s: float = 240.0
+    # How long at most the workload runs on after the last heal, so that liveness can be judged
+    # (it stops sooner once confirms and deliveries are back); None: `after_heal_limit_s`'s
+    # default, derived from the liveness bound; 0: the main phase ends at the time limit.
+    after_heal_s: float | None = None
     placement_interval_s: float = 5.0
     boot_timeout_s: float = 120.0
     store: str = "store"
@@ -97,13 +108,19 @@ class TestSpec:
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
         self._check_fault_queue(kind.name)
-        why = release(self.broker.rabbitmq).refuses_kind(kind.name)
+        why = self.refusal()
         if why:
             raise SpecError(why)
         try:
             check_options(self.backend, self.nodes, self.broker.rabbitmq)
         except BackendConfigError as e:
             raise SpecError(str(e)) from e
+
+    def refusal(self) -> str | None:
+        """Returns why the spec's release line cannot run its queue kind (a mirrored queue on
+        4.0: the release table's sentence), or None when it can. `validate` refuses such a
+        spec; a matrix or an explorer lists it as not applicable instead of running it."""
+        return release(self.broker.rabbitmq).refuses_kind(kind_of(self.queue).name)
 
     def _check_own(self) -> None:
         """Raises SpecError for an impossible name, node count, time limit, interval or
@@ -118,6 +135,9 @@ class TestSpec:
             raise SpecError("placement interval must be >= 0 (0: no sampling)")
         if self.recovery_timeout_s <= 0 or self.boot_timeout_s <= 0:
             raise SpecError("recovery and boot timeouts must be > 0")
+        if self.after_heal_s is not None and not self.after_heal_s >= 0:
+            raise SpecError(f"after_heal_s must be >= 0 seconds (0: no time after the last "
+                            f"heal), got {self.after_heal_s}")
 
     def _check_kind(self, kind: QueueKind) -> None:
         """Takes the queue's kind. Raises SpecError when the workload or the check does not fit
@@ -155,6 +175,22 @@ class TestSpec:
         auto = DETECTION_FACTOR * self.broker.net_ticktime
         return dataclasses.replace(self, nemesis=dataclasses.replace(self.nemesis,
                                                                      duration_s=auto))
+
+    def liveness_bound(self) -> LivenessBound:
+        """Returns the bound the liveness check judges this spec's runs by: 1.25 x net_ticktime
+        plus the recovery's grace, at most its timeout (harness.recovery.liveness_bound)."""
+        return liveness_bound(float(self.broker.net_ticktime), self.recovery_timeout_s,
+                              source="spec")
+
+    def after_heal_limit_s(self) -> float:
+        """Returns how long at most the workload runs on after the last heal: `after_heal_s`,
+        else the liveness bound plus a publish's timeout and a reconnection's (a client of a
+        node still stuck at the bound is refused, and recorded so, after it)."""
+        if self.after_heal_s is not None:
+            return self.after_heal_s
+        client = self.workload.client
+        return round(self.liveness_bound().bound_ns / 1e9 + client.publish_timeout_s
+                     + client.connect_timeout_s, 3)
 
     def detection_s(self) -> tuple[float, float]:
         """Returns when RabbitMQ declares a silent peer down, (0.75, 1.25) x net_ticktime."""
@@ -205,7 +241,7 @@ class TestSpec:
     def delivery_limit_on(self, line: str) -> int | None:
         """Takes a RabbitMQ release line ("3.10", "4.0"). Returns the delivery limit the queue
         has there: its own, else, for a kind that takes one, the broker's default
-        (DEFAULT_DELIVERY_LIMITS: none on 3.10, 20 on 4.0), else None."""
+        (the release table's: none on 3.10, 20 on 4.0), else None."""
         if not kind_of(self.queue).takes_delivery_limit:
             return None
         own = self.queue.delivery_limit

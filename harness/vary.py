@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from checkers.options import CheckOptions
-from clusters.releases import release
 from harness.matrix import RABBITMQ_KEY
 from harness.scenario_file import with_setting
 from harness.spec import SpecError, TestSpec
@@ -91,12 +90,6 @@ def rekinded(before: TestSpec, after: TestSpec) -> TestSpec:
     return after.for_queue()
 
 
-def refusal(spec: TestSpec) -> str | None:
-    """Takes a spec. Returns why its release line cannot run its queue kind (not applicable),
-    None when it can."""
-    return release(spec.broker.rabbitmq).refuses_kind(kind_of(spec.queue).name)
-
-
 def expand(name: str, spec: TestSpec, dims: Sequence[tuple[str, tuple[str, ...]]]
            ) -> tuple[list[tuple[TestSpec, Variant]], list[tuple[Variant, str]]]:
     """Takes a test's name, its spec and the varied dimensions. Returns (spec, variant) for each
@@ -107,7 +100,7 @@ def expand(name: str, spec: TestSpec, dims: Sequence[tuple[str, tuple[str, ...]]
     refused: list[tuple[Variant, str]] = []
     for variant in variants(dims):
         varied = apply(spec, variant)
-        why = refusal(varied)
+        why = varied.refusal()
         if why:
             refused.append((variant, why))
             continue

@@ -10,8 +10,8 @@ it: `queue_arguments` and `ha_policy` (what the broker is given) and
 Some queues drop messages by design: at a max length with overflow drop-head
 the oldest go, and a quorum queue drops a message returned more often than
 its delivery limit (set by `delivery_limit`, or RabbitMQ's own default from
-4.0 on: `DEFAULT_DELIVERY_LIMITS`). `dead_lettering` says when a queue does,
-and where its dead letters go: to an exchange and queue of the harness's own
+4.0 on, which the release table says: `clusters.releases.default_delivery_limit`).
+`dead_lettering` says when a queue does, and where its dead letters go: to an exchange and queue of the harness's own
 (`dead_letter_names`), which the drain reads back, so that what the broker
 dropped by design is told apart from loss; or to the user's own exchange
 (`dead_letter_exchange`), which the harness does not read.
@@ -20,28 +20,21 @@ dropped by design is told apart from loss; or to the user's own exchange
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.releases import RELEASES
+from clusters.releases import default_delivery_limit
 from workloads.kinds import KINDS, QueueConfigError, kind_of
 
 QUEUE_TYPES: tuple[str, ...] = tuple(KINDS)
 # What a queue at its max length does with a new message (RabbitMQ's x-overflow; both kinds of
 # queue take these two; drop-head is the broker's default).
 OVERFLOWS: tuple[str, ...] = ("drop-head", "reject-publish")
-# The delivery limit RabbitMQ gives a quorum queue declared without one, by release line: none
-# before 4.0; from 4.0, 20 (a message returned more often is dropped, or dead-lettered). The
-# release table (clusters.releases) is where it is said.
-DEFAULT_DELIVERY_LIMITS: dict[str, int | None] = {
-    line: r.delivery_limit for line, r in RELEASES.items()}
 # What the harness appends to the queue's name for its own dead-letter exchange and queue.
 DEAD_LETTER_SUFFIXES: tuple[str, str] = (".harness-dlx", ".harness-dlq")
-__all__ = ["DEFAULT_DELIVERY_LIMITS", "OVERFLOWS", "QUEUE_TYPES", "DeadLettering",
-           "QueueConfigError", "QueueSpec", "dead_letter_names", "dead_letter_queue_spec",
-           "dead_lettering", "default_delivery_limit", "ha_policy", "queue_arguments",
-           "reads_whole_log", "release_line"]
+__all__ = ["OVERFLOWS", "QUEUE_TYPES", "DeadLettering", "QueueConfigError", "QueueSpec",
+           "dead_letter_names", "dead_letter_queue_spec", "dead_lettering", "ha_policy",
+           "queue_arguments", "reads_whole_log"]
 
 
 @dataclass(frozen=True)
@@ -132,32 +125,6 @@ def ha_policy(spec: QueueSpec, erlang_names: dict[str, str]) -> dict[str, Any] |
     """Takes a QueueSpec and a map of short to Erlang node names. Returns the definition of the
     policy its kind needs (a mirroring policy for a mirrored queue), else None."""
     return kind_of(spec).policy(spec, erlang_names)
-
-
-_VERSION = re.compile(r"^(\d+)\.(\d+)")
-
-
-def release_line(version: str) -> str | None:
-    """Takes a RabbitMQ version ("3.10.25", "4.0.5"). Returns its release line ("3.10",
-    "4.0"), or None for text that is not a version."""
-    m = _VERSION.match(version.strip())
-    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
-
-
-def _line_key(line: str) -> tuple[int, int]:
-    major, minor = line.split(".")
-    return int(major), int(minor)
-
-
-def default_delivery_limit(line: str) -> int | None:
-    """Takes a release line ("3.10", "4.1"). Returns the delivery limit RabbitMQ gives a
-    quorum queue declared without one: that of the nearest line of DEFAULT_DELIVERY_LIMITS at
-    or below it (4.1 keeps 4.0's 20, 3.13 has 3.10's none); None below every known line."""
-    parsed = release_line(line)
-    if parsed is None:
-        return None
-    known = [k for k in DEFAULT_DELIVERY_LIMITS if _line_key(k) <= _line_key(parsed)]
-    return DEFAULT_DELIVERY_LIMITS[max(known, key=_line_key)] if known else None
 
 
 def dead_letter_names(queue: str) -> tuple[str, str]:

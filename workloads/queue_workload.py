@@ -48,6 +48,7 @@ from typing import Any
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
+from clusters.releases import line_of
 from clusters.remote import RemoteError
 from history import DEAD_LETTER, HARNESS, Op, Recorder
 from workloads.clients import (
@@ -71,7 +72,6 @@ from workloads.queue_spec import (
     dead_lettering,
     ha_policy,
     queue_arguments,
-    release_line,
 )
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ class QueueWorkload:
         conn = connect(self.nodes[0].ip, self.opts.client)
         try:
             version = server_version(conn)
-            line = release_line(version) if version is not None else None
+            line = line_of(version) if version is not None else None
             self.dead_letters = dead_lettering(self.spec, line)
             dlq = self._dead_letter_spec()
             if dlq is not None:

@@ -19,6 +19,7 @@ import pytest
 from checkers.broker_log import PATTERNS_3_10, PATTERNS_4_0, parse_line, read_events
 from checkers.efficacy import Evidence, judge_faults, strength
 from checkers.phases import HarnessEvent
+from clusters.releases import known_line
 from history import BLOCKED, HARNESS, NEMESIS, Op
 from history.faults import fault_windows
 
@@ -53,7 +54,7 @@ def run(tmp_path: Path, logs: dict[str, list[str]], ops: list[Op],
         lines = [stamp(0, "info", "Server startup complete; 0 plugins started."),
                  *logs.get(node, []), stamp(120, "info", "accepting AMQP connection")]
         (d / "rabbit.log").write_text("\n".join(lines) + "\n")
-    events, cover = read_events(tmp_path / "nodes", START, NODES, version)
+    events, cover = read_events(tmp_path / "nodes", START, NODES, known_line(version))
     ev = Evidence(events, cover, 10.0, leader)
     windows = fault_windows(ops)
     harness = [HarnessEvent(op.time, op.f, op.value, op.node) for op in ops

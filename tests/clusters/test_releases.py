@@ -14,6 +14,8 @@ from clusters.releases import (
     HostLauncher,
     ReleaseError,
     chroot_argv,
+    default_delivery_limit,
+    known_line,
     line_of,
     release,
 )
@@ -47,10 +49,34 @@ def test_partition_handling_governs_mnesia_only():
 
 @pytest.mark.parametrize("text,line", [
     ("4.0.5", "4.0"), ("3.10.8", "3.10"), ("RabbitMQ 4.0.5 on Erlang 27", "4.0"),
-    ("", None), ("unknown", None),
+    ("3.10.25", "3.10"), (" 4.1.0-rc.1", "4.1"), ("4.0.5-6", "4.0"), ("3.10.8-1.1", "3.10"),
+    ("", None), ("unknown", None), ("x", None),
 ])
 def test_the_line_of_a_reported_version(text, line):
+    # what a broker reports, and what dpkg-query says of Debian's package
     assert line_of(text) == line
+
+
+@pytest.mark.parametrize("line,limit", [
+    ("3.10", None), ("4.0", 20), ("4.1", 20), ("4.0.5", 20), ("3.13", None), ("3.8", None),
+    ("10.2", 20), ("not a version", None),
+])
+def test_the_brokers_default_delivery_limit_by_the_nearest_line_at_or_below(line, limit):
+    assert default_delivery_limit(line) == limit
+
+
+@pytest.mark.parametrize("version,line", [
+    ("3.10.8", "3.10"), ("3.13.7", "3.10"), ("4.0.5", "4.0"), ("4.1.0", "4.0"), ("3.8.9", None),
+    ("", None), ("unknown", None),
+])
+def test_a_version_is_answered_by_the_nearest_known_line_at_or_below(version, line):
+    assert known_line(version) == line
+
+
+def test_the_checkers_log_pattern_table_has_one_entry_per_release_line():
+    from checkers.broker_log import PATTERNS
+
+    assert set(PATTERNS) == set(RELEASES)
 
 
 def test_a_chrooted_command_mounts_proc_and_binds_the_data_folder_in_a_private_namespace():

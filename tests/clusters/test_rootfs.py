@@ -73,6 +73,7 @@ case "$1" in
       chmod +x "$root/usr/lib/rabbitmq/bin/rabbitmq-server"
     fi ;;
   dpkg-query)
+    [ "${FAKE_FAIL:-}" = dpkg ] && { echo "dpkg-query: error: database is locked" >&2; exit 2; }
     case "${!#}" in
       rabbitmq-server) printf '4.0.5-6+fake' ;;
       erlang-base) printf '1:27.3.4.1+fake' ;;
@@ -338,6 +339,34 @@ def test_what_a_killed_build_left_is_not_trusted_and_is_removed(kit, caplog):
     assert (f"build-rootfs: removing {dest}: it has no complete marker, so it cannot be trusted"
             in said)
     assert kit.base_entries() == [dest.name]
+
+
+@needs_root
+def test_a_step_failing_after_the_install_leaves_no_tree_and_the_next_build_is_not_fooled(kit):
+    # The packages installed, then reading their versions failed: the marker never came, so
+    # the hidden folder goes and no folder under the final name is left to trust.
+    with pytest.raises(RootfsError) as e:
+        kit.ensure(FAKE_FAIL="dpkg")
+    assert "dpkg-query rabbitmq-server failed in the tree" in str(e.value)
+    assert "(exit 2)" in str(e.value)
+    assert not [n for n in kit.base_entries() if not n.endswith(".log")]
+    assert _mounts_under(kit.base) == []
+    assert is_complete(kit.ensure(), kit.recipe())
+
+
+def test_a_build_that_says_it_succeeded_but_left_no_marker_is_not_trusted(kit, tmp_path):
+    # A build command that exits 0 without the marker (a script broken half-way, a disk that
+    # swallowed the last write): the module refuses the tree and the next call builds again.
+    recipe = kit.recipe()
+    dest = rootfs_path(recipe, kit.base)
+    liar = tmp_path / "liar.sh"
+    liar.write_text(f"#!/bin/bash\nmkdir -p {dest}/usr/lib/rabbitmq/bin\n"
+                    f"echo 'build-rootfs: built {dest}'\n")
+    for _ in range(2):
+        with pytest.raises(RootfsError, match=r"left no complete tree at .*\nbuild-rootfs: built"):
+            ensure_rootfs("4.0", base=kit.base, script=liar, recipes=kit.scripts / "rootfs",
+                          env=kit.env, timeout=30)
+        assert dest.is_dir() and not is_complete(dest, recipe)
 
 
 def test_the_shared_library_is_valid_bash():

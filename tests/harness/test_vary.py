@@ -184,3 +184,24 @@ def test_a_file_run_on_4_0_alone_with_mirrored_among_kinds(tmp_path, monkeypatch
     assert seen == {"entries": [("kill-then-partition", "quorum", "4.0")],
                     "na": [("4.0", "queue.type=mirrored")]}
     assert Path(path).exists()
+
+
+@pytest.mark.parametrize("line", ["3.10", "4.0"])
+@pytest.mark.parametrize("kind", ["quorum", "mirrored", "classic", "stream"])
+def test_a_run_and_a_matrix_refuse_the_same_specs_with_the_release_table_s_sentence(line, kind):
+    # One answer (TestSpec.refusal, read from clusters.releases): `run` exits 2 with it, and a
+    # matrix lists the same variant not applicable with the same sentence.
+    from clusters.releases import release
+
+    spec = vary.apply(TestSpec(), (("broker.rabbitmq", line), ("queue.type", kind)))
+    why = release(line).refuses_kind(kind)
+    assert spec.refusal() == why
+    runnable, refused = vary.expand(
+        "t", TestSpec(), [("broker.rabbitmq", (line,)), ("queue.type", (kind,))])
+    if why is None:
+        spec.validate()
+        assert len(runnable) == 1 and refused == []
+    else:
+        with pytest.raises(SpecError, match=why.split(';')[0]):
+            spec.validate()
+        assert runnable == [] and [r for _v, r in refused] == [why]

@@ -10,11 +10,9 @@ from workloads.queue_spec import (
     QueueSpec,
     dead_letter_queue_spec,
     dead_lettering,
-    default_delivery_limit,
     ha_policy,
     queue_arguments,
     reads_whole_log,
-    release_line,
 )
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
@@ -118,19 +116,6 @@ def test_a_delivery_limit_is_positive_and_for_quorum_queues_only(spec, msg):
     with pytest.raises(QueueConfigError, match=msg):
         spec.validate(node_count=3)
     QueueSpec(delivery_limit=1).validate(3)
-
-
-@pytest.mark.parametrize("line,limit", [
-    ("3.10", None), ("4.0", 20), ("4.1", 20), ("4.0.5", 20), ("3.13", None), ("3.8", None),
-    ("10.2", 20), ("not a version", None),
-])
-def test_the_brokers_default_delivery_limit_by_release_line(line, limit):
-    assert default_delivery_limit(line) == limit
-
-
-def test_release_lines_of_versions():
-    assert [release_line(v) for v in ("3.10.25", "4.0.5", " 4.1.0-rc.1", "x")] == [
-        "3.10", "4.0", "4.1", None]
 
 
 def test_where_a_queue_dead_letters_and_under_which_limits():
