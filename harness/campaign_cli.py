@@ -37,9 +37,10 @@ class Tools:
     say: Callable[[str], None]
 
 
-def add_parsers(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], None],
+def add_parsers(sub: Any, add_options: Callable[..., None],
                 csv: Callable[[str], tuple[str, ...]]) -> None:
-    """Takes the CLI's subparsers, its function that adds every test-spec option and its
+    """Takes the CLI's subparsers, its function that adds the options a command takes from the
+    table (harness.options `add_options`: parser, command, groups made already) and its
     comma-list reader. Adds `explore` and `shrink`."""
     x = sub.add_parser("explore", help="search configurations and fault schedules on a budget, "
                                        "guided by what earlier runs provoked")
@@ -59,10 +60,7 @@ def add_parsers(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], N
                    help="partition handlings to draw (default: the test's)")
     g.add_argument("--fixed-workload", action="store_true",
                    help="keep the test's workload shape instead of drawing one")
-    g.add_argument("--vary", action="append", metavar="KEY=V1,V2", help=vary.VARY_HELP)
-    g.add_argument("--scenario-file", type=Path, metavar="FILE",
-                   help="the base test from a scenario file (its faults are replaced)")
-    add_run_options(x)
+    add_options(x, "explore", {"explore": g})
     s = sub.add_parser("shrink", help="reduce a stored finding (an invalid run) to a minimal "
                                       "scenario file that still fails at a stated rate")
     s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -74,8 +72,7 @@ def add_parsers(sub: Any, add_run_options: Callable[[argparse.ArgumentParser], N
     s.add_argument("--max-runs", type=int, default=60, help="replays the search may make (60)")
     s.add_argument("--any-anomaly", action="store_true",
                    help="any invalid replay fails, not only one with the finding's anomalies")
-    s.add_argument("--store", type=Path, help="store root (default: the finding's)")
-    s.add_argument("--no-progress", action="store_true", help="no live progress on stderr")
+    add_options(s, "shrink")
 
 
 def explore_space(a: argparse.Namespace) -> Space:
@@ -121,7 +118,7 @@ def cmd_shrink(a: argparse.Namespace, tools: Tools) -> int:
         rule = Rule(a.replays, a.min_fails, a.confirm, a.max_runs, a.any_anomaly)
     except ValueError as e:
         raise SpecError(str(e)) from e
-    root = a.store.resolve() if a.store else run_dir.parent.parent
+    root = Path(a.store).resolve() if a.store else run_dir.parent.parent
     shrinker = Shrinker(run_dir, rule, root)
     if tools.store_root(shrinker.original).resolve() != root:  # replays beside the finding
         shrinker.original = dataclasses.replace(shrinker.original, store=str(root))

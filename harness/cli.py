@@ -24,22 +24,15 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from checkers.options import CheckOptions
 from checkers.verdict import is_weak
-from clusters.registry import add_backend_options, options_from_args
-from clusters.releases import METADATA_STORES, RELEASES
 from clusters.spark_master import check_spark_master
-from harness import campaign_cli
+from harness import campaign_cli, options
 from harness.scenario_file import read_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
-from harness.vary import VARY_HELP
-from nemesis import NemesisOptions
-from workloads.kinds import KINDS
-from workloads.queue_spec import OVERFLOWS
 
 log = logging.getLogger(__name__)
 
@@ -56,242 +49,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _releases(text: str) -> tuple[str, ...]:
-    """Takes "3.10" or "3.10,4.0". Returns the release lines. Raises ArgumentTypeError for one
-    the harness does not know."""
-    lines = _csv(text)
-    unknown = [x for x in lines if x not in RELEASES]
-    if unknown or not lines:
-        said = ", ".join(unknown) or repr(text)
-        raise argparse.ArgumentTypeError(f"unknown RabbitMQ release {said}; known: "
-                                         f"{', '.join(RELEASES)}")
-    return lines
-
-
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip())
-
-
-def _rate(text: str) -> float:
-    if text == "unlimited":
-        return UNLIMITED
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a rate: {text!r}") from None
-
-
-UNLIMITED = -1.0  # --consume-rate unlimited, before it becomes None in the spec
-
-
-def _ha_params(text: str) -> int | list[str]:
-    return int(text) if text.isdigit() else list(_csv(text))
-
-
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """Adds every test-spec option to a parser (defaults None: unset keeps the scenario's)."""
-    for add in _RUN_OPTION_GROUPS:
-        add(p)
-
-
-def _test_group(p: argparse.ArgumentParser) -> None:
-    """Takes a parser. Adds the test's own options: scenario, name, nodes, time limit, seed,
-    store, recovery timeout, progress."""
-    g = p.add_argument_group("test")
-    g.add_argument("--scenario", help="start from a named scenario (see `scenarios`)")
-    g.add_argument("--name", help="test name (store/<name>/...)")
-    g.add_argument("--nodes", type=int, help="broker nodes (1-9, default 3)")
-    g.add_argument("--time-limit", type=float, help="seconds of main phase (default 60)")
-    g.add_argument("--seed", type=int, help="random seed (default: drawn and recorded)")
-    g.add_argument("--store", help="store directory (default store/)")
-    g.add_argument("--recovery-timeout", type=float, help="seconds to wait for health after heal")
-    g.add_argument("--no-progress", action="store_true",
-                   help="no live progress on stderr (a line redrawn on a terminal, else a "
-                        "line every 10 s)")
-
-
-def _broker_group(p: argparse.ArgumentParser) -> None:
-    """Takes a parser. Adds the broker's options: partition handling, net_ticktime, release
-    line, metadata store."""
-    b = p.add_argument_group("broker")
-    b.add_argument("--partition-handling", choices=("ignore", "autoheal", "pause_minority"),
-                   help="cluster_partition_handling (default pause_minority, RabbitMQ's "
-                        "recommendation for 3+ nodes; RabbitMQ's own default is ignore)")
-    b.add_argument("--net-ticktime", type=int,
-                   help="seconds (default 10, so partitions are noticed in 7.5-12.5 s and runs "
-                        "stay short; RabbitMQ's own is 60)")
-    b.add_argument("--rabbitmq", type=_releases, metavar="|".join(RELEASES),
-                   help="the RabbitMQ release line (default 3.10, this host's Debian package; "
-                        "4.0 runs Debian 13's 4.0.5 on Erlang 27 from a root filesystem built "
-                        "on first use, about a minute); matrix and nightly take several, "
-                        "3.10,4.0, and put each scenario's verdicts side by side")
-    b.add_argument("--metadata-store", choices=METADATA_STORES,
-                   help="4.0: mnesia (default) or khepri, the Raft metadata store (enabled "
-                        "through its feature flag once the cluster has formed; "
-                        "cluster_partition_handling does not apply to it)")
-
-
-def _queue_group(p: argparse.ArgumentParser) -> None:
-    """Takes a parser. Adds the queue's options: name, kind, durability, replicas, delivery
-    limit, mirroring policy, single active consumer, length limit and dead-lettering."""
-    q = p.add_argument_group("queue")
-    q.add_argument("--queue", dest="queue_name", help="queue name")
-    q.add_argument("--queue-type", choices=tuple(KINDS),
-                   help="; ".join(f"{k.name}: {k.summary}" for k in KINDS.values()))
-    q.add_argument("--transient-queue", action="store_true", default=None,
-                   help="declare the queue non-durable (classic only)")
-    q.add_argument("--quorum-initial-group-size", type=int,
-                   help="replicas of a quorum queue or stream")
-    q.add_argument("--delivery-limit", type=int, metavar="N",
-                   help="quorum queues: deliveries of a message before the queue drops it "
-                        "(x-delivery-limit; default: RabbitMQ's, none on 3.10, 20 on 4.0); "
-                        "the harness dead-letters what it drops and reads it back, so it is "
-                        "counted as dropped by design, not lost")
-    q.add_argument("--ha-mode", choices=("all", "exactly", "nodes"))
-    q.add_argument("--ha-params", type=_ha_params, help="a count, or node names n1,n2")
-    q.add_argument("--ha-sync-mode", choices=("automatic", "manual"))
-    q.add_argument("--ha-promote-on-shutdown", choices=("when-synced", "always"))
-    q.add_argument("--ha-promote-on-failure", choices=("when-synced", "always"))
-    q.add_argument("--queue-master-locator", choices=("min-masters", "client-local", "random"))
-    q.add_argument("--single-active-consumer", action="store_true", default=None)
-    q.add_argument("--max-length", type=int,
-                   help="the queue's length limit in messages (x-max-length); a backlog that "
-                        "grows past it meets the overflow behaviour")
-    q.add_argument("--overflow", choices=OVERFLOWS,
-                   help="what the queue does at its max length: drop-head discards the oldest "
-                        "(RabbitMQ's default; the harness dead-letters them and counts them "
-                        "as dropped by design), "
-                        "reject-publish nacks new publishes")
-    q.add_argument("--dead-letter-exchange", metavar="NAME",
-                   help="the queue's own dead-letter exchange (x-dead-letter-exchange); by "
-                        "default, a queue that drops messages by design (drop-head, a delivery "
-                        "limit) dead-letters to the harness's own, which the drain reads back. "
-                        "With yours the harness cannot account for dropped messages: those it "
-                        "did not deliver are not proven lost (the verdict is then unknown)")
-
-
-def _workload_group(p: argparse.ArgumentParser) -> None:
-    """Takes a parser. Adds the workload's options: publishers, consumers, rates, backlog,
-    the clients' settings, placement sampling."""
-    w = p.add_argument_group("workload")
-    w.add_argument("--publishers", type=int)
-    w.add_argument("--consumers", type=int)
-    w.add_argument("--rate", type=float,
-                   help="publishes per second, all publishers together (default 200)")
-    w.add_argument("--consume-rate", type=_rate,
-                   help="acks per second, all consumers together (default 50, below the publish "
-                        "rate, so the queue keeps a backlog); 'unlimited' for as fast as possible")
-    w.add_argument("--pause-consumers-in-faults", action="store_true", default=None,
-                   help="consumers stop while a fault is active (the backlog grows through it)")
-    w.add_argument("--backlog", type=int,
-                   help="messages published and confirmed before the main phase, so the first "
-                        "fault already finds them queued (default 0)")
-    w.add_argument("--publish-timeout", type=float, help="seconds to wait for a confirm")
-    w.add_argument("--window", type=int,
-                   help="unconfirmed publishes each publisher keeps in flight (default 1)")
-    w.add_argument("--prefetch", type=int)
-    w.add_argument("--transient-messages", action="store_true", default=None,
-                   help="publish with delivery mode 1")
-    w.add_argument("--no-confirms", action="store_true", default=None,
-                   help="publish without confirms (every publish is then info)")
-    w.add_argument("--no-mandatory", action="store_true", default=None,
-                   help="publish without the mandatory flag")
-    w.add_argument("--consumer-crash-after", type=int,
-                   help="consumers close their channel unacked every N deliveries")
-    w.add_argument("--placement-interval", type=float,
-                   help="seconds between samples of the queue's leader/members (0: off)")
-
-
-def _nemesis_group(p: argparse.ArgumentParser) -> None:
-    """Takes a parser. Adds the nemesis's options: fault entries, their order, interval,
-    duration and targets, and the network faults' settings."""
-    n = p.add_argument_group("nemesis")
-    n.add_argument("--nemesis", type=_csv, metavar="FAULTS",
-                   help="fault entries NAME[@TARGETS][:KEY=VALUE]..., comma-separated, or "
-                        "'none'. Each may name its own targets after "
-                        "@ (kill@leader, stop@follower, pause@n1+n3) and its own options after "
-                        "colons: duration and interval in seconds, or one of the fault's own "
-                        "settings (kill@leader:duration=10:interval=20, "
-                        "packet-loss@n2:packet_loss=0.5); what an entry does not set comes from "
-                        "the options below")
-    n.add_argument("--nemesis-order", choices=("random", "cycle"),
-                   help="draw each fault at random (default) or play them in the order given")
-    n.add_argument("--nemesis-interval", type=float,
-                   help="healthy seconds before each fault (default 10, or the scenario's), "
-                        "unless its entry says")
-    n.add_argument("--nemesis-duration", type=float,
-                   help="seconds each fault lasts, unless its entry says (default: the "
-                        "scenario's, else 2 x net_ticktime, 20 s at the default 10 s, so that "
-                        "RabbitMQ notices it; a shorter partition or pause is played with a "
-                        "warning, and the run may come out valid but weak)")
-    n.add_argument("--nemesis-targets",
-                   help="one, random, minority, majority, all, leader, follower, followers, "
-                        "or n1,n2")
-    n.add_argument("--packet-loss", type=float, help="share of packets dropped (packet-loss)")
-    n.add_argument("--packet-scope", choices=("peers", "all"),
-                   help="packet loss on cluster traffic only, or on all traffic")
-    n.add_argument("--bandwidth-kbit", type=int, help="rate limit of the bandwidth fault")
-    n.add_argument("--delay-ms", type=float, help="delay of netem-delay")
-
-
-def _check_group(p: argparse.ArgumentParser) -> None:
-    """Takes a parser. Adds the check's options (Spark master, strict order) and the
-    backends' (clusters.registry)."""
-    c = p.add_argument_group("check")
-    c.add_argument("--spark-master", help="Spark master URL (default local[*])")
-    add_backend_options(p)
-    c.add_argument("--strict-order", action="store_true", default=None,
-                   help="FIFO including redeliveries (single active consumer, prefetch 1)")
-
-
-# The groups of run options, in the order --help shows them.
-_RUN_OPTION_GROUPS: tuple[Callable[[argparse.ArgumentParser], None], ...] = (
-    _test_group, _broker_group, _queue_group, _workload_group, _nemesis_group,
-    _check_group,
-)
-
-
-def add_check_options(p: argparse.ArgumentParser) -> None:
-    """Adds the options of `check` to a parser: what to check, where, and how to judge it."""
-    p.add_argument("path", type=Path, metavar="RUN_DIR|HISTORY",
-                   help="a run directory (its test.json gives the check's options; its "
-                        "results.json is rewritten), or a history.jsonl, or a Parquet history "
-                        "made by --parquet")
-    p.add_argument("--spark-master", help="Spark master URL (default: the run's, else local[*])")
-    p.add_argument("--out", type=Path,
-                   help="write results.json here instead (a bare history: only if given)")
-    j = p.add_argument_group("judgement (default: the run's spec, else the defaults)")
-    j.add_argument("--strict-order", action="store_true", default=None,
-                   help="FIFO including redeliveries (single active consumer, prefetch 1)")
-    j.add_argument("--flagged-duplicates-invalid", action="store_true", default=None,
-                   help="duplicates flagged redelivered also make the queue invalid")
-    j.add_argument("--unflagged-duplicates-valid", action="store_true", default=None,
-                   help="duplicates without the redelivered flag do not make the queue invalid")
-    j.add_argument("--no-require-drain", action="store_true", default=None,
-                   help="call messages lost even without a completed drain")
-    s = p.add_argument_group("Spark")
-    s.add_argument("--parquet", type=Path, metavar="DIR",
-                   help="convert the JSONL history to Parquet in DIR, then check that (check "
-                        "DIR itself later, without parsing JSON again)")
-    s.add_argument("--work-dir", type=Path, help="scratch directory for Spark's tables")
-    s.add_argument("--driver-memory", help="the Spark driver's memory (default 2g)")
-
-
 def check_overrides(a: argparse.Namespace) -> dict[str, Any]:
-    """Takes parsed `check` options. Returns the CheckOptions fields they set (None: not set)."""
-    return {
-        "strict_order": a.strict_order,
-        "flagged_duplicates_invalid": a.flagged_duplicates_invalid,
-        "unflagged_duplicates_invalid": False if a.unflagged_duplicates_valid else None,
-        "require_drain": False if a.no_require_drain else None,
-        "work_dir": a.work_dir,
-        "driver_memory": a.driver_memory,
-    }
-
-
-def _replace(obj: Any, **changes: Any) -> Any:
-    changes = {k: v for k, v in changes.items() if v is not None}
-    return dataclasses.replace(obj, **changes) if changes else obj
+    """Takes parsed `check` options. Returns the CheckOptions fields they set (None: not set),
+    from the table's options of `check` that set a field of the spec's check."""
+    return {o.field.removeprefix("check."): o.given(a) for o in options.taken_by("check")
+            if o.field is not None and o.field.startswith("check.")}
 
 
 def replay_spec(run_dir: Path) -> TestSpec:
@@ -348,106 +110,53 @@ def _base_spec(a: argparse.Namespace) -> TestSpec:
 def unchecked_spec(a: argparse.Namespace) -> TestSpec:
     """Takes parsed options. Returns the TestSpec they say (`spec_from_args`), its queue kind's
     check rules and fault durations applied, not yet validated. Raises SpecError."""
-    base = _base_spec(a)
-    if a.rabbitmq and len(a.rabbitmq) > 1:
-        raise SpecError(f"a run tests one RabbitMQ release (--rabbitmq {','.join(a.rabbitmq)}); "
-                        "matrix and nightly take several")
-    broker = _replace(base.broker, partition_handling=a.partition_handling,
-                      net_ticktime=a.net_ticktime,
-                      rabbitmq=a.rabbitmq[0] if a.rabbitmq else None,
-                      metadata_store=a.metadata_store)
-    queue = _replace(
-        base.queue, name=a.queue_name, type=a.queue_type,
-        durable=False if a.transient_queue else None,
-        quorum_initial_group_size=a.quorum_initial_group_size, delivery_limit=a.delivery_limit,
-        ha_mode=a.ha_mode, ha_params=a.ha_params, ha_sync_mode=a.ha_sync_mode,
-        ha_promote_on_shutdown=a.ha_promote_on_shutdown,
-        ha_promote_on_failure=a.ha_promote_on_failure,
-        queue_master_locator=a.queue_master_locator,
-        single_active_consumer=a.single_active_consumer,
-        max_length=a.max_length, overflow=a.overflow,
-        dead_letter_exchange=a.dead_letter_exchange,
-    )
-    client = _replace(base.workload.client, publish_timeout_s=a.publish_timeout, window=a.window,
-                      prefetch=a.prefetch,
-                      persistent=False if a.transient_messages else None,
-                      confirms=False if a.no_confirms else None,
-                      mandatory=False if a.no_mandatory else None,
-                      crash_after=a.consumer_crash_after)
-    workload = _replace(base.workload, publishers=a.publishers, consumers=a.consumers,
-                        rate=a.rate, consume_rate=a.consume_rate,
-                        pause_consumers_in_faults=a.pause_consumers_in_faults,
-                        backlog=a.backlog, client=client)
-    if a.consume_rate == UNLIMITED or (a.consume_rate is None and workload.consumers == 0):
-        # Unlimited, or a publish-only main phase: there is no consume rate to keep.
-        workload = dataclasses.replace(workload, consume_rate=None)
-    faults = a.nemesis
-    if faults is not None and faults in (("none",), ()):
-        faults = ()
-    drawn = faults is not None or a.nemesis_order not in (None, "once")  # over a schedule
-    nemesis: NemesisOptions = _replace(
-        base.nemesis.drawn() if drawn else base.nemesis, faults=faults, order=a.nemesis_order,
-        interval_s=a.nemesis_interval,
-        duration_s=a.nemesis_duration, targets=a.nemesis_targets, packet_loss=a.packet_loss,
-        packet_scope=a.packet_scope, bandwidth_kbit=a.bandwidth_kbit, delay_ms=a.delay_ms,
-    )
-    check: CheckOptions = _replace(base.check, spark_master=a.spark_master,
-                                strict_order=a.strict_order)
-    spec = _replace(
-        base, name=a.name, nodes=a.nodes, time_limit_s=a.time_limit, seed=a.seed,
-        store=a.store, recovery_timeout_s=a.recovery_timeout, broker=broker, queue=queue,
-        placement_interval_s=a.placement_interval,
-        workload=workload, nemesis=nemesis, check=check,
-        backend=options_from_args(a, base.backend),
-    ).for_queue().resolved()
-    return spec
+    spec = options.apply_options(_base_spec(a), a)
+    if getattr(a, "consume_rate", None) is None and spec.workload.consumers == 0:
+        # A publish-only main phase: there is no consume rate to keep.
+        spec = options.set_field(spec, "workload.consume_rate", None)
+    return spec.for_queue().resolved()
+
+
+def add_check_options(p: argparse.ArgumentParser) -> None:
+    """Adds the options of `check` to a parser: what to check, where, and how to judge it."""
+    p.add_argument("path", type=Path, metavar="RUN_DIR|HISTORY",
+                   help="a run directory (its test.json gives the check's options; its "
+                        "results.json is rewritten), or a history.jsonl, or a Parquet history "
+                        "made by --parquet")
+    p.add_argument("--out", type=Path,
+                   help="write results.json here instead (a bare history: only if given)")
+    options.add_options(p, "check")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Returns the parser of every subcommand."""
+    """Returns the parser of every subcommand, each command's options from the table
+    (harness.options) and its own."""
     p = _Parser(prog="python -m harness", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging on the console")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a test against a fresh local cluster")
-    add_run_options(r)
-    r.add_argument("--repeat", type=int,
-                   help="run N independently seeded times (seeds SEED, SEED+1, ...) and "
-                        "summarise: valid/invalid/unknown, detection rate, lost min/median/max")
-    r.add_argument("--scenario-file", type=Path, metavar="FILE",
-                   help="start from a scenario file (TOML: the spec, with faults drawn from its "
-                        "seed or an explicit schedule played once; every run directory holds "
-                        "scenario.toml, the run as played); other options override it, and "
-                        "--nemesis or --nemesis-order draw faults in place of its schedule")
+    options.add_options(r, "run")
     r.add_argument("--replay", type=Path, metavar="RUN_DIR",
                    help="repeat a stored run: its spec and seed (so the same seeded fault "
                         "schedule); other options override them")
-    r.add_argument("--require-strength", action="store_true", help=REQUIRE_STRENGTH_HELP)
     c = sub.add_parser("check", help="check a stored run again and rewrite its results.json "
                                      "(or check a bare history)")
     add_check_options(c)
-    c.add_argument("--require-strength", action="store_true", help=REQUIRE_STRENGTH_HELP)
     rp = sub.add_parser("report", help="draw the plots and report.html of a stored run")
     rp.add_argument("run_dir", type=Path)
     m = sub.add_parser("matrix", help="run several scenarios in turn and tabulate their verdicts")
-    m.add_argument("--scenarios", type=_csv,
-                   help="scenario names, comma-separated (default: every scenario)")
     m.add_argument("--with-twins", action="store_true",
                    help="add each scenario's safe twin (run with the same seeds)")
-    m.add_argument("--repeat", type=int,
-                   help="runs of each scenario, round by round (default 1)")
-    _add_one_test_options(m)
-    add_run_options(m)
+    options.add_options(m, "matrix")
     n = sub.add_parser("nightly", help="the scenario matrix within a time budget, with JUnit "
                                        "XML and an HTML page (nightly CI)")
     n.add_argument("--budget", type=float, default=60.0,
                    help="minutes; no run starts that is expected to end past it (default 60)")
-    n.add_argument("--scenarios", type=_csv,
-                   help="scenario names, comma-separated (default: every scenario)")
     n.add_argument("--no-twins", action="store_true",
                    help="do not add each scenario's safe twin (added by default)")
-    add_run_options(n)
+    options.add_options(n, "nightly")
     _add_table_parsers(sub)
-    campaign_cli.add_parsers(sub, add_run_options, _csv)
+    campaign_cli.add_parsers(sub, options.add_options, options.csv)
     sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
     sc = sub.add_parser("scenarios", help="list the named scenarios")
     sc.add_argument("--write", type=Path, metavar="DIR",
@@ -462,7 +171,7 @@ def _add_table_parsers(sub: Any) -> None:
                                      "run from its results again")
     t.add_argument("matrix_files", type=Path, nargs="+", metavar="MATRIX_OR_ARCHIVE")
     t.add_argument("--recheck", action="store_true", help="check every run's history again first")
-    t.add_argument("--scenarios", type=_csv, help="only these scenarios")
+    options.add_options(t, "table")
     t.add_argument("--out", type=Path, help="where to write matrix.json/md (default: beside)")
     t.add_argument("--pairs", action="store_true",
                    help="also print each unsafe scenario beside its safe twin (README's table)")
@@ -473,14 +182,6 @@ def _add_table_parsers(sub: Any) -> None:
     ar.add_argument("matrix_files", type=Path, nargs="+")
     ar.add_argument("--out", type=Path, required=True, help="the archive, e.g. "
                     "measurements/detection.jsonl")
-
-
-def _add_one_test_options(m: argparse.ArgumentParser) -> None:
-    """Adds to `matrix` what holds one test fixed while settings vary (harness.vary)."""
-    m.add_argument("--scenario-file", type=Path, metavar="FILE",
-                   help="the matrix's one test, from a scenario file (its seed is the series' "
-                        "first unless --seed)")
-    m.add_argument("--vary", action="append", metavar="KEY=V1,V2", help=VARY_HELP)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -499,11 +200,6 @@ def _setup_logging(verbose: bool) -> None:
     root.addHandler(console)
     for noisy in ("pika", "py4j", "matplotlib", "paramiko", "urllib3", "docker"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-REQUIRE_STRENGTH_HELP = (
-    "exit 2 for a valid but weak run (RabbitMQ noticed none of its faults, or nothing was at "
-    "risk when they began) instead of 0: a weak run is never a pass")
 
 
 def strength_exit(code: int, results: dict[str, Any] | None, required: bool) -> int:
@@ -901,7 +597,7 @@ def _cmd_archive(a: argparse.Namespace) -> int:
 
 # Spec fields as the command line names them, for error messages (a fault entry's own
 # duration= or interval= is named by its entry already).
-FLAGS = {"duration_s": "--nemesis-duration", "interval_s": "--nemesis-interval"}
+FLAGS = {f: options.flag_of(f"nemesis.{f}") for f in ("duration_s", "interval_s")}
 
 
 def name_the_options(message: str) -> str:
