@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -595,16 +596,25 @@ def _cmd_archive(a: argparse.Namespace) -> int:
     return 0
 
 
-# Spec fields as the command line names them, for error messages (a fault entry's own
-# duration= or interval= is named by its entry already).
-FLAGS = {f: options.flag_of(f"nemesis.{f}") for f in ("duration_s", "interval_s")}
+# Spec fields by their own names (duration_s), and the options that set them, for error messages.
+FLAGS = options.flags_by_name()
 
 
 def name_the_options(message: str) -> str:
     """Takes an error message. Returns it with the spec's field names (duration_s) followed by
-    the option that sets them (--nemesis-duration), where the message is not about an entry."""
+    the option that sets them (--nemesis-duration): a name with an underscore wherever the
+    message says it, any other where the message begins "NAME must" (a fault entry's own
+    duration= or interval= is named by its entry already, a scenario file's key by the file)."""
     if message.startswith(("fault entry", "scenario file")):
         return message
+    for name, flag in FLAGS.items():
+        said = rf"\b{re.escape(name)}\b(?! \()" if "_" in name else rf"^{re.escape(name)}(?= must)"
+        message = re.sub(said, f"{name} ({flag})", message)
+    return message
+    for name, flag in FLAGS.items():
+        at = r"\b" if "_" in name else "^"
+        message = re.sub(rf"{at}{re.escape(name)} must", f"{name} ({flag}) must", message)
+    return message
     for field_name, flag in FLAGS.items():
         message = message.replace(f"{field_name} must", f"{field_name} ({flag}) must")
     return message

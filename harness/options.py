@@ -446,6 +446,11 @@ def apply_options(spec: TestSpec, a: argparse.Namespace,
     return spec
 
 
-def flag_of(field_name: str) -> str | None:
-    """Takes a dotted spec field. Returns the option that sets it, None when none does."""
-    return next((o.flag for o in OPTIONS if o.field == field_name), None)
+def flags_by_name() -> dict[str, str]:
+    """Returns each spec field's own name (duration_s, the last part of nemesis.duration_s) and
+    the option that sets it, for the names only one option's field has."""
+    named: dict[str, list[str]] = {}
+    for o in OPTIONS:
+        if o.field is not None:
+            named.setdefault(o.field.rsplit(".", 1)[-1], []).append(o.flag)
+    return {name: flags[0] for name, flags in named.items() if len(flags) == 1}

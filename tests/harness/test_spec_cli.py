@@ -37,7 +37,7 @@ from workloads.queue_spec import queue_arguments
      "a backlog of 5000 messages cannot stand in a queue of max length 1000"),
     (["run", "--backlog", "5000", "--max-length", "1000", "--overflow", "reject-publish"],
      "(its overflow, reject-publish, would nack the rest)"),
-    (["run", "--backlog", "-1"], "backlog must be >= 0"),
+    (["run", "--backlog", "-1"], "backlog (--backlog) must be >= 0"),
     (["run", "--max-length", "0"], "max length must be >= 1"),
     (["run", "--overflow", "drop-head"], "an overflow behaviour needs a max length"),
     (["run", "--overflow", "reject-publish-dlx"], "invalid choice"),
