@@ -8,23 +8,17 @@ needs (paramiko, docker) are imported only when that backend is used.
   BackendConfigError (a ValueError) for what cannot make a cluster.
 - `make_cluster(options, nodes, run_id, state_dir)`: the run's cluster, not yet created.
 - `clean_leftovers(state_dir)`: every backend's cleanup, for `make clean`.
-- `add_backend_options(parser)` / `options_from_args(namespace)`: the CLI's flags.
+
+The CLI's backend flags are rows of harness.options's table (`backend.kind`, ...).
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import logging
-import os
 from pathlib import Path
-from typing import Any
 
 from clusters import docker_backend, local, ssh_backend
 from clusters.backend import (
-    DEFAULT_DOCKER_IMAGE,
-    DEFAULT_DOCKER_NETWORK,
-    DEFAULT_DOCKER_SUBNET,
     Backend,
     BackendConfigError,
     BackendOptions,
@@ -81,45 +75,3 @@ def clean_leftovers(state_dir: Path) -> list[str]:
             log.exception("cleanup of the %s backend failed", kind)
             out.append(f"{kind}: cleanup failed: {e}")
     return out
-
-
-def add_backend_options(p: argparse.ArgumentParser) -> None:
-    """Adds the backend flags to a parser, as their own group (defaults None: unset keeps the
-    spec's)."""
-    g = p.add_argument_group("backend")
-    g.add_argument("--backend", choices=tuple(BACKENDS),
-                   help="where the brokers run: local network namespaces (default), SSH hosts, "
-                        "or Docker containers")
-    g.add_argument("--inventory", help="ssh: the inventory file (TOML; see README, Backends)")
-    g.add_argument("--accept-new-host-keys", action="store_true", default=None,
-                   help="ssh: trust host keys known_hosts lacks and record them (a changed key "
-                        "is still refused)")
-    g.add_argument("--install-rabbitmq", action="store_true", default=None,
-                   help="ssh: install Debian's rabbitmq-server on hosts that lack it")
-    g.add_argument("--docker-image",
-                   help=f"docker: a local image (never pulled; default {DEFAULT_DOCKER_IMAGE}, "
-                        "built by scripts/build-docker-image.sh)")
-    g.add_argument("--docker-network",
-                   help=f"docker: the network the containers join (default "
-                        f"{DEFAULT_DOCKER_NETWORK})")
-    g.add_argument("--docker-subnet",
-                   help=f"docker: the network's subnet (default {DEFAULT_DOCKER_SUBNET})")
-
-
-def options_from_args(a: argparse.Namespace,
-                      base: BackendOptions | None = None) -> BackendOptions:
-    """Takes parsed options and the spec's backend options (default: BackendOptions()). Returns
-    them with the flags given applied; the inventory path is made absolute."""
-    base = base or BackendOptions()
-    inventory = getattr(a, "inventory", None)
-    changes: dict[str, Any] = {
-        "kind": getattr(a, "backend", None),
-        "inventory": None if inventory is None else os.path.abspath(inventory),
-        "accept_new_host_keys": getattr(a, "accept_new_host_keys", None),
-        "install_rabbitmq": getattr(a, "install_rabbitmq", None),
-        "docker_image": getattr(a, "docker_image", None),
-        "docker_network": getattr(a, "docker_network", None),
-        "docker_subnet": getattr(a, "docker_subnet", None),
-    }
-    changes = {k: v for k, v in changes.items() if v is not None}
-    return dataclasses.replace(base, **changes) if changes else base

@@ -1,9 +1,8 @@
-"""Tests of the backend registry: names, option checks at option time, the CLI flags, the spec
+"""Tests of the backend registry: names, option checks at option time, the spec
 record, and cleanup running every backend."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -15,18 +14,10 @@ from clusters.backend import Backend, BackendConfigError, BackendOptions
 from clusters.netns import NetnsCluster
 from clusters.registry import (
     BACKENDS,
-    add_backend_options,
     check_options,
     clean_leftovers,
     make_cluster,
-    options_from_args,
 )
-
-
-def _parse(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_backend_options(p)
-    return p.parse_args(list(argv))
 
 
 def test_three_backends_are_registered_and_local_is_the_default():
@@ -42,23 +33,6 @@ def test_options_are_plain_json_data_without_secrets():
     assert set(d) == {"kind", "inventory", "accept_new_host_keys", "install_rabbitmq",
                       "docker_image", "docker_network", "docker_subnet"}
     assert not any(w in k for k in d for w in ("password", "cookie", "secret"))
-
-
-def test_flags_become_options_and_unset_flags_keep_the_base(tmp_path):
-    assert options_from_args(_parse()) == BackendOptions()
-    a = _parse("--backend", "ssh", "--inventory", "inv.toml", "--accept-new-host-keys",
-               "--install-rabbitmq")
-    o = options_from_args(a)
-    assert (o.kind, o.accept_new_host_keys, o.install_rabbitmq) == ("ssh", True, True)
-    assert o.inventory is not None and Path(o.inventory).is_absolute()
-    o = options_from_args(_parse("--backend", "docker", "--docker-image", "img:1",
-                                 "--docker-network", "net", "--docker-subnet", "10.9.0.0/24"))
-    assert (o.docker_image, o.docker_network, o.docker_subnet) == ("img:1", "net",
-                                                                  "10.9.0.0/24")
-    base = BackendOptions(kind="docker", docker_image="mine")
-    assert options_from_args(_parse(), base) == base
-    with pytest.raises(SystemExit):
-        _parse("--backend", "vagrant")
 
 
 @pytest.mark.parametrize("options,nodes,match", [

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from clusters.backend import BackendOptions
 from harness import options
 from harness.check import check_options
 from harness.cli import build_parser, check_overrides, main, unchecked_spec
@@ -308,3 +309,15 @@ def test_every_spec_field_a_user_may_set_has_a_flag_or_a_scenario_file_key():
     # Those without a flag are tuning a scenario file (or --vary) sets: none is left out.
     assert "broker.extra" in keyed and "workload.client.heartbeat_s" in keyed
     assert len(flagged) + len(keyed) + 1 == len(_leaves(TestSpec))
+
+
+def test_backend_flags_set_the_backend_and_unset_ones_keep_the_base(capsys):
+    a = build_parser().parse_args(["run", "--backend", "ssh", "--inventory", "inv.toml",
+                                   "--accept-new-host-keys", "--install-rabbitmq"])
+    o = options.apply_options(TestSpec(), a).backend
+    assert (o.kind, o.accept_new_host_keys, o.install_rabbitmq) == ("ssh", True, True)
+    assert o.inventory is not None and Path(o.inventory).is_absolute()
+    base = TestSpec(backend=BackendOptions(kind="docker", docker_image="mine"))
+    assert options.apply_options(base, build_parser().parse_args(["run"])) == base
+    assert main(["run", "--backend", "vagrant"]) == 2
+    assert "argument --backend: invalid choice: 'vagrant'" in capsys.readouterr().err
