@@ -11,7 +11,10 @@ judges a stored run (or a bare history) again; it is the one command that
 checks. `nightly` is the scenario matrix within a time budget, with JUnit XML
 and an HTML page for CI (harness.nightly). `matrix --scenario-file F --vary
 queue.type=quorum,mirrored` holds one test's faults fixed and varies settings
-(harness.vary). `explore` and `shrink` are harness.campaign_cli's.
+(harness.vary). `explore` and `shrink` are harness.campaign_cli's. Every
+option that sets the spec or that several commands share is a row of
+harness.options's table, which makes the parsers and the spec; adding one is
+one row there.
 """
 
 from __future__ import annotations
