@@ -12,7 +12,7 @@ import pytest
 
 from clusters import registry
 from clusters.backend import Backend, BackendConfigError, BackendOptions
-from clusters.netns import NetnsCluster
+from clusters.local.cluster import NetnsCluster
 from clusters.registry import (
     BACKENDS,
     add_backend_options,

@@ -244,7 +244,7 @@ class SshRemote:
         self.password = password
         self.known_hosts = known_hosts
         self.connect_timeout = connect_timeout
-        # What to do with a host key known_hosts lacks (default: refuse; see clusters.hostkeys).
+        # What to do with a host key known_hosts lacks (default: refuse; see clusters.ssh.hostkeys).
         self.host_key_policy = host_key_policy
         self._lock = threading.Lock()
         self._client: paramiko.SSHClient | None = None

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters.netns import list_namespaces, namespace_pids
+from clusters.local.cluster import list_namespaces, namespace_pids
 from clusters.remote import CommandTimeout, LocalRemote, Remote, RemoteError
-from clusters.ssh import (
+from clusters.ssh.remote import (
     ACCEPT_NEW_FOR_TESTS,
     REMOTE_GRACE,
     HostEntry,
@@ -28,7 +28,7 @@ from clusters.ssh import (
     remote_command,
     spawn_command,
 )
-from tests.clusters.sshd import PREFIX, SSHD, SshdHost, exclusive, keygen, sshd_in_namespace
+from tests.clusters.ssh.sshd import PREFIX, SSHD, SshdHost, exclusive, keygen, sshd_in_namespace
 
 TRICKY = [
     "two words", "it's", 'say "hi"', "$HOME", "${PATH}", "a;b", "x && y", "`id`", "$(id)",

@@ -38,7 +38,7 @@ def dockerd_argv(dockerd: str = "dockerd") -> list[str]:
 
 def daemon_answers(timeout: int = 5) -> bool:
     """Returns whether a Docker daemon answers (DOCKER_HOST or the local socket)."""
-    from clusters.docker_backend import connect
+    from clusters.docker.cluster import connect
 
     try:
         api = connect(timeout=timeout)
