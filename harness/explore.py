@@ -63,6 +63,7 @@ from harness.matrix import Expectation
 from harness.nightly import Crashed
 from harness.scenario_file import write_scenario
 from harness.spec import TestSpec
+from history.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -411,9 +412,7 @@ class Explorer:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         js, md = self.out_dir / EXPLORE_JSON, self.out_dir / EXPLORE_MD
         store.write_json(js, self.to_dict())
-        tmp = md.with_suffix(".md.tmp")
-        tmp.write_text(self.markdown())
-        tmp.replace(md)
+        write_atomic(md, self.markdown())
         return js, md
 
     def markdown(self) -> str:

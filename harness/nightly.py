@@ -45,8 +45,9 @@ from harness import junit, matrix
 from harness.matrix import Expectation, Row
 from harness.series import Series
 from harness.spec import TestSpec
+from history.files import write_atomic
 from reports import nightly_page
-from reports.page import row_versions, write_atomic
+from reports.page import row_versions
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from harness import store
 from harness.scenario_file import ScenarioFileError, read_scenario
 from harness.spec import TestSpec
+from history.files import write_atomic
 
 PAGE = "shrink.html"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -147,8 +148,4 @@ def render_page(shrink_dir: Path) -> str:
 
 def write_page(shrink_dir: Path) -> Path:
     """Takes a shrink directory. Writes its shrink.html (atomically). Returns the path."""
-    path = shrink_dir / PAGE
-    tmp = path.with_name(f".{PAGE}.tmp")
-    tmp.write_text(render_page(shrink_dir), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(shrink_dir / PAGE, render_page(shrink_dir))
