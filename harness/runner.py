@@ -33,6 +33,7 @@ from clusters.releases import line_of
 from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
+from harness.errors import HarnessError
 from harness.placement import QueueSampler
 from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, grace_s, recover, restart_each
@@ -52,7 +53,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = PROJECT_ROOT / ".state"
 
 
-class Interrupted(Exception):
+class Interrupted(HarnessError):
     """The run was asked to stop (SIGINT or SIGTERM)."""
 
 

@@ -29,6 +29,7 @@ from clusters.backend import BackendConfigError, BackendOptions
 from clusters.rabbitmq import BrokerConfig
 from clusters.registry import check_options
 from clusters.releases import release
+from harness.errors import HarnessError
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.kinds import QueueKind, kind_of
@@ -48,7 +49,7 @@ RABBITMQ_DEFAULTS: dict[str, tuple[Any, str]] = {
 }
 
 
-class SpecError(ValueError):
+class SpecError(HarnessError, ValueError):
     """An option or combination of options that cannot make a test."""
 
 

@@ -37,6 +37,7 @@ from typing import Any, Final, Literal
 import paramiko  # type: ignore[import-untyped]  # no stubs in .venv (types-paramiko)
 
 from clusters.base import Node
+from clusters.errors import ClusterError
 from clusters.remote import CommandResult, CommandTimeout, RemoteError
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class SshConnectError(RemoteError):
     """The SSH connection could not be made: unreachable, host key refused, or login failed."""
 
 
-class HostsFileError(ValueError):
+class HostsFileError(ClusterError, ValueError):
     """A hosts file line is malformed; the message names the line."""
 
 
