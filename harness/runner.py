@@ -149,7 +149,6 @@ class Run:
             "detection_s": list(spec.detection_s()),
             "fault_warnings": spec.warnings(),
         }
-        self._phase_started = 0.0
 
     # -- bookkeeping -------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.kinds import QueueKind, kind_of
 from workloads.queue_spec import DEFAULT_DELIVERY_LIMITS as DEFAULT_DELIVERY_LIMITS
-from workloads.queue_spec import QueueConfigError, QueueSpec, default_delivery_limit
+from workloads.queue_spec import QueueConfigError, QueueSpec
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
 MAX_NODES = 9
@@ -202,15 +202,6 @@ class TestSpec:
             if ours != theirs:
                 out.append({"setting": name, "harness": ours, "rabbitmq": theirs, "why": why})
         return out
-
-    def delivery_limit_on(self, line: str) -> int | None:
-        """Takes a RabbitMQ release line ("3.10", "4.0"). Returns the delivery limit the queue
-        has there: its own, else, for a kind that takes one, the broker's default
-        (DEFAULT_DELIVERY_LIMITS: none on 3.10, 20 on 4.0), else None."""
-        if not kind_of(self.queue).takes_delivery_limit:
-            return None
-        own = self.queue.delivery_limit
-        return own if own is not None else default_delivery_limit(line)
 
     def for_queue(self) -> TestSpec:
         """Returns the spec with the check rules its queue kind imposes (workloads.kinds): for a

@@ -27,7 +27,6 @@ from typing import Any
 from clusters.releases import RELEASES
 from workloads.kinds import KINDS, QueueConfigError, kind_of
 
-QUEUE_TYPES: tuple[str, ...] = tuple(KINDS)
 # What a queue at its max length does with a new message (RabbitMQ's x-overflow; both kinds of
 # queue take these two; drop-head is the broker's default).
 OVERFLOWS: tuple[str, ...] = ("drop-head", "reject-publish")
@@ -38,7 +37,7 @@ DEFAULT_DELIVERY_LIMITS: dict[str, int | None] = {
     line: r.delivery_limit for line, r in RELEASES.items()}
 # What the harness appends to the queue's name for its own dead-letter exchange and queue.
 DEAD_LETTER_SUFFIXES: tuple[str, str] = (".harness-dlx", ".harness-dlq")
-__all__ = ["DEFAULT_DELIVERY_LIMITS", "OVERFLOWS", "QUEUE_TYPES", "DeadLettering",
+__all__ = ["DEFAULT_DELIVERY_LIMITS", "OVERFLOWS", "DeadLettering",
            "QueueConfigError", "QueueSpec", "dead_letter_names", "dead_letter_queue_spec",
            "dead_lettering", "default_delivery_limit", "ha_policy", "queue_arguments",
            "reads_whole_log", "release_line"]

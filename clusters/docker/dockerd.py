@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 DOCKERD_ARGS: Final = ("--iptables=false", "--ip-forward=false", "--bridge=none",
                        "--log-level=warn")
-SOCKET: Final = "/var/run/docker.sock"
 
 
 def dockerd_argv(dockerd: str = "dockerd") -> list[str]:
