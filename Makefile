@@ -86,6 +86,8 @@ bench-cluster: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy history harness workloads nemesis checkers reports clusters bench
+	$(PY) -m vulture history harness workloads nemesis checkers reports clusters bench \
+	  scripts/vulture_whitelist.py --min-confidence 60
 
 # Removes whatever a run left (namespaces, links, broker processes by pid, broker data).
 clean:

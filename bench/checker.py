@@ -47,6 +47,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from history.files import replacing
+
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,7 +211,6 @@ def generate(ops: int, out: Path, workers: int | None = None,
              for i, lo in enumerate(range(0, m, CHUNK))]
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
         parts = list(pool.map(_chunk, tasks))
-    tmp = out.with_suffix(".tmp")
     last_index, last_time = 1 + _ops_before(m, m, acks, anomalies), 100_000 * m + 2_000_000
     tail = [_harness("main", "end", last_index, last_time)]
     if anomalies:
@@ -217,13 +218,12 @@ def generate(ops: int, out: Path, workers: int | None = None,
                             last_index + len(tail), last_time + len(tail)))
     for ph, st in (("drain", "start"), ("drain", "end")):
         tail.append(_harness(ph, st, last_index + len(tail), last_time + len(tail)))
-    with open(tmp, "wb") as fh:
+    with replacing(out) as tmp, open(tmp, "wb") as fh:
         fh.write((_harness("main", "start", 0, 0) + "\n").encode())
         for part in parts:
             with open(part, "rb") as src:
                 shutil.copyfileobj(src, fh, 16 * 1024 * 1024)
         fh.write(("\n".join(tail) + "\n").encode())
-    tmp.rename(out)
     shutil.rmtree(parts_dir)
     return out, time.monotonic() - t0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pika
 
-from clusters.netns import NetnsCluster, make_plan
+from clusters.local.cluster import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker, healthy
 from clusters.releases import RELEASES
 

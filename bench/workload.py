@@ -35,7 +35,7 @@ from typing import Any
 
 import pika
 
-from clusters.netns import NetnsCluster, make_plan
+from clusters.local.cluster import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker, healthy
 from history import HistoryWriter, Op, Recorder
 from workloads.clients import ClientError, ClientOptions, Consumer, PublisherSlot, connect

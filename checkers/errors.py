@@ -1,6 +1,7 @@
-"""The one error type of the checkers: a history that breaks the contract of shared/DESIGN.md.
+"""The checkers' errors: `CheckerError`, the room's root, and below it `HistoryError`, a history
+that breaks the contract of shared/DESIGN.md.
 
-`HistoryError` is raised at the boundary (`check_history`, the CLI exits 2 on
+`HistoryError` (a ValueError too) is raised at the boundary (`check_history`, the CLI exits 2 on
 it) for input a checker cannot judge: a line that is not a JSON object, a
 field of the wrong type, an unknown op type or process, indexes that do not
 strictly increase, a publish completion without its invocation. It names the
@@ -12,7 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
-class HistoryError(ValueError):
+class CheckerError(Exception):
+    """Base of every error of checkers/."""
+
+
+class HistoryError(CheckerError, ValueError):
     """A history the checkers cannot judge. Takes the message, the line (1-based) and the path."""
 
     def __init__(self, message: str, line: int | None = None, path: Path | str | None = None) -> None:

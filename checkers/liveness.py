@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from checkers.model import ns_to_ms
 from checkers.phases import HarnessEvent, phase_start
@@ -71,7 +71,6 @@ FORMULA: Final = "1.25 x net_ticktime + min(grace, recovery_timeout)"
 # A publish completed `info` for this reason was never asked to be confirmed: no refusal.
 CONFIRMS_OFF: Final = "confirms off"
 
-Status = Literal["resumed", "resumed-late", "not-resumed", "unknown", "not-applicable"]
 RESUMED: Final = "resumed"
 LATE: Final = "resumed-late"
 STALLED: Final = "not-resumed"

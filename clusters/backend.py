@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from clusters.base import Cluster
+from clusters.errors import ClusterError
 from clusters.releases import Launcher, Release
 from clusters.remote import RemoteError
 
@@ -50,7 +51,7 @@ class BackendOptions:
     docker_subnet: str = DEFAULT_DOCKER_SUBNET
 
 
-class BackendConfigError(ValueError):
+class BackendConfigError(ClusterError, ValueError):
     """Backend options that cannot make a cluster (unknown backend, bad or missing inventory)."""
 
 

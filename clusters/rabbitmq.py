@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from clusters.base import Node
+from clusters.errors import ClusterError
 from clusters.releases import (
     DEFAULT_LINE,
     RABBIT_BIN,
@@ -41,7 +42,7 @@ CLI_TIMEOUT = 30.0
 T = TypeVar("T")
 
 
-class BrokerError(RuntimeError):
+class BrokerError(ClusterError, RuntimeError):
     """The broker would not start, join, stop or answer."""
 
 

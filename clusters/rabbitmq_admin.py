@@ -31,7 +31,6 @@ PLACEMENT_COLUMNS = (
 )
 # Depth, after the placement columns: a queue's own count, asked of its leader or master.
 DEPTH_COLUMNS = ("messages_ready", "messages_unacknowledged", "messages")
-STATS_COLUMNS = PLACEMENT_COLUMNS + DEPTH_COLUMNS
 _NODE_IP = re.compile(r"rabbit@(\d+\.\d+\.\d+\.\d+)")
 
 

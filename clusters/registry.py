@@ -1,7 +1,8 @@
 """The cluster backends by name, and the few functions the runner, the CLI and `make clean` call.
 
-Adding a backend is one module with a `Backend` record (check, make, cleanup)
-and one line in BACKENDS; nothing else names a backend. The SDKs a backend
+Each backend is a folder, `clusters/<name>/`: `cluster.py` holds its cluster and its `Backend`
+record (check, make, cleanup), `remote.py` its Remote. Adding one is such a folder and one
+line in BACKENDS; nothing else names a backend. The SDKs a backend
 needs (paramiko, docker) are imported only when that backend is used.
 
 - `check_options(options, nodes)`: at option time, reaching no host; raises
@@ -17,20 +18,22 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from clusters import docker_backend, local, ssh_backend
 from clusters.backend import (
     Backend,
     BackendConfigError,
     BackendOptions,
     ManagedCluster,
 )
+from clusters.docker import cluster as docker
+from clusters.local import cluster as local
+from clusters.ssh import cluster as ssh
 
 log = logging.getLogger(__name__)
 
 BACKENDS: dict[str, Backend] = {
     "local": local.BACKEND,
-    "ssh": ssh_backend.BACKEND,
-    "docker": docker_backend.BACKEND,
+    "ssh": ssh.BACKEND,
+    "docker": docker.BACKEND,
 }
 
 

@@ -22,13 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from clusters.errors import ClusterError
+
 DEFAULT_LINE = "3.10"
 RABBIT_BIN = "/usr/lib/rabbitmq/bin"
 METADATA_STORES: tuple[str, ...] = ("mnesia", "khepri")
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
-class ReleaseError(ValueError):
+class ReleaseError(ClusterError, ValueError):
     """A release line the harness does not know, or an option the release cannot honour."""
 
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from clusters.errors import ClusterError
 
-class RemoteError(RuntimeError):
+
+class RemoteError(ClusterError, RuntimeError):
     """A command could not be run or exited non-zero where success was required."""
 
 

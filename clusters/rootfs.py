@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusters.errors import ClusterError
+
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +46,7 @@ _SUITE = re.compile(r"[a-z][a-z0-9-]*")
 _PACKAGE = re.compile(r"[a-z0-9][a-z0-9.+-]*")
 
 
-class RootfsError(RuntimeError):
+class RootfsError(ClusterError, RuntimeError):
     """A root filesystem's recipe is missing or bad, or its build failed."""
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import socket
 
+from clusters.errors import ClusterError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 7077
 
 
-class SparkMasterUnreachable(RuntimeError):
+class SparkMasterUnreachable(ClusterError, RuntimeError):
     """No Spark master answers at the URL given."""
 
 

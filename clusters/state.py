@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
+
+from history.files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,7 @@ class RunRecord:
     def save(self) -> None:
         """Writes the record atomically (a killed run leaves the old or the new, never half)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self.data, indent=1))
 
     def remove(self) -> None:
         """Deletes the record: everything it names is gone."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 
-from clusters.netns import DEFAULT_PREFIX, cleanup
+from clusters.local.cluster import DEFAULT_PREFIX, cleanup
 from clusters.registry import clean_leftovers
 from harness.runner import STATE_DIR, run_lock
 

@@ -35,6 +35,7 @@ from typing import Any
 from checkers.verdict import is_weak
 from clusters.spark_master import check_spark_master
 from harness import campaign_cli, options
+from harness.errors import HarnessError
 from harness.scenario_file import read_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
 
@@ -44,7 +45,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _console: logging.StreamHandler[Any] | None = None  # the console's log handler, once set up
 
 
-class UsageError(Exception):
+class UsageError(HarnessError):
     """A command-line mistake: exit 2 with the message."""
 
 
@@ -613,13 +614,6 @@ def name_the_options(message: str) -> str:
     for name, flag in FLAGS.items():
         said = rf"\b{re.escape(name)}\b(?! \()" if "_" in name else rf"^{re.escape(name)}(?= must)"
         message = re.sub(said, f"{name} ({flag})", message)
-    return message
-    for name, flag in FLAGS.items():
-        at = r"\b" if "_" in name else "^"
-        message = re.sub(rf"{at}{re.escape(name)} must", f"{name} ({flag}) must", message)
-    return message
-    for field_name, flag in FLAGS.items():
-        message = message.replace(f"{field_name} must", f"{field_name} ({flag}) must")
     return message
 
 

@@ -66,6 +66,7 @@ from harness.matrix import Expectation
 from harness.outcomes import Crashed, infrastructure_failure
 from harness.scenario_file import write_scenario
 from harness.spec import TestSpec
+from history.files import write_atomic
 from reports.explore_page import write_explore_page
 
 log = logging.getLogger(__name__)
@@ -423,9 +424,7 @@ class Explorer:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         js, md = self.out_dir / EXPLORE_JSON, self.out_dir / EXPLORE_MD
         store.write_json(js, self.to_dict())
-        tmp = md.with_suffix(".md.tmp")
-        tmp.write_text(self.markdown())
-        tmp.replace(md)
+        write_atomic(md, self.markdown())
         write_explore_page(self.out_dir)
         return js, md
 

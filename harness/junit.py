@@ -28,6 +28,7 @@ from typing import Literal
 
 from harness import matrix
 from harness.matrix import Row
+from history.files import write_atomic
 from reports.page import row_strength, row_versions, version_value
 
 Kind = Literal["passed", "failure", "error", "skipped"]
@@ -193,7 +194,4 @@ def junit_xml(cases: Sequence[Case], suite: str, timestamp: str,
 def write_junit(path: Path, cases: Sequence[Case], suite: str, timestamp: str,
                 properties: dict[str, str] | None = None) -> Path:
     """Takes the file's path and what `junit_xml` takes. Writes it atomically. Returns the path."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(junit_xml(cases, suite, timestamp, properties), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, junit_xml(cases, suite, timestamp, properties))

@@ -448,13 +448,6 @@ def variant_table(summaries: Sequence[Summary], not_applicable: Sequence[NotAppl
     return "\n".join(out) + "\n"
 
 
-def version_table(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = ()
-                  ) -> str:
-    """Takes summaries and the scenarios some line could not run. Returns the variant table
-    with a column per release line (`variant_table`)."""
-    return variant_table(summaries, not_applicable, RABBITMQ_KEY)
-
-
 def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
           extra: dict[str, Any] | None = None, code: int | None = None) -> tuple[Path, Path]:
     """Takes the rows, their summaries, a directory, optional further top-level fields for

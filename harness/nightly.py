@@ -61,8 +61,9 @@ from harness.matrix import Expectation, Row
 from harness.outcomes import Crashed, infrastructure_failure
 from harness.series import Series
 from harness.spec import TestSpec
+from history.files import write_atomic
 from reports import nightly_page
-from reports.page import row_versions, write_atomic
+from reports.page import row_versions
 
 if TYPE_CHECKING:
     from harness.explore import Explorer

@@ -39,6 +39,7 @@ from clusters.releases import line_of
 from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
+from harness.errors import HarnessError
 from harness.placement import QueueSampler
 from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, grace_s, recover, restart_each
@@ -58,7 +59,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STATE_DIR = PROJECT_ROOT / ".state"
 
 
-class Interrupted(Exception):
+class Interrupted(HarnessError):
     """The run was asked to stop (SIGINT or SIGTERM)."""
 
 
@@ -177,7 +178,6 @@ class Run:
                            "bound_s": spec.liveness_bound().bound_ns / 1e9,
                            "asked_s": spec.after_heal_s},
         }
-        self._phase_started = 0.0
 
     # -- bookkeeping -------------------------------------------------------------------
 

@@ -83,6 +83,7 @@ from harness import store
 from harness.spec import SpecError, TestSpec
 from harness.toml_text import COMMENT, dumps
 from history import Op
+from history.files import write_atomic
 from nemesis.errors import NemesisConfigError, ScheduleError
 from nemesis.options import NemesisOptions
 from nemesis.played import played_faults, played_options
@@ -436,11 +437,7 @@ def write_scenario(spec: TestSpec, path: Path, header: str = "",
                    notes: Iterable[str | None] = ()) -> Path:
     """Takes a spec, a path, and optionally the file's head comment and its faults' notes.
     Writes the scenario file (atomically). Returns the path."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(dumps_scenario(spec, header, notes), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(Path(path), dumps_scenario(spec, header, notes))
 
 
 # -- a run's scenario ------------------------------------------------------------------------------

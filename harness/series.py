@@ -25,6 +25,7 @@ from clusters.releases import DEFAULT_LINE
 from harness import matrix, vary
 from harness.matrix import Expectation
 from harness.spec import SpecError, TestSpec, spec_from_dict
+from history.files import write_atomic
 from workloads.queue_spec import settings_that_matter
 
 SEED_RANGE = 2**31
@@ -186,9 +187,8 @@ def archive(matrix_files: Sequence[Path], out: Path,
             replaced += 1
     if added or replaced:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(rec, sort_keys=True) + "\n" for rec in held.values()))
-        tmp.replace(out)
+        write_atomic(out, "".join(json.dumps(rec, sort_keys=True) + "\n"
+                                  for rec in held.values()))
     return added, replaced
 
 

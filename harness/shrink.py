@@ -33,8 +33,8 @@ The minimal test is then replayed until it has `confirm` replays in all
 (default 5), and its rate is all its replays: "4 of 5". The record is
 store/shrink/<time>/: original.toml, minimal.toml (its head says the rate),
 shrink.json (every candidate: its reduction, schedule, replays with run
-directory and verdict, kept or not) and shrink.html (harness.shrink_page,
-from these files alone). Nothing here prints: the caller hands in the
+directory and verdict, kept or not) and shrink.html (reports.shrink_page,
+from these files alone: `write_page` draws it again). Nothing here prints: the caller hands in the
 function that runs one spec and the one that prints a line.
 """
 
@@ -53,9 +53,18 @@ from checkers.verdict import verdict_word
 from harness import store
 from harness.incidents import anomaly_classes
 from harness.outcomes import Crashed
-from harness.scenario_file import RUN_FILE, nemesis_ops, played_spec, read_scenario, write_scenario
+from harness.scenario_file import (
+    RUN_FILE,
+    ScenarioFileError,
+    nemesis_ops,
+    played_spec,
+    read_scenario,
+    write_scenario,
+)
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from nemesis.options import NemesisOptions, ScheduledFault
+from reports import shrink_page
+from reports.shrink_page import Shape
 
 log = logging.getLogger(__name__)
 
@@ -377,8 +386,6 @@ class Shrinker:
     def write(self) -> Path:
         """Writes minimal.toml (when there is one) and shrink.json, then the page. Returns the
         page's path."""
-        from harness.shrink_page import write_page
-
         m = self.minimal
         if m is not None:
             write_scenario(m.spec, self.out_dir / MINIMAL_TOML,
@@ -387,3 +394,36 @@ class Shrinker:
                            f"--scenario-file {MINIMAL_TOML}")
         store.write_json(self.out_dir / SHRINK_JSON, self.to_dict())
         return write_page(self.out_dir)
+
+
+_SETTINGS: tuple[tuple[str, Callable[[TestSpec], str]], ...] = (
+    ("main phase", lambda s: f"{s.time_limit_s:g} s"),
+    ("backlog", lambda s: str(s.workload.backlog)),
+    ("publishers", lambda s: f"{s.workload.publishers} at {s.workload.rate:g}/s"),
+    ("consumers", lambda s: str(s.workload.consumers)),
+    ("queue", lambda s: s.queue.type),
+    ("seed", lambda s: str(s.seed)),
+)
+
+
+def shape_of(spec: TestSpec) -> Shape:
+    """Takes a spec. Returns what the shrink page compares of it, as plain data."""
+    return Shape(tuple((float(a), str(e), float(d)) for a, e, d in spec.nemesis.schedule),
+                 tuple((name, get(spec)) for name, get in _SETTINGS))
+
+
+def page_shapes(shrink_dir: Path) -> tuple[Shape | None, Shape | None]:
+    """Takes a shrink directory. Returns the shapes of its original.toml and minimal.toml, None
+    for one absent or unreadable."""
+    def read(name: str) -> Shape | None:
+        try:
+            path = shrink_dir / name
+            return shape_of(read_scenario(path)) if path.is_file() else None
+        except ScenarioFileError:
+            return None
+    return read(ORIGINAL_TOML), read(MINIMAL_TOML)
+
+
+def write_page(shrink_dir: Path) -> Path:
+    """Takes a shrink directory. Draws its shrink.html again from its files. Returns the path."""
+    return shrink_page.write_page(shrink_dir, *page_shapes(shrink_dir))

@@ -35,7 +35,8 @@ from checkers.options import CheckOptions
 from clusters.backend import BackendConfigError, BackendOptions
 from clusters.rabbitmq import BrokerConfig
 from clusters.registry import check_options
-from clusters.releases import default_delivery_limit, release
+from clusters.releases import release
+from harness.errors import HarnessError
 from harness.recovery import liveness_bound
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
@@ -55,7 +56,7 @@ RABBITMQ_DEFAULTS: dict[str, tuple[Any, str]] = {
 }
 
 
-class SpecError(ValueError):
+class SpecError(HarnessError, ValueError):
     """An option or combination of options that cannot make a test."""
 
 
@@ -237,15 +238,6 @@ class TestSpec:
             if ours != theirs:
                 out.append({"setting": name, "harness": ours, "rabbitmq": theirs, "why": why})
         return out
-
-    def delivery_limit_on(self, line: str) -> int | None:
-        """Takes a RabbitMQ release line ("3.10", "4.0"). Returns the delivery limit the queue
-        has there: its own, else, for a kind that takes one, the broker's default
-        (the release table's: none on 3.10, 20 on 4.0), else None."""
-        if not kind_of(self.queue).takes_delivery_limit:
-            return None
-        own = self.queue.delivery_limit
-        return own if own is not None else default_delivery_limit(line)
 
     def for_queue(self) -> TestSpec:
         """Returns the spec with the check rules its queue kind imposes (workloads.kinds): for a

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from history.files import replacing, write_atomic
+
 HISTORY = "history.jsonl"
 TEST = "test.json"
 RESULTS = "results.json"
@@ -27,20 +29,14 @@ def new_run_dir(store: Path, test_name: str, now: datetime | None = None) -> Pat
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
     run = store / test_name / stamp
     run.mkdir(parents=True, exist_ok=False)
-    link = store / "latest"
-    tmp = store / ".latest.tmp"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(os.path.relpath(run, store), tmp)
-    os.replace(tmp, link)
+    with replacing(store / "latest") as tmp:
+        os.symlink(os.path.relpath(run, store), tmp)
     return run
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Writes data as indented JSON, atomically (temp file, then rename)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
+    """Writes data as indented JSON, atomically (history.files)."""
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def read_json(path: Path) -> Any:

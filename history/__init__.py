@@ -47,7 +47,6 @@ from typing import Any, Literal, Protocol
 import orjson
 
 OpType = Literal["invoke", "ok", "fail", "info"]
-OP_TYPES: frozenset[str] = frozenset({"invoke", "ok", "fail", "info"})
 
 # Processes that are not clients.
 NEMESIS = "nemesis"
@@ -81,14 +80,6 @@ class Op:
     phase: str | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        """Returns the op as one JSON line (no newline); `extra` keys are merged in.
-
-        The fields are read directly (dataclasses.asdict deep-copies every value and cost
-        100 us an op, a ceiling of a few thousand recorded ops a second).
-        """
-        return self.to_line()[:-1].decode("utf-8")
 
     def to_line(self) -> bytes:
         """Returns the op as one UTF-8 JSON line, newline included (orjson: a few times faster

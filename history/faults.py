@@ -117,12 +117,6 @@ def kind_named(name: str) -> FaultKind:
     return FaultKind(name, "start-" + name, "stop-" + name, name, _extra_colour(name))
 
 
-def stop_f_for(start_f: str) -> str | None:
-    """Takes a nemesis f. Returns the f that stops the fault it starts, or None."""
-    kind = kind_for_start(start_f)
-    return None if kind is None else kind.stop_f
-
-
 @dataclass(frozen=True)
 class FaultWindow:
     """A time span during which one nemesis fault was in effect.

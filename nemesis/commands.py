@@ -58,15 +58,6 @@ def flush_commands() -> list[Argv]:
     return [iptables("-F", chain) for _, chain in HOOKS]
 
 
-def teardown_commands() -> list[Argv]:
-    """Returns the commands that remove our chains and their jumps entirely."""
-    return (
-        [iptables("-D", hook, "-j", chain) for hook, chain in HOOKS]
-        + flush_commands()
-        + [iptables("-X", chain) for _, chain in HOOKS]
-    )
-
-
 def drop_commands(peer_ips: Iterable[str]) -> list[Argv]:
     """Takes the addresses a node holds a grudge against. Returns the rules dropping them.
 

@@ -74,12 +74,6 @@ def apply_rules(node: Node, rules: Sequence[Sequence[str]], timeout: float) -> N
         _run(node, argv, timeout)
 
 
-def remove_chains(node: Node, timeout: float) -> None:
-    """Takes a node and a timeout. Removes our chains and jumps, tolerating their absence."""
-    for argv in commands.teardown_commands():
-        _run(node, argv, timeout, check=False)
-
-
 def set_root_qdisc(node: Node, argv: Sequence[str], timeout: float) -> None:
     """Takes a node, a `tc qdisc replace ... root ...` command and a timeout. Runs it.
 

@@ -295,10 +295,6 @@ class NemesisOptions:
         """Returns the fault names of the entries, without their targets, each once."""
         return tuple(dict.fromkeys(parse_entry(e)[0] for e in self.faults))
 
-    def targets_of(self, entry: str) -> str:
-        """Takes a fault entry. Returns the target spec it acts on."""
-        return parse_entry(entry)[1] or self.targets
-
     def to_dict(self) -> dict[str, Any]:
         """Returns the options as JSON-able data (faults as a list)."""
         d = asdict(self)

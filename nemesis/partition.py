@@ -82,37 +82,11 @@ def isolate(node: str, nodes: Sequence[str]) -> Grudge:
     return complete_grudge(split_one(node, nodes))
 
 
-def isolate_one(nodes: Sequence[str], rng: random.Random) -> Grudge:
-    """Takes nodes and a Random. Returns a grudge isolating one random node.
-
-    Jepsen's `partition-random-node`: `(comp complete-grudge split-one)`.
-    """
-    return isolate(rng.choice(list(nodes)), nodes)
-
-
-def halves(nodes: Sequence[str]) -> Grudge:
-    """Takes nodes. Returns the grudge cutting them into halves in their given order.
-
-    The first nodes form the smaller half (Jepsen's `partition-halves`:
-    `(comp complete-grudge bisect)`).
-    """
-    return complete_grudge(bisect(nodes))
-
-
 def shuffled(nodes: Iterable[str], rng: random.Random) -> list[str]:
     """Takes nodes and a Random. Returns the nodes, sorted then shuffled by that Random."""
     out = sorted(nodes)
     rng.shuffle(out)
     return out
-
-
-def random_halves(nodes: Sequence[str], rng: random.Random) -> Grudge:
-    """Takes nodes and a Random. Returns the grudge cutting them into random halves.
-
-    Jepsen's `partition-random-halves` (`(comp complete-grudge bisect
-    shuffle)`), and combined.clj's `:majority` spec.
-    """
-    return halves(shuffled(nodes, rng))
 
 
 def bridge_node(nodes: Sequence[str]) -> str:
@@ -247,21 +221,6 @@ def visible(
     """Takes a grudge and all nodes. Returns the nodes each node still hears, itself included."""
     universe = frozenset(nodes)
     return {a: universe - grudge.get(a, frozenset()) for a in sorted(universe)}
-
-
-def symmetric(grudge: Mapping[str, frozenset[str]]) -> Grudge:
-    """Takes a grudge. Returns it closed under symmetry: what enforcing it both ways does."""
-    out: dict[str, set[str]] = {a: set(bs) for a, bs in grudge.items()}
-    for a, bs in grudge.items():
-        for b in bs:
-            out.setdefault(b, set()).add(a)
-    return {a: frozenset(bs) for a, bs in sorted(out.items())}
-
-
-def is_symmetric(grudge: Mapping[str, frozenset[str]]) -> bool:
-    """Takes a grudge. Returns True when a drops b exactly when b drops a."""
-    nonempty = {a: bs for a, bs in grudge.items() if bs}
-    return nonempty == {a: bs for a, bs in symmetric(grudge).items() if bs}
 
 
 def grudge_to_json(grudge: Mapping[str, Iterable[str]]) -> dict[str, list[str]]:

@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from history.files import write_atomic
 from reports.html import Cell, Table, badge_td, link_td, render_template, table, td
-from reports.page import NA, read_json_quietly, write_atomic
+from reports.page import NA, read_json_quietly
 
 log = logging.getLogger(__name__)
 

@@ -83,7 +83,6 @@ class PlacementSample:
     members: tuple[str, ...] = ()
     mirrors: tuple[str, ...] = ()
     synchronised: tuple[str, ...] = ()
-    queue_type: str | None = None
 
     @property
     def replicas(self) -> tuple[str, ...]:
@@ -266,14 +265,12 @@ def placement_sample(op: Op) -> PlacementSample | None:
         return tuple(str(n) for n in x) if isinstance(x, list) else ()
 
     leader = v.get("leader")
-    qtype = v.get("type")
     return PlacementSample(
         op.time,
         str(leader) if leader else None,
         nodes("members"),
         nodes("mirrors"),
         nodes("synchronised_mirrors"),
-        str(qtype) if qtype else None,
     )
 
 

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from history.files import write_atomic
 from reports.html import Cell, badge_td, link_td, render_template, table, td
 from reports.matrix_page import MATRIX_DIR, MATRIX_HTML, MatrixSummary, find_matrices
 from reports.page import (
@@ -43,7 +44,6 @@ from reports.page import (
     stamp_text,
     strength_of,
     version_cell_text,
-    write_atomic,
 )
 from reports.report_results import verdict_sentence
 

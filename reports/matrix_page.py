@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from history.files import write_atomic
 from reports.html import Cell, badge_td, link_td, render_template, table, td
 from reports.page import (
     NA,
@@ -36,7 +37,6 @@ from reports.page import (
     stamp_text,
     verdict_of,
     version_cell_text,
-    write_atomic,
 )
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,6 @@ phrase saying why.
 from __future__ import annotations
 
 import json
-import os
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,18 +44,6 @@ def valid_key(valid: Any) -> str:
     if valid is False:
         return "false"
     return "unknown"
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Writes text to path through a temporary file and a rename. Returns the path."""
-    # A name of its own per writer: two runs may rewrite the store's index at once.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
 
 
 def count(x: Any) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter, MaxNLocator
 
 from checkers.fates import FATE_LABELS, FATE_ORDER
 from history.faults import HEAL, kind_named
+from history.files import replacing
 from reports.history_scan import (
     DEFAULT_MAX_POINTS,
     NS_PER_MS,
@@ -152,9 +152,8 @@ def _decorate(ax: Axes, scan: HistoryScan) -> list[Any]:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        fig.savefig(tmp, format="png")
     return path
 
 

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from history.files import write_atomic
 from reports.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
 from reports.html import Table, render_template, table, td
-from reports.page import VERDICTS, as_dict, results_key, strength_of, versions_line, write_atomic
+from reports.page import VERDICTS, as_dict, results_key, strength_of, versions_line
 from reports.plots import (
     fates_missing,
     plot_depth,

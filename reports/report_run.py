@@ -603,14 +603,6 @@ def spec_data(spec: Any, spec_error: str | None, present: bool, scan: HistorySca
     )
 
 
-def spec_section(spec: Any, spec_error: str | None, present: bool, scan: HistoryScan | None,
-                 results: Any) -> str:
-    """Takes what `spec_data` takes. Returns the Test section's HTML
-    (templates/report/test.html.j2)."""
-    return render_template("report/test.html.j2", test=spec_data(spec, spec_error, present, scan,
-                                                          results))
-
-
 # --- files --------------------------------------------------------------------------------
 
 
@@ -634,8 +626,3 @@ def files_data(files: RunFiles, plots: list[str]) -> FilesPart:
                     for node, names in files.nodes.items()),
     )
 
-
-def files_section(files: RunFiles, plots: list[str]) -> str:
-    """Takes what `files_data` takes. Returns the Files section's HTML
-    (templates/report/files.html.j2)."""
-    return render_template("report/files.html.j2", files=files_data(files, plots))

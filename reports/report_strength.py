@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reports.html import Cell, Note, Table, code_td, codes_td, render_template, table, td
+from reports.html import Cell, Note, Table, code_td, codes_td, table, td
 from reports.page import NA, as_dict, count, strength_of
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,6 @@ EFFECT_WORDS: dict[str, str] = {
     "member-removed": "{node}'s quorum member removed",
     "leader-handover": "{node} handed leadership over",
 }
-DETECTORS = {"distribution": "distribution", "raft": "raft", "alarm": "resource alarm",
-             "operation": "operation carried out"}
 
 
 def _num(x: Any) -> float | None:
@@ -367,14 +365,6 @@ def incidents_data(results: Any, allowed: frozenset[str]) -> list[Incident]:
     Returns its incidents as the page tells them, each once; [] when there are none."""
     faults = faults_of(results) or []
     return [incident_data(x, i, faults, allowed) for i, x in enumerate(incidents_of(results) or [])]
-
-
-def incidents_section(results: Any, allowed: frozenset[str]) -> str:
-    """Takes results.json's content and the anomaly classes that do not count against a run.
-    Returns the Incidents section's HTML (templates/report/incidents.html.j2), each incident
-    once under a heading; "" when there are none."""
-    incidents = incidents_data(results, allowed)
-    return render_template("report/incidents.html.j2", incidents=incidents) if incidents else ""
 
 
 def incidents_by_class(results: Any) -> dict[str, list[tuple[str, str, int]]]:

@@ -32,6 +32,7 @@ import pika.exceptions
 import pika.spec
 
 from history import DEAD_LETTER, Op, Recorder
+from workloads.errors import WorkloadError
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ AMQP_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class ClientError(RuntimeError):
+class ClientError(WorkloadError, RuntimeError):
     """A client could not connect or lost its connection."""
 
 

@@ -26,13 +26,12 @@ from typing import Any
 from clusters.releases import default_delivery_limit
 from workloads.kinds import KINDS, QueueConfigError, kind_of
 
-QUEUE_TYPES: tuple[str, ...] = tuple(KINDS)
 # What a queue at its max length does with a new message (RabbitMQ's x-overflow; both kinds of
 # queue take these two; drop-head is the broker's default).
 OVERFLOWS: tuple[str, ...] = ("drop-head", "reject-publish")
 # What the harness appends to the queue's name for its own dead-letter exchange and queue.
 DEAD_LETTER_SUFFIXES: tuple[str, str] = (".harness-dlx", ".harness-dlq")
-__all__ = ["OVERFLOWS", "QUEUE_TYPES", "DeadLettering", "QueueConfigError", "QueueSpec",
+__all__ = ["OVERFLOWS", "DeadLettering", "QueueConfigError", "QueueSpec",
            "dead_letter_names", "dead_letter_queue_spec", "dead_lettering", "ha_policy",
            "queue_arguments", "reads_whole_log"]
 

@@ -63,6 +63,7 @@ from workloads.clients import (
     connect,
     server_version,
 )
+from workloads.errors import WorkloadError
 from workloads.kinds import QueueKind, kind_of
 from workloads.publisher import Publisher
 from workloads.queue_spec import (
@@ -77,7 +78,7 @@ from workloads.queue_spec import (
 log = logging.getLogger(__name__)
 
 
-class WorkloadConfigError(ValueError):
+class WorkloadConfigError(WorkloadError, ValueError):
     """An impossible workload option."""
 
 

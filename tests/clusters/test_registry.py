@@ -11,7 +11,7 @@ import pytest
 
 from clusters import registry
 from clusters.backend import Backend, BackendConfigError, BackendOptions
-from clusters.netns import NetnsCluster
+from clusters.local.cluster import NetnsCluster
 from clusters.registry import (
     BACKENDS,
     check_options,

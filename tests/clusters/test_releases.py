@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from clusters.local import BACKEND as LOCAL
-from clusters.netns import NetnsCluster, make_plan
+from clusters.local.cluster import BACKEND as LOCAL
+from clusters.local.cluster import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker, enabled_flags
 from clusters.releases import (
     RELEASES,
@@ -129,7 +129,7 @@ def test_enabled_feature_flags_from_the_cli_json():
 
 def test_a_backend_refuses_a_line_it_cannot_provide_and_docker_picks_the_lines_image():
     from clusters.backend import Backend, BackendConfigError, BackendOptions
-    from clusters.docker_backend import DockerCluster, default_image
+    from clusters.docker.cluster import DockerCluster, default_image
     from clusters.registry import BACKENDS, check_options
 
     BACKENDS["only310"] = Backend(check=lambda o, n: None, make=None, cleanup=lambda d: [],
@@ -151,7 +151,7 @@ def test_a_backend_refuses_a_line_it_cannot_provide_and_docker_picks_the_lines_i
 
 def test_the_local_backend_runs_a_rootfs_release_chrooted_with_its_data_bound(tmp_path,
                                                                             monkeypatch):
-    import clusters.netns as netns
+    import clusters.local.cluster as netns
 
     root = tmp_path / "rootfs"
     (root / "etc").mkdir(parents=True)
@@ -171,7 +171,7 @@ def test_the_local_backend_runs_a_rootfs_release_chrooted_with_its_data_bound(tm
 
 
 def test_a_root_filesystem_that_cannot_be_built_is_a_backend_error(monkeypatch):
-    import clusters.netns as netns
+    import clusters.local.cluster as netns
     from clusters.backend import BackendError
     from clusters.rootfs import RootfsError
 

@@ -203,7 +203,7 @@ def test_each_release_line_is_summarised_apart_and_shown_side_by_side(tmp_path):
         ("transient-node-restart", "3.10", 1, 1)]
     na = [matrix.NotApplicable("mirrored-master-partition", "4.0",
                                "classic queue mirroring was removed in RabbitMQ 4.0")]
-    text = matrix.version_table(summaries, na)
+    text = matrix.variant_table(summaries, na, matrix.RABBITMQ_KEY)
     lines = text.splitlines()
     assert lines[0] == "| scenario | expected | RabbitMQ 3.10 | RabbitMQ 4.0 |"
     assert "| quorum-ignore | valid | 1/1 ok | 1/2 FINDING |" in lines

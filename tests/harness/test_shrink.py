@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 import harness.cli as cli
+from harness import shrink
 from harness.cli import main
 from harness.scenario_file import read_scenario, write_scenario
 from harness.shrink import (
@@ -28,9 +29,9 @@ from harness.shrink import (
     shorter_main_phase,
     smaller_workload,
 )
-from harness.shrink_page import DROPPED, render_page, side_by_side
 from harness.spec import SpecError, TestSpec
 from nemesis.options import NemesisOptions
+from reports.shrink_page import DROPPED, render_page, side_by_side
 from workloads.queue_workload import WorkloadOptions
 
 RUNS = itertools.count()
@@ -247,7 +248,7 @@ def test_the_page_shows_original_and_minimal_side_by_side_with_their_incidents(t
     shrinker = Shrinker(run, Rule(), tmp_path / "store")
     shrinker.execute(FakeReplays(tmp_path / "store"), lambda _s: None)
     html = (shrinker.out_dir / "shrink.html").read_text()
-    assert html == render_page(shrinker.out_dir)  # drawn again from the stored files alone
+    assert html == render_page(shrinker.out_dir, *shrink.page_shapes(shrinker.out_dir))  # drawn again from the stored files alone
     assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
     assert "original (replayed: fails 2 of 2)" in html and "minimal (fails 5 of 5)" in html
     assert html.count("kill on n1") == 2  # the finding's incident and the minimal's
@@ -268,7 +269,7 @@ def test_the_side_by_side_table_matches_each_original_fault_to_what_became_of_it
     minimal = dataclasses.replace(
         original, time_limit_s=23.0, workload=WorkloadOptions(backlog=0, publishers=1),
         nemesis=NemesisOptions.played_once([(1.0, "kill@leader", 12.0)]))
-    lines = side_by_side(original, minimal)
+    lines = side_by_side(shrink.shape_of(original), shrink.shape_of(minimal))
     assert [(x.what, x.original, x.minimal) for x in lines[:5]] == [
         ("fault 1", "10 s: partition-one@n3 for 20 s", DROPPED),
         ("fault 2", "40 s: kill@leader for 16 s", "1 s: kill@leader for 12 s"),
@@ -276,7 +277,7 @@ def test_the_side_by_side_table_matches_each_original_fault_to_what_became_of_it
         ("main phase", "90 s", "23 s"),
         ("backlog", "4000", "0")]
     assert all(x.changed for x in lines[:5])
-    assert [x.minimal for x in side_by_side(original, None)][:2] == ["-", "-"]
+    assert [x.minimal for x in side_by_side(shrink.shape_of(original), None)][:2] == ["-", "-"]
 
 
 def test_python_m_harness_shrink_run_dir(tmp_path, monkeypatch, capsys):

@@ -283,13 +283,8 @@ def test_a_delivery_limit_is_declared_and_recorded_and_the_default_is_known_by_r
     assert spec.to_dict()["queue"]["dead_letter_exchange"] == "mine"
     assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     assert queue_arguments(spec.queue)["x-delivery-limit"] == 7
-    assert spec.delivery_limit_on("3.10") == 7 and spec.delivery_limit_on("4.0") == 7
     default = TestSpec()
     assert default.to_dict()["queue"]["delivery_limit"] is None
-    assert (default.delivery_limit_on("3.10"), default.delivery_limit_on("4.0")) == (None, 20)
-    classic = dataclasses.replace(default, queue=dataclasses.replace(default.queue,
-                                                                     type="classic"))
-    assert classic.delivery_limit_on("4.0") is None
 
 
 def test_the_summary_says_how_many_messages_were_dropped_by_design_and_why():

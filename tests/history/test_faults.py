@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from history import NEMESIS, Op, OpType
-from history.faults import WindowTracker, fault_windows, stop_f_for, target_of
+from history.faults import WindowTracker, fault_windows, target_of
 
 
 def nem(t: int, type_: OpType, f: str, value: Any = None, node: str | None = None) -> Op:
@@ -16,13 +16,6 @@ def nem(t: int, type_: OpType, f: str, value: Any = None, node: str | None = Non
 def pair(t: int, f: str, value: Any = None, node: str | None = None) -> list[Op]:
     """An invocation at t and its info completion at t + 1."""
     return [nem(t, "invoke", f, {"fault": f}), nem(t + 1, "info", f, value, node)]
-
-
-def test_stop_f_table() -> None:
-    assert [stop_f_for(f) for f in ("start-partition", "kill", "stop", "pause", "start-packet",
-                                    "start-rolling-restart", "start", "heal", "resume")] == [
-        "stop-partition", "start", "start", "resume", "stop-packet", "stop-rolling-restart",
-        None, None, None]
 
 
 def test_target_is_the_value_nodes_else_the_node() -> None:

@@ -1,7 +1,7 @@
 """End-to-end runs on the SSH and Docker backends, their bad inputs, and nothing left behind.
 
 SSH: three OpenSSH servers in the project's own test namespaces (rmqs-n1..n3 on
-10.214.0.0/24, tests/clusters/sshd.py), each a broker host reached as root with
+10.214.0.0/24, tests/clusters/ssh/sshd.py), each a broker host reached as root with
 a test key; they share this machine's filesystem, so each node's files live in
 its own directory under /var/tmp/rmqh-<run>/. Docker: a daemon started for the
 module when none runs (stopped by its pid), the image built by
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from clusters.docker_backend import LABEL, connect
-from clusters.dockerd import dockerd_running
+from clusters.docker.cluster import LABEL, connect
+from clusters.docker.dockerd import dockerd_running
 from clusters.remote import run_local
 from history import read_history
-from tests.clusters.sshd import SSHD, SshdHost, exclusive, sshd_hosts, write_inventory
+from tests.clusters.ssh.sshd import SSHD, SshdHost, exclusive, sshd_hosts, write_inventory
 from tests.docker_image import ensure_image
 from tests.integration.conftest import ROOT, harness
 

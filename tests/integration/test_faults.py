@@ -16,7 +16,7 @@ from pathlib import Path
 import pika
 import pytest
 
-from clusters.netns import NetnsCluster, make_plan
+from clusters.local.cluster import NetnsCluster, make_plan
 from clusters.rabbitmq import BrokerConfig, RabbitBroker
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
 from clusters.remote import RemoteError

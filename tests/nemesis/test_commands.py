@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nemesis import commands as c
-from nemesis.partition import halves
+from nemesis.partition import bisect, complete_grudge
 
 W = ["iptables", "-w", "5"]
 
@@ -19,16 +19,8 @@ def test_setup_steps_are_guarded_creates_then_jumps() -> None:
     ]
 
 
-def test_flush_and_teardown() -> None:
+def test_flush() -> None:
     assert c.flush_commands() == [[*W, "-F", "RMQH-IN"], [*W, "-F", "RMQH-OUT"]]
-    assert c.teardown_commands() == [
-        [*W, "-D", "INPUT", "-j", "RMQH-IN"],
-        [*W, "-D", "OUTPUT", "-j", "RMQH-OUT"],
-        [*W, "-F", "RMQH-IN"],
-        [*W, "-F", "RMQH-OUT"],
-        [*W, "-X", "RMQH-IN"],
-        [*W, "-X", "RMQH-OUT"],
-    ]
 
 
 def test_drop_commands_both_directions() -> None:
@@ -42,7 +34,7 @@ def test_drop_commands_both_directions() -> None:
 
 def test_grudge_commands_per_node() -> None:
     ips = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
-    assert c.grudge_commands(halves(["n1", "n2", "n3"]), ips) == {
+    assert c.grudge_commands(complete_grudge(bisect(["n1", "n2", "n3"])), ips) == {
         "n1": [
             [*W, "-A", "RMQH-IN", "-s", "10.0.0.2", "-j", "DROP"],
             [*W, "-A", "RMQH-OUT", "-d", "10.0.0.2", "-j", "DROP"],
@@ -136,7 +128,6 @@ def test_qdisc_clear_and_probe() -> None:
 def test_every_command_is_a_list_of_strings() -> None:
     argvs = [
         *c.flush_commands(),
-        *c.teardown_commands(),
         *c.drop_commands(["1.2.3.4"]),
         *c.loss_commands(0.3, peer_ips=None, interface="eth0"),
         c.tbf_command("eth0", rate_kbit=1, burst_bytes=1600, latency_ms=1),

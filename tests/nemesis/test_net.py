@@ -64,14 +64,6 @@ def test_heal_iptables_on_a_fresh_node_works_and_leaves_chains_empty() -> None:
     assert r.rules() == {"RMQH-IN": [], "RMQH-OUT": []}
 
 
-def test_remove_chains_tolerates_absence() -> None:
-    n, r = node()
-    net.remove_chains(n, 3)
-    net.apply_rules(n, commands.drop_commands(["10.0.0.2"]), 3)
-    net.remove_chains(n, 3)
-    assert r.chains == {} and r.jumps == []
-
-
 def test_iptables_failure_raises_remote_error() -> None:
     n, r = node()
     r.fail[(*W, "-A")] = CommandResult((), 4, "", "iptables: Resource temporarily unavailable.")

@@ -276,4 +276,8 @@ def test_replaying_the_played_schedule_with_the_seed_hits_the_same_nodes(tmp_pat
                for h in (ops, again)]
     assert grudges[0] == grudges[1]
     starts = [s for s, _e, _d in played_schedule(again, replay) or ()]
-    assert starts == pytest.approx([s for s, _e, _d in replay.schedule], abs=0.1)
+    planned = [s for s, _e, _d in replay.schedule]
+    # Never early; late only by the scheduler's wake-up, which a loaded machine stretches.
+    assert len(starts) == len(planned)
+    assert all(p - 0.01 <= s <= p + 0.5 for s, p in zip(starts, planned, strict=True)), \
+        (starts, planned)

@@ -98,9 +98,6 @@ def test_cycle_plays_the_faults_in_order_and_entries_carry_their_targets() -> No
     assert opts.validate(NODES) is opts
     assert [s.fault for s in plan(opts, 1, 8)[1::2]] == ["stop@follower", "kill@leader"] * 2
     assert opts.fault_names() == ("stop", "kill")
-    assert opts.targets_of("kill@leader") == "leader"
-    assert opts.targets_of("pause@n1+n3") == "n1,n3"
-    assert opts.targets_of("kill") == "one"
     assert opts.needs_queue() == ("stop@follower", "kill@leader")
 
 
@@ -130,7 +127,6 @@ def test_an_entry_carries_its_own_targets_and_options() -> None:
     assert opts.resolve("packet-loss@n2:packet_loss=0.5").packet_loss == 0.5
     assert opts.resolve("packet-loss@n2:packet_loss=0.5").duration_s == 3
     assert opts.fault_names() == ("kill", "packet-loss")
-    assert opts.targets_of("kill@leader:duration=10") == "leader"
     assert opts.needs_queue() == ("kill@leader:duration=10",)
     assert NemesisOptions.from_dict(json.loads(json.dumps(opts.to_dict()))) == opts
 

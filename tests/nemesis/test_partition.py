@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given, settings
@@ -15,21 +16,31 @@ from nemesis.partition import (
     bridge_node,
     complete_grudge,
     grudge_to_json,
-    halves,
     invert_grudge,
-    is_symmetric,
     isolate,
-    isolate_one,
     majorities_ring,
     majorities_ring_arcs,
     majorities_ring_perfect,
     majorities_ring_stochastic,
     majority,
-    random_halves,
     split_one,
-    symmetric,
     visible,
 )
+
+
+def symmetric(grudge: Mapping[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """Takes a grudge. Returns it closed under symmetry: what enforcing it both ways does."""
+    out: dict[str, set[str]] = {a: set(bs) for a, bs in grudge.items()}
+    for a, bs in grudge.items():
+        for b in bs:
+            out.setdefault(b, set()).add(a)
+    return {a: frozenset(bs) for a, bs in sorted(out.items())}
+
+
+def is_symmetric(grudge: Mapping[str, frozenset[str]]) -> bool:
+    """Takes a grudge. Returns True when a drops b exactly when b drops a."""
+    nonempty = {a: bs for a, bs in grudge.items() if bs}
+    return nonempty == {a: bs for a, bs in symmetric(grudge).items() if bs}
 
 
 def fs(*xs: str) -> frozenset[str]:
@@ -94,7 +105,7 @@ def test_split_one_and_isolate() -> None:
 
 
 def test_halves_three_nodes_cuts_off_the_first() -> None:
-    assert halves(["n1", "n2", "n3"]) == {"n1": fs("n2", "n3"), "n2": fs("n1"), "n3": fs("n1")}
+    assert complete_grudge(bisect(["n1", "n2", "n3"])) == {"n1": fs("n2", "n3"), "n2": fs("n1"), "n3": fs("n1")}
 
 
 def test_complete_grudge_single_component_drops_nothing() -> None:
@@ -149,13 +160,8 @@ def test_visible_includes_self() -> None:
 
 def test_same_seed_same_grudges() -> None:
     nodes = [f"n{i}" for i in range(1, 8)]
-    for shape in (isolate_one, random_halves, majorities_ring):
+    for shape in (majorities_ring,):
         assert shape(nodes, random.Random(7)) == shape(nodes, random.Random(7))
-
-
-def test_random_halves_vary_with_the_seed() -> None:
-    nodes = [f"n{i}" for i in range(1, 6)]
-    assert len({str(sorted(random_halves(nodes, random.Random(s)).items())) for s in range(30)}) > 1
 
 
 # -- properties, 3..9 nodes -------------------------------------------------------------
@@ -194,9 +200,7 @@ def test_complete_grudge_properties(case: tuple[list[str], list[int]]) -> None:
 @given(node_lists, rngs)
 def test_complete_shapes_are_symmetric_and_never_self(nodes: list[str], rng: random.Random) -> None:
     for grudge in (
-        halves(nodes),
-        random_halves(nodes, rng),
-        isolate_one(nodes, rng),
+        complete_grudge(bisect(nodes)),
         isolate(nodes[-1], nodes),
     ):
         assert set(grudge) == set(nodes)
@@ -204,20 +208,6 @@ def test_complete_shapes_are_symmetric_and_never_self(nodes: list[str], rng: ran
         assert all(node not in dropped for node, dropped in grudge.items())
         # Complete: the cut splits the nodes into exactly two cliques.
         assert len(set(visible(grudge, nodes).values())) == 2
-
-
-@given(node_lists, rngs)
-def test_halves_sizes(nodes: list[str], rng: random.Random) -> None:
-    views = set(visible(random_halves(nodes, rng), nodes).values())
-    assert sorted(len(v) for v in views) == [len(nodes) // 2, len(nodes) - len(nodes) // 2]
-
-
-@given(node_lists, rngs)
-def test_isolate_one_cuts_off_exactly_one(nodes: list[str], rng: random.Random) -> None:
-    grudge = isolate_one(nodes, rng)
-    loners = [n for n, dropped in grudge.items() if len(dropped) == len(nodes) - 1]
-    assert len(loners) == 1
-    assert all(dropped == {loners[0]} for n, dropped in grudge.items() if n != loners[0])
 
 
 @settings(max_examples=300)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from history.files import write_atomic
 from reports.nightly_page import RunLine, ScenarioLine, nightly_html
-from reports.page import write_atomic
 from reports.report import render
 from tests.harness.fixtures.make_run import strength_sections
 from tests.reports.browser import CHROMIUM, Browser

@@ -233,8 +233,8 @@ def test_one_declaration_of_fault_kinds() -> None:
                      "heal"]
     assert len({k.colour for k in kinds.KINDS}) == len(kinds.KINDS)
     assert all(re.fullmatch(r"#[0-9a-f]{6}", k.colour) and k.label for k in kinds.KINDS)
-    assert kinds.stop_f_for("kill") == kinds.stop_f_for("stop") == "start"
-    assert kinds.stop_f_for("start-full-restart") == "stop-full-restart"
+    assert kinds.BY_START["kill"].stop_f == kinds.BY_START["stop"].stop_f == "start"
+    assert kinds.BY_START["start-full-restart"].stop_f == "stop-full-restart"
     assert kinds.kind_for_start("start") is None and kinds.kind_for_start("stop-packet") is None
     other = kinds.kind_for_start("start-clock")
     assert other is not None and (other.name, other.stop_f) == ("clock", "stop-clock")
@@ -297,7 +297,7 @@ def test_placement_spans_give_each_node_its_role() -> None:
     quorum = placement_sample(harness_op("placement", {
         "queue": "q", "type": "quorum", "leader": "n1", "members": ["n1", "n2", "n3"],
         "mirrors": [], "synchronised_mirrors": []}, 1 * S))
-    mirrored = PlacementSample(4 * S, "n2", (), ("n1", "n3"), ("n3",), "classic")
+    mirrored = PlacementSample(4 * S, "n2", (), ("n1", "n3"), ("n3",))
     assert quorum is not None and quorum.replicas == ("n2", "n3")
     spans = placement_spans([quorum, mirrored], 10 * S)
     assert [(s.node, s.role, s.start_s, s.end_s) for s in spans] == [

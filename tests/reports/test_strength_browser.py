@@ -12,7 +12,7 @@ import pytest
 
 from harness import matrix
 from harness.nightly import nightly_html
-from reports.page import write_atomic
+from history.files import write_atomic
 from reports.report import render
 from tests.reports.browser import CHROMIUM, Browser
 from tests.reports.strength_store import STRENGTH_MATRIX, make_strength_store

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clusters.rabbitmq_admin import QueueDepth
+from workloads.errors import WorkloadError
 
 if TYPE_CHECKING:
     from clusters.base import Node
     from clusters.rabbitmq_admin import RabbitAdmin
 
 
-class QueueConfigError(ValueError):
+class QueueConfigError(WorkloadError, ValueError):
     """A queue setting the broker would reject or that makes no sense."""
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clusters.backend import BackendConfigError
-from clusters.inventory import (
+from clusters.ssh.inventory import (
     InventoryError,
     InventoryHost,
     load_inventory,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from clusters.netns import make_plan, setup_commands
+from clusters.local.cluster import make_plan, setup_commands
 
 
 def test_plan_names_and_addresses():

@@ -1,5 +1,5 @@
 """Tests of the SSH backend with test doubles: host checks, the run record, teardown and the
-cleanup of a run killed half-way (real sshd hosts: test_ssh_backend_hosts.py)."""
+cleanup of a run killed half-way (real sshd hosts: test_cluster_hosts.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from clusters.backend import BackendError, BackendOptions
-from clusters.inventory import Inventory, InventoryHost, parse_inventory
 from clusters.rabbitmq import RABBIT_BIN
 from clusters.remote import CommandResult, RemoteError
-from clusters.ssh_backend import (
+from clusters.ssh.cluster import (
     SshHostsCluster,
     check_host,
     clean,
@@ -20,6 +19,7 @@ from clusters.ssh_backend import (
     make,
     ours_argv,
 )
+from clusters.ssh.inventory import Inventory, InventoryHost, parse_inventory
 from clusters.state import RunRecord
 from clusters.wrap import TrackingRemote
 from tests.fakes import FakeRemote
@@ -249,7 +249,7 @@ def test_make_needs_an_inventory(tmp_path):
 
 
 def test_clean_host_leaves_a_data_dir_that_is_not_a_run_s(tmp_path):
-    from clusters.ssh_backend import clean_host
+    from clusters.ssh.cluster import clean_host
 
     r = FakeRemote("n1")
     clean_host(r, "n1", "/", [])

@@ -1,14 +1,17 @@
 """The shrink page: a finding's original and minimal tests side by side, with their incidents.
 
-Reads only stored files: a shrink directory's shrink.json, original.toml and
-minimal.toml (harness.shrink writes them) and, through the run directories
-shrink.json names, each run's results.json (its `incidents`, harness.incidents).
-The original's incidents are the finding's own; the minimal test's are those
-of its first failing replay; the minimal scenario file is shown as stored,
-beside a link to it. The page is a Jinja2 template
-(templates/shrink.html.j2) with autoescaping on, fed plain data
-(`side_by_side`, `incidents_of`): nothing from a file reaches the page
-unescaped. `write_page(shrink_dir)` draws it again at any time.
+Reads only stored files: a shrink directory's shrink.json (harness.shrink writes
+it) and, through the run directories shrink.json names, each run's results.json
+(its `incidents`, harness.incidents). The original and the minimal test come in
+as plain data, a `Shape` each (their fault schedules and workload settings),
+which harness.shrink reads from original.toml and minimal.toml: this room never
+imports the code that ran the tests. The original's incidents are the
+finding's own; the minimal test's are those of its first failing replay. The
+page is a Jinja2 template (templates/shrink.html.j2) with autoescaping on, fed
+plain data (`side_by_side`, `incidents_of`): nothing from a file reaches the
+page unescaped; the minimal scenario file is shown as stored, beside a link to it.
+`write_page(shrink_dir, original, minimal)` draws it again at
+any time (harness.shrink.write_page reads the shapes and calls it).
 """
 
 from __future__ import annotations
@@ -19,17 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from harness import store
-from harness.scenario_file import ScenarioFileError, read_scenario
-from harness.spec import TestSpec
+from history.files import write_atomic
 
 PAGE = "shrink.html"
-TEMPLATES = Path(__file__).resolve().parent / "templates"
-ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
-                  trim_blocks=True, lstrip_blocks=True)
+RESULTS = "results.json"
+ENV = Environment(loader=PackageLoader("reports", "templates"), autoescape=True,
+                  undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 DROPPED = "dropped"
+
+Fault = tuple[float, str, float]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A test as the page compares it, plain data: its fault schedule ((start s, entry,
+    duration s) in order) and its workload's settings ((what, value) in the table's order:
+    main phase, backlog, publishers, consumers, queue, seed)."""
+
+    schedule: tuple[Fault, ...]
+    settings: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -51,38 +64,30 @@ def _fault(item: Sequence[Any]) -> str:
     return f"{float(start):g} s: {entry} for {float(duration):g} s"
 
 
-def side_by_side(original: TestSpec, minimal: TestSpec | None) -> list[Line]:
-    """Takes the original and the minimal spec (None: none yet). Returns the table's lines:
+def side_by_side(original: Shape, minimal: Shape | None) -> list[Line]:
+    """Takes the original's and the minimal test's shapes (None: none yet). Returns the table's
+    lines:
     each original fault beside what became of it (the minimal's faults are the original's,
     some dropped, in order, so they are matched by entry in order), the main phase and the
     workload's shape."""
-    kept = list(minimal.nemesis.schedule) if minimal is not None else []
+    kept = list(minimal.schedule) if minimal is not None else []
     lines: list[Line] = []
-    for i, item in enumerate(original.nemesis.schedule):
+    for i, item in enumerate(original.schedule):
         match = next((k for k, m in enumerate(kept) if m[1] == item[1]), None)
         became = "-" if minimal is None else DROPPED if match is None else _fault(kept[match])
         if match is not None:
             kept = kept[match + 1:]
         lines.append(Line(f"fault {i + 1}", _fault(item), became))
-    for name, get in _SHAPE:
-        lines.append(Line(name, get(original), "-" if minimal is None else get(minimal)))
+    theirs = dict(minimal.settings) if minimal is not None else {}
+    for name, value in original.settings:
+        lines.append(Line(name, value, "-" if minimal is None else theirs.get(name, "-")))
     return lines
-
-
-_SHAPE: tuple[tuple[str, Any], ...] = (
-    ("main phase", lambda s: f"{s.time_limit_s:g} s"),
-    ("backlog", lambda s: str(s.workload.backlog)),
-    ("publishers", lambda s: f"{s.workload.publishers} at {s.workload.rate:g}/s"),
-    ("consumers", lambda s: str(s.workload.consumers)),
-    ("queue", lambda s: s.queue.type),
-    ("seed", lambda s: str(s.seed)),
-)
 
 
 def incidents_of(run_dir: str | Path | None) -> list[dict[str, Any]]:
     """Takes a run directory (None: none). Returns its results.json's incidents, each as the
     page shows it (summary, span, counts, timeline), [] when there are none to read."""
-    path = Path(run_dir) / store.RESULTS if run_dir else None
+    path = Path(run_dir) / RESULTS if run_dir else None
     if path is None or not path.is_file():
         return []
     try:
@@ -112,13 +117,6 @@ def _first_failing(trial: Mapping[str, Any] | None) -> str | None:
     return next((r.get("run_dir") for r in runs if r.get("fails")), None)
 
 
-def _spec(path: Path) -> TestSpec | None:
-    try:
-        return read_scenario(path) if path.is_file() else None
-    except ScenarioFileError:
-        return None
-
-
 def file_text(path: Path) -> str | None:
     """Takes a scenario file's path. Returns its text as stored (None when it cannot be read):
     the page shows the file a user would run."""
@@ -128,11 +126,12 @@ def file_text(path: Path) -> str | None:
         return None
 
 
-def page_data(shrink_dir: Path) -> dict[str, Any]:
-    """Takes a shrink directory. Returns what the page shows, read from its files alone."""
+def page_data(shrink_dir: Path, original: Shape | None, minimal: Shape | None
+              ) -> dict[str, Any]:
+    """Takes a shrink directory and the original's and the minimal test's shapes (None: not
+    known). Returns what the page shows."""
     record = json.loads((shrink_dir / "shrink.json").read_text())
-    original = _spec(shrink_dir / "original.toml")
-    minimal = _spec(shrink_dir / "minimal.toml") if record.get("minimal") else None
+    minimal = minimal if record.get("minimal") else None
     trials = record.get("trials") or []
     first = next((t for t in trials if t.get("reduction") == "original"), None)
     kept = [t for t in trials if t.get("kept")]
@@ -151,15 +150,12 @@ def page_data(shrink_dir: Path) -> dict[str, Any]:
     }
 
 
-def render_page(shrink_dir: Path) -> str:
-    """Takes a shrink directory. Returns its page's HTML."""
-    return ENV.get_template("shrink.html.j2").render(**page_data(shrink_dir))
+def render_page(shrink_dir: Path, original: Shape | None, minimal: Shape | None) -> str:
+    """Takes what `page_data` takes. Returns the page's HTML."""
+    return ENV.get_template("shrink.html.j2").render(**page_data(shrink_dir, original, minimal))
 
 
-def write_page(shrink_dir: Path) -> Path:
-    """Takes a shrink directory. Writes its shrink.html (atomically). Returns the path."""
-    path = shrink_dir / PAGE
-    tmp = path.with_name(f".{PAGE}.tmp")
-    tmp.write_text(render_page(shrink_dir), encoding="utf-8")
-    tmp.replace(path)
-    return path
+def write_page(shrink_dir: Path, original: Shape | None, minimal: Shape | None) -> Path:
+    """Takes what `page_data` takes. Writes the directory's shrink.html (atomically). Returns
+    the path."""
+    return write_atomic(shrink_dir / PAGE, render_page(shrink_dir, original, minimal))

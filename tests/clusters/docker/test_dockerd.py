@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from clusters.backend import BackendError
-from clusters.dockerd import dockerd_argv, start_dockerd
+from clusters.docker.dockerd import dockerd_argv, start_dockerd
 
 
 def test_the_daemon_leaves_host_firewall_forwarding_and_default_bridge_alone():

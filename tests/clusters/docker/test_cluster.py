@@ -1,6 +1,6 @@
 """Tests of the Docker backend with a fake Engine API (the SDK's low-level client): what is
 made, labelled and removed, every failure a clear BackendError, and DockerRemote's exec, spawn
-and file transfer (a real daemon: test_docker_real.py)."""
+and file transfer (a real daemon: test_real.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from clusters.backend import BackendError, BackendOptions
-from clusters.docker_backend import DockerCluster, clean, connect, container_name, node_ips
-from clusters.docker_remote import DockerRemote, exec_argv
+from clusters.docker.cluster import DockerCluster, clean, connect, container_name, node_ips
+from clusters.docker.remote import DockerRemote, exec_argv
 from clusters.remote import CommandTimeout, RemoteError
-from clusters.ssh import REMOTE_GRACE
+from clusters.ssh.remote import REMOTE_GRACE
 
 Exec = Callable[[list[str]], tuple[int, bytes, bytes]]
 

@@ -134,7 +134,7 @@ class DockerCluster:
         self._connector = connector
         self._api: Any = None
         self._made_network = False
-        from clusters.docker_remote import DockerRemote  # imports paramiko's module: lazily
+        from clusters.docker.remote import DockerRemote  # imports paramiko's module: lazily
 
         ips = node_ips(options.docker_subnet, nodes)
         self.nodes: tuple[Node, ...] = tuple(

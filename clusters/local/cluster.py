@@ -9,8 +9,12 @@ which is how `cleanup` finds what a run killed half-way left behind: it ends
 the processes inside our namespaces by pid (`ip netns pids`), then deletes the
 namespaces, veths and bridge.
 
-Command lists are built by pure functions (`setup_commands`,
-`teardown_commands`) and run by one executor.
+Command lists are built by pure functions (`setup_commands`) and run by one
+executor. Each node's Remote is a `clusters.local.remote.NetnsRemote`. The
+backend's registry record, `BACKEND`, says how to check its options, make it
+for a run, and clean up what a killed run left (processes inside our
+namespaces, by pid, then the namespaces and links; the broker data directories
+under the state directory are the harness's to remove).
 """
 
 from __future__ import annotations
@@ -23,15 +27,22 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clusters.backend import BackendError
+from clusters.backend import (
+    Backend,
+    BackendConfigError,
+    BackendError,
+    BackendOptions,
+    ManagedCluster,
+)
 from clusters.base import Node
+from clusters.local.remote import NetnsRemote
 from clusters.releases import ChrootLauncher, HostLauncher, Launcher, Release
-from clusters.remote import CommandResult, LocalRemote, RemoteError, run_local, spawn_local
+from clusters.remote import RemoteError, run_local
 from clusters.rootfs import RootfsError, ensure_rootfs
 
 if TYPE_CHECKING:
@@ -209,44 +220,10 @@ def cleanup(prefix: str = DEFAULT_PREFIX) -> list[str]:
     return removed
 
 
-class NetnsRemote(LocalRemote):
-    """A Remote that runs commands inside one network namespace on this host.
-
-    The filesystem is the host's, so files are read and written as LocalRemote does.
-    """
-
-    def __init__(self, name: str, namespace: str) -> None:
-        self.name = name
-        self.namespace = namespace
-
-    def _wrap(self, argv: Sequence[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.namespace, *argv]
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout: float,
-        env: Mapping[str, str] | None = None,
-        check: bool = True,
-        stdin: str | None = None,
-    ) -> CommandResult:
-        """Runs argv inside the namespace; see Remote.run."""
-        res = run_local(self._wrap(argv), timeout=timeout, env=env, check=False, stdin=stdin)
-        res = CommandResult(tuple(argv), res.returncode, res.stdout, res.stderr)
-        return res.check() if check else res
-
-    def spawn(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, log_path: str
-    ) -> int:
-        """Starts argv detached inside the namespace; `ip netns exec` execs, so the pid is argv's."""
-        return spawn_local(self._wrap(argv), env=env, log_path=log_path)
-
-
 class NetnsCluster:
     """A cluster of namespaces on a bridge. Build with `create`, end with `destroy`.
 
-    The local backend's ManagedCluster (see clusters.local): the brokers' files live under
+    The local backend's ManagedCluster (its record: BACKEND, below): the brokers' files live under
     `data_root` on this machine's filesystem.
     """
 
@@ -318,3 +295,28 @@ class NetnsCluster:
         if self._mountpoint:
             with contextlib.suppress(OSError):  # not empty or still mounted: leave it
                 os.rmdir(self._mountpoint)
+
+
+def check(options: BackendOptions, nodes: int) -> None:
+    """Takes options and a node count. Raises BackendConfigError when the plan cannot be made."""
+    if options.inventory is not None:
+        raise BackendConfigError("--inventory is an option of the ssh backend, not local")
+    try:
+        make_plan(nodes)
+    except ValueError as e:
+        raise BackendConfigError(str(e)) from e
+
+
+def make(options: BackendOptions, nodes: int, run_id: str, state_dir: Path) -> ManagedCluster:
+    """Takes options, a node count, the run's id and the state directory. Returns the local
+    cluster (not yet created), its broker data under <state_dir>/cluster/<run_id>."""
+    return NetnsCluster(make_plan(nodes), data_root=str(state_dir / "cluster" / run_id))
+
+
+def clean(state_dir: Path) -> list[str]:
+    """Takes the state directory (unused: namespaces are found by name). Removes what local runs
+    left. Returns lines saying what went."""
+    return [f"local: {x}" for x in cleanup(DEFAULT_PREFIX)]
+
+
+BACKEND = Backend(check=check, make=make, cleanup=clean, lines=("3.10", "4.0"))

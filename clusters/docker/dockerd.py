@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 DOCKERD_ARGS: Final = ("--iptables=false", "--ip-forward=false", "--bridge=none",
                        "--log-level=warn")
-SOCKET: Final = "/var/run/docker.sock"
 
 
 def dockerd_argv(dockerd: str = "dockerd") -> list[str]:
@@ -38,7 +37,7 @@ def dockerd_argv(dockerd: str = "dockerd") -> list[str]:
 
 def daemon_answers(timeout: int = 5) -> bool:
     """Returns whether a Docker daemon answers (DOCKER_HOST or the local socket)."""
-    from clusters.docker_backend import connect
+    from clusters.docker.cluster import connect
 
     try:
         api = connect(timeout=timeout)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import paramiko
 import pytest
 
-from clusters.hostkeys import (
+from clusters.ssh.hostkeys import (
     AcceptNew,
     RejectUnknown,
     UnknownHostKey,

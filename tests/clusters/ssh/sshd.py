@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters.netns import NetnsCluster, NetnsRemote, make_plan
+from clusters.local.cluster import NetnsCluster, make_plan
+from clusters.local.remote import NetnsRemote
 from clusters.remote import run_local
 
 SSHD = "/usr/sbin/sshd"

@@ -9,9 +9,9 @@ on does not outlive us. Files move over SFTP. Host keys are checked against a
 known_hosts file (paramiko's RejectPolicy); accepting unknown keys is an
 explicit test-only option.
 
-`SshCluster` turns a list of hosts (or a hosts file, `parse_hosts_file`) into
-`Node`s, so the broker lifecycle in `clusters.rabbitmq` runs unchanged on real
-machines. The command strings are built by pure functions
+The backend's cluster (`clusters.ssh.cluster.SshHostsCluster`) gives each
+inventory host's node one, so the broker lifecycle in `clusters.rabbitmq` runs
+unchanged on real machines. The command strings are built by pure functions
 (`remote_command`, `spawn_command`) that the tests check on a real shell.
 
 The remote login shell must be POSIX (sh, bash, dash, zsh), as for any SSH
@@ -21,7 +21,6 @@ automation: the command string is parsed by it once.
 from __future__ import annotations
 
 import errno
-import ipaddress
 import logging
 import posixpath
 import re
@@ -30,13 +29,11 @@ import stat
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import paramiko  # type: ignore[import-untyped]  # no stubs in .venv (types-paramiko)
 
-from clusters.base import Node
 from clusters.remote import CommandResult, CommandTimeout, RemoteError
 
 log = logging.getLogger(__name__)
@@ -57,17 +54,10 @@ MAX_CHANNELS = 8
 KEEPALIVE_S = 15
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
-_DNS_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?\Z")
-_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\$?\Z")
 
 
 class SshConnectError(RemoteError):
     """The SSH connection could not be made: unreachable, host key refused, or login failed."""
-
-
-class HostsFileError(ValueError):
-    """A hosts file line is malformed; the message names the line."""
 
 
 # ---------------------------------------------------------------- pure builders
@@ -145,70 +135,6 @@ def spawn_command(
     return shlex.join(["sh", "-c", script])
 
 
-# ---------------------------------------------------------------- hosts
-
-
-@dataclass(frozen=True)
-class HostEntry:
-    """One host of an SSH cluster: node name, address, and optional user and port overrides."""
-
-    name: str
-    address: str
-    user: str | None = None
-    port: int | None = None
-
-
-def _valid_address(address: str) -> bool:
-    try:
-        ipaddress.ip_address(address)
-        return True
-    except ValueError:
-        return bool(_DNS_NAME.match(address))
-
-
-def parse_hosts_file(text: str) -> list[HostEntry]:
-    """Takes the text of a hosts file. Returns its entries in file order.
-
-    One host per line: `name address [user] [port]`, separated by whitespace;
-    `#` starts a comment, blank lines are skipped. Raises HostsFileError naming
-    the line for a wrong field count, bad name, address, user or port, or a
-    repeated name, and when the file names no host at all.
-    """
-    entries: list[HostEntry] = []
-    seen: dict[str, int] = {}
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        fields = raw.split("#", 1)[0].split()
-        if not fields:
-            continue
-
-        def bad(why: str, lineno: int = lineno, raw: str = raw) -> HostsFileError:
-            return HostsFileError(f"hosts file line {lineno}: {why}: {raw.strip()!r}")
-
-        if not 2 <= len(fields) <= 4:
-            raise bad(f"expected 'name address [user] [port]', got {len(fields)} fields")
-        name, address = fields[0], fields[1]
-        if not _NODE_NAME.match(name):
-            raise bad(f"invalid node name {name!r}")
-        if name in seen:
-            raise bad(f"node {name!r} already defined on line {seen[name]}")
-        if not _valid_address(address):
-            raise bad(f"invalid address {address!r}")
-        user = fields[2] if len(fields) >= 3 else None
-        if user is not None and not _USER.match(user):
-            hint = " (the user comes before the port)" if user.isdigit() else ""
-            raise bad(f"invalid user {user!r}{hint}")
-        port = None
-        if len(fields) == 4:
-            if not fields[3].isdigit() or not 1 <= int(fields[3]) <= 65535:
-                raise bad(f"invalid port {fields[3]!r}")
-            port = int(fields[3])
-        seen[name] = lineno
-        entries.append(HostEntry(name, address, user, port))
-    if not entries:
-        raise HostsFileError("hosts file names no hosts")
-    return entries
-
-
 # ---------------------------------------------------------------- the Remote
 
 
@@ -244,7 +170,7 @@ class SshRemote:
         self.password = password
         self.known_hosts = known_hosts
         self.connect_timeout = connect_timeout
-        # What to do with a host key known_hosts lacks (default: refuse; see clusters.hostkeys).
+        # What to do with a host key known_hosts lacks (default: refuse; see clusters.ssh.hostkeys).
         self.host_key_policy = host_key_policy
         self._lock = threading.Lock()
         self._client: paramiko.SSHClient | None = None
@@ -552,48 +478,3 @@ class SshRemote:
         finally:
             self._sftp_done(sftp)
         return data.decode("utf-8", "replace")
-
-
-# ---------------------------------------------------------------- the cluster
-
-
-class SshCluster:
-    """Broker nodes on SSH hosts. Each host's address is also the node's cluster address."""
-
-    def __init__(
-        self, hosts: Sequence[tuple[str, str] | HostEntry], **ssh_options: Any
-    ) -> None:
-        entries = [h if isinstance(h, HostEntry) else HostEntry(h[0], h[1]) for h in hosts]
-        if not entries:
-            raise ValueError("an SSH cluster needs at least one host")
-        names = [e.name for e in entries]
-        dups = sorted({n for n in names if names.count(n) > 1})
-        if dups:
-            raise ValueError(f"duplicate node names: {', '.join(dups)}")
-        nodes = []
-        for e in entries:
-            opts = dict(ssh_options)
-            if e.user is not None:
-                opts["user"] = e.user
-            if e.port is not None:
-                opts["port"] = e.port
-            nodes.append(Node(e.name, e.address, SshRemote(e.name, e.address, **opts)))
-        self.nodes: tuple[Node, ...] = tuple(nodes)
-
-    @classmethod
-    def from_hosts_file(cls, path: str | Path, **ssh_options: Any) -> SshCluster:
-        """Takes a hosts file path and SSH options. Returns the cluster; HostsFileError if bad."""
-        return cls(parse_hosts_file(Path(path).read_text(encoding="utf-8")), **ssh_options)
-
-    def node(self, name: str) -> Node:
-        """Returns the node called `name`; KeyError when there is none."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
-
-    def close(self) -> None:
-        """Closes every node's SSH connection."""
-        for n in self.nodes:
-            if isinstance(n.remote, SshRemote):
-                n.remote.close()

@@ -13,22 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from clusters.netns import list_namespaces, namespace_pids
-from clusters.remote import CommandTimeout, LocalRemote, Remote, RemoteError
-from clusters.ssh import (
+from clusters.local.cluster import list_namespaces, namespace_pids
+from clusters.remote import CommandTimeout, LocalRemote, RemoteError
+from clusters.ssh.remote import (
     ACCEPT_NEW_FOR_TESTS,
     REMOTE_GRACE,
-    HostEntry,
-    HostsFileError,
-    SshCluster,
     SshConnectError,
     SshRemote,
     env_argv,
-    parse_hosts_file,
     remote_command,
     spawn_command,
 )
-from tests.clusters.sshd import PREFIX, SSHD, SshdHost, exclusive, keygen, sshd_in_namespace
+from tests.clusters.ssh.sshd import PREFIX, SSHD, SshdHost, exclusive, keygen, sshd_in_namespace
 
 TRICKY = [
     "two words", "it's", 'say "hi"', "$HOME", "${PATH}", "a;b", "x && y", "`id`", "$(id)",
@@ -139,68 +135,6 @@ def test_spawn_command_appends_output_with_env_and_tricky_args(tmp_path):
     text = log_path.read_text()
     assert text.startswith("before\n")
     assert _split_nul(text.removeprefix("before\n")) == [*TRICKY_ENV.values(), *TRICKY]
-
-
-# ---------------------------------------------------------------- hosts files
-
-
-def test_parse_hosts_file_reads_names_addresses_users_ports_and_skips_comments():
-    text = """
-    # broker hosts
-    n1 10.0.0.1
-    n2 rabbit-2.example.org  deploy      # a comment
-    n3 10.0.0.3 admin 2222
-
-    n4 fd00::4
-    """
-    assert parse_hosts_file(text) == [
-        HostEntry("n1", "10.0.0.1"),
-        HostEntry("n2", "rabbit-2.example.org", "deploy"),
-        HostEntry("n3", "10.0.0.3", "admin", 2222),
-        HostEntry("n4", "fd00::4"),
-    ]
-
-
-@pytest.mark.parametrize("text,msg", [
-    ("n1\n", "line 1: expected 'name address \\[user\\] \\[port\\]', got 1 fields"),
-    ("n1 10.0.0.1\nn2 10.0.0.2 u 22 extra\n", "line 2: expected .* got 5 fields"),
-    ("n1 10.0.0.1 root 0\n", "line 1: invalid port '0'"),
-    ("n1 10.0.0.1 root 70000\n", "invalid port '70000'"),
-    ("n1 10.0.0.1 root ssh\n", "invalid port 'ssh'"),
-    ("n1 10.0.0.1 2222\n", "invalid user '2222' \\(the user comes before the port\\)"),
-    ("n1 10.0.0.1:22\n", "invalid address '10.0.0.1:22'"),
-    ("n1 -oProxyCommand=x\n", "invalid address"),
-    ("n/1 10.0.0.1\n", "invalid node name"),
-    ("n1 10.0.0.1\n# x\nn1 10.0.0.2\n", "line 3: node 'n1' already defined on line 1"),
-    ("# nothing\n\n", "names no hosts"),
-])
-def test_parse_hosts_file_rejects_bad_lines_naming_them(text, msg):
-    with pytest.raises(HostsFileError, match=msg):
-        parse_hosts_file(text)
-
-
-def test_cluster_builds_nodes_without_connecting_and_applies_per_host_overrides(tmp_path):
-    hosts = tmp_path / "hosts"
-    hosts.write_text("n1 10.0.0.1\nn2 10.0.0.2 deploy 2222\n")
-    c = SshCluster.from_hosts_file(hosts, user="admin", key_filename="/k", known_hosts="/kh")
-    assert [(n.name, n.ip, n.erlang_name) for n in c.nodes] == [
-        ("n1", "10.0.0.1", "rabbit@10.0.0.1"), ("n2", "10.0.0.2", "rabbit@10.0.0.2")]
-    r1, r2 = c.node("n1").remote, c.node("n2").remote
-    assert isinstance(r1, SshRemote) and isinstance(r2, SshRemote)
-    assert isinstance(r1, Remote)
-    assert (r1.user, r1.port, r1.key_filename) == ("admin", 22, "/k")
-    assert (r2.user, r2.port, r2.known_hosts) == ("deploy", 2222, "/kh")
-    assert r1._client is None  # lazy: nothing connected yet
-    with pytest.raises(KeyError):
-        c.node("n9")
-    c.close()
-
-
-def test_cluster_rejects_empty_and_duplicate_hosts():
-    with pytest.raises(ValueError, match="at least one host"):
-        SshCluster([])
-    with pytest.raises(ValueError, match="duplicate node names: n1"):
-        SshCluster([("n1", "10.0.0.1"), ("n1", "10.0.0.2")])
 
 
 def test_unreachable_host_is_a_connect_error():
@@ -391,14 +325,3 @@ def test_ssh_login_with_an_unknown_key_fails(sshd, tmp_path):
                   known_hosts=sshd.known_hosts)
     with pytest.raises(SshConnectError, match="login to root@.* failed"):
         r.run(["true"], timeout=10)
-
-
-@pytest.mark.integration
-def test_ssh_cluster_nodes_reach_the_host(sshd):
-    c = SshCluster([("n1", sshd.ip)], key_filename=sshd.client_key, known_hosts=sshd.known_hosts)
-    try:
-        n1 = c.node("n1")
-        assert n1.erlang_name == f"rabbit@{sshd.ip}"
-        assert n1.remote.run(["id", "-u"], timeout=10).stdout == "0\n"
-    finally:
-        c.close()

@@ -20,12 +20,14 @@ from pathlib import Path
 
 import paramiko  # type: ignore[import-untyped]  # no stubs in .venv
 
+from clusters.errors import ClusterError
+
 log = logging.getLogger(__name__)
 
 _APPEND_LOCK = threading.Lock()
 
 
-class UnknownHostKey(paramiko.SSHException):  # type: ignore[misc]
+class UnknownHostKey(ClusterError, paramiko.SSHException):  # type: ignore[misc]
     """A host's key is not in known_hosts and new keys are not accepted."""
 
 

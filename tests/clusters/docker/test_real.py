@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from clusters.backend import DEFAULT_DOCKER_IMAGE, BackendOptions
-from clusters.docker_backend import LABEL, clean, connect
-from clusters.dockerd import dockerd_running
+from clusters.docker.cluster import LABEL, clean, connect
+from clusters.docker.dockerd import dockerd_running
 from clusters.registry import make_cluster
 from tests.docker_image import ensure_image
 

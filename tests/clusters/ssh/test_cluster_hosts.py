@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from clusters.backend import BackendError, BackendOptions
-from clusters.netns import list_namespaces
+from clusters.local.cluster import list_namespaces
 from clusters.registry import make_cluster
 from clusters.remote import run_local
-from clusters.ssh_backend import clean
-from tests.clusters.sshd import (
+from clusters.ssh.cluster import clean
+from tests.clusters.ssh.sshd import (
     PREFIX,
     SSHD,
     SshdHost,

@@ -5,7 +5,7 @@ Commands run as `docker exec` (root, no TTY) wrapped in the container's own
 has no way to kill an exec: we give up at the deadline (CommandTimeout) and
 the container's `timeout` kills the command just after. Long-lived processes
 start through the same `setsid nohup ... & echo $!` line the SSH backend uses
-(`clusters.ssh.spawn_command`), so the pid is the process's pid inside the
+(`clusters.ssh.remote.spawn_command`), so the pid is the process's pid inside the
 container, and RabbitBroker's pid-file signals (kill -KILL/-STOP/-CONT) work
 as on every other backend; the container runs `docker-init` as PID 1, which
 reaps what we kill. Files move as tar archives (get_archive / put_archive),
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from clusters.remote import CommandResult, CommandTimeout, RemoteError
-from clusters.ssh import REMOTE_GRACE, SPAWN_TIMEOUT, env_argv, spawn_command
+from clusters.ssh.remote import REMOTE_GRACE, SPAWN_TIMEOUT, env_argv, spawn_command
 
 log = logging.getLogger(__name__)
 

@@ -35,15 +35,15 @@ from clusters.backend import (
     ManagedCluster,
 )
 from clusters.base import Node
-from clusters.inventory import Inventory, InventoryHost, load_inventory, resolve_ipv4
 from clusters.rabbitmq import RABBIT_BIN, NodePaths
 from clusters.releases import HostLauncher, Launcher, Release, line_of
 from clusters.remote import Remote, RemoteError
+from clusters.ssh.inventory import Inventory, InventoryHost, load_inventory, resolve_ipv4
 from clusters.state import RunRecord
 from clusters.wrap import SudoRemote, TrackingRemote
 
 if TYPE_CHECKING:
-    from clusters.ssh import SshRemote
+    from clusters.ssh.remote import SshRemote
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def data_root_for(inventory: Inventory, run_id: str) -> str:
 def ssh_remote(host: InventoryHost, inventory: Inventory, policy: Any) -> SshRemote:
     """Takes an inventory host, the inventory and a missing-host-key policy. Returns its
     SshRemote (not yet connected)."""
-    from clusters.ssh import SshRemote
+    from clusters.ssh.remote import SshRemote
 
     return SshRemote(host.name, host.address, user=host.user, port=host.port,
                      key_filename=host.key_file, known_hosts=inventory.known_hosts,
@@ -128,7 +128,7 @@ def ssh_remote(host: InventoryHost, inventory: Inventory, policy: Any) -> SshRem
 
 
 def _policy(inventory: Inventory, accept_new: bool) -> Any:
-    from clusters.hostkeys import default_known_hosts, policy_for
+    from clusters.ssh.hostkeys import default_known_hosts, policy_for
 
     path = Path(inventory.known_hosts) if inventory.known_hosts else default_known_hosts()
     return policy_for(path, accept_new)
