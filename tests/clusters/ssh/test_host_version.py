@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from clusters.backend import BackendError
-from clusters.inventory import InventoryHost, parse_inventory
+from clusters.ssh.inventory import InventoryHost, parse_inventory
 from clusters.rabbitmq import RABBIT_BIN
 from clusters.releases import release
 from clusters.remote import CommandResult
-from clusters.ssh_backend import (
+from clusters.ssh.cluster import (
     SshHostsCluster,
     check_host,
     check_version,
