@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -209,6 +210,15 @@ def healthy(statuses: Sequence[NodeStatus], expected: Iterable[str]) -> bool:
     return all(s.running and s.running_nodes >= want and not s.partitions for s in statuses)
 
 
+def died_joining(startup_out: str | None) -> str | None:
+    """Takes a node's startup output. Returns the reason its boot ended, when the output names
+    one (for example schema_integrity_check_failed), else None."""
+    if not startup_out:
+        return None
+    m = re.search(r"application_start_failure,rabbit,\{\{?([a-z_]+)", startup_out)
+    return m.group(1) if m else None
+
+
 def _parallel(fn: Callable[[Node], T], nodes: Sequence[Node]) -> list[T]:
     with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as ex:
         return list(ex.map(fn, nodes))
@@ -300,10 +310,23 @@ class RabbitBroker:
             raise BrokerError(f"{node.name} did not boot within {timeout:.0f}s: {e}") from e
 
     def start_all(self, timeout: float = 120.0) -> None:
-        """Configures and starts every node in parallel."""
+        """Configures and starts every node in parallel. A joining node whose first boot died
+        (3.10 can refuse a join while the first node is still enabling feature flags:
+        schema_integrity_check_failed) boots once more from an empty database: it holds
+        nothing yet."""
         def boot(n: Node) -> None:
             self.configure(n)
-            self.start(n, timeout)
+            try:
+                self.start(n, timeout)
+            except BrokerError as e:
+                if n.name == self.nodes[0].name or self.beam_pid(n) is not None:
+                    raise
+                why = died_joining(n.remote.read_file(f"{self.paths(n).log_dir}/startup.out"))
+                log.warning("%s died in its first boot (%s); booting it again from an empty "
+                            "database", n.name, why or e)
+                n.remote.run(["rm", "-rf", self.paths(n).mnesia], timeout=30)
+                n.remote.run(["mkdir", "-p", self.paths(n).mnesia], timeout=10)
+                self.start(n, timeout)
         _parallel(boot, self.nodes)
 
     def form_cluster(self, timeout: float = 60.0) -> None:

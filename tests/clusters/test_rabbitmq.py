@@ -177,3 +177,54 @@ def test_beam_pid_is_none_without_pid_file_or_dead_process():
     assert b.beam_pid(nodes[0]) is None
     nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242"
     assert b.beam_pid(nodes[0]) is None
+
+
+SCHEMA_FAILURE = ('Kernel pid terminated (application_controller) ({application_start_failure,'
+                  'rabbit,{{schema_integrity_check_failed,[{table_attributes_mismatch,rabbit_user,'
+                  '[username,password_hash,tags,hashing_algorithm],[username,password_hash,tags,'
+                  'hashing_algorithm,limits]}]},{rabbit,start,[normal,[]]}}})\n')
+
+
+def _first_wait_fails(name):
+    waits = []
+
+    def respond(argv):
+        if "wait" in argv and argv[2] == f"rabbit@10.0.0.{name[1]}":
+            waits.append(argv)
+            if len(waits) == 1:
+                return CommandResult(argv, 69, "", "Error: unable to perform an operation")
+        return None
+    return respond
+
+
+def test_a_joining_node_that_died_in_its_first_boot_boots_once_more_from_an_empty_database():
+    from clusters.rabbitmq import died_joining
+    assert died_joining(SCHEMA_FAILURE) == "schema_integrity_check_failed"
+    assert died_joining("") is None and died_joining(None) is None
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _first_wait_fails(f"n{i}")
+                                                     if i == 2 else None)) for i in (1, 2, 3)]
+    nodes[1].remote.files["/data/n2/log/startup.out"] = SCHEMA_FAILURE
+    b = RabbitBroker(nodes, BrokerConfig(), "/data")
+    b.start_all(timeout=5)
+    calls = nodes[1].remote.calls
+    assert ("rm", "-rf", "/data/n2/mnesia") in calls
+    servers = [a for a in nodes[1].remote.spawned if a[-1].endswith("rabbitmq-server")]
+    assert len(servers) == 2  # booted again, after the database was emptied
+    assert calls.index(("rm", "-rf", "/data/n2/mnesia")) < len(calls) - 1
+    for other in (nodes[0], nodes[2]):
+        assert [a for a in other.remote.spawned if a[-1].endswith("rabbitmq-server")] != []
+        assert not any(c[:2] == ("rm", "-rf") and c[2].endswith("mnesia") for c in other.remote.calls)
+
+
+def test_the_first_node_or_a_node_still_running_is_not_booted_again():
+    from clusters.rabbitmq import BrokerError
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _first_wait_fails(f"n{i}")
+                                                     if i == 1 else None)) for i in (1, 2, 3)]
+    with pytest.raises(BrokerError, match="n1 did not boot"):
+        RabbitBroker(nodes, BrokerConfig(), "/data").start_all(timeout=5)
+    alive = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _first_wait_fails(f"n{i}")
+                                                     if i == 3 else None)) for i in (1, 2, 3)]
+    alive[2].remote.files["/data/n3/rabbit.pid"] = "4242"  # kill -0 answers ok: still running
+    with pytest.raises(BrokerError, match="n3 did not boot"):
+        RabbitBroker(alive, BrokerConfig(), "/data").start_all(timeout=5)
+    assert not any(c[:2] == ("rm", "-rf") for c in alive[2].remote.calls)
