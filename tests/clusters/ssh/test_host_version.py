@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from clusters.backend import BackendError
-from clusters.ssh.inventory import InventoryHost, parse_inventory
 from clusters.rabbitmq import RABBIT_BIN
 from clusters.releases import release
 from clusters.remote import CommandResult
@@ -23,6 +22,7 @@ from clusters.ssh.cluster import (
     version_probes,
     version_said,
 )
+from clusters.ssh.inventory import InventoryHost, parse_inventory
 from clusters.state import RunRecord
 from tests.fakes import FakeRemote
 
