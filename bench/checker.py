@@ -303,8 +303,7 @@ def _mb(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.0f} MB"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs the benchmark CLI. Returns the exit code."""
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.checker", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", type=int, nargs="+", default=[1_000_000, 10_000_000])
@@ -324,7 +323,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-one", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     p.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--class-archive", type=Path, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
+    return p
+
+
+def _measure_size(args: argparse.Namespace, ops: int, flavour: str,
+                  archive: Path | None) -> list[dict[str, Any]]:
+    """Generates (or reuses) the history of `ops` ops and measures each kind of check on it.
+    Returns one row per kind, printing each as it ends."""
+    path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}{flavour}.jsonl",
+                           acks=not args.no_acks, anomalies=args.anomalies)
+    n = count_ops(path)
+    print(f"# {path.name}: {n} ops, {path.stat().st_size / 2**30:.2f} GiB"
+          + (f" (generated in {gen_s:.0f}s)" if gen_s else ""), flush=True)
+    work = args.dir / f"work-{ops}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    rows = []
+    for kind in ["spark"] + ([] if args.no_parquet else ["convert", "spark-parquet"]):
+        target = work / "converted.parquet" if kind == "spark-parquet" else path
+        r = measure("spark" if kind == "spark-parquet" else kind, target, work,
+                    args.driver_memory, archive)
+        r["kind"], r["ops"] = kind, n
+        rows.append(r)
+        if "error" in r:
+            print(f"{kind:14} {n:>11} ops  FAILED: {r['error']}", flush=True)
+            continue
+        print(f"{kind:14} {n:>11} ops  {r['wall_s']:8.1f} s  "
+              f"{n / r['wall_s']:>12,.0f} ops/s  python peak {_mb(r['python_peak_rss'])}"
+              f"  jvm peak {_mb(r['jvm_peak_rss'])}  valid {r.get('valid')}", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the benchmark CLI. Returns the exit code."""
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.run_one:
         kind, path = args.run_one
@@ -332,7 +365,6 @@ def main(argv: list[str] | None = None) -> int:
                                  args.class_archive)))
         return 0
     sizes = [*args.ops, *([100_000_000] if args.huge else [])]
-    rows = []
     archive = None if args.no_class_archive else args.dir / "spark-classes.jsa"
     flavour = ("-noacks" if args.no_acks else "") + ("-anomalies" if args.anomalies else "")
     if args.generate_only:
@@ -347,31 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         measure("spark", small, args.dir / "work-warmup", args.driver_memory, archive)
         shutil.rmtree(args.dir / "work-warmup", ignore_errors=True)
         print(f"# wrote the JVM class archive {archive.name}", flush=True)
-    for ops in sizes:
-        path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}{flavour}.jsonl",
-                               acks=not args.no_acks, anomalies=args.anomalies)
-        n = count_ops(path)
-        print(f"# {path.name}: {n} ops, {path.stat().st_size / 2**30:.2f} GiB"
-              + (f" (generated in {gen_s:.0f}s)" if gen_s else ""), flush=True)
-        work = args.dir / f"work-{ops}"
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        kinds = ["spark"]
-        if not args.no_parquet:
-            kinds += ["convert", "spark-parquet"]
-        for kind in kinds:
-            target = work / "converted.parquet" if kind == "spark-parquet" else path
-            r = measure("spark" if kind == "spark-parquet" else kind, target, work,
-                        args.driver_memory, archive)
-            r["kind"], r["ops"] = kind, n
-            rows.append(r)
-            if "error" in r:
-                print(f"{kind:14} {n:>11} ops  FAILED: {r['error']}", flush=True)
-                continue
-            print(f"{kind:14} {n:>11} ops  {r['wall_s']:8.1f} s  "
-                  f"{n / r['wall_s']:>12,.0f} ops/s  python peak {_mb(r['python_peak_rss'])}"
-                  f"  jvm peak {_mb(r['jvm_peak_rss'])}  valid {r.get('valid')}", flush=True)
-        shutil.rmtree(work, ignore_errors=True)
+    rows = [r for ops in sizes for r in _measure_size(args, ops, flavour, archive)]
     (args.dir / "bench-results.json").write_text(json.dumps(rows, indent=2))
     return 0 if all("error" not in r for r in rows) else 1
 

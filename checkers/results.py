@@ -133,37 +133,16 @@ def queue_section(
     messages by design into the user's own dead-letter exchange, which the
     harness does not read (`unaccounted`).
     """
-    anomalies = []
-    if counts["unexpected_count"]:
-        anomalies.append("unexpected")
-    if counts["unflagged_duplicated_count"] and options.unflagged_duplicates_invalid:
-        anomalies.append("unflagged_duplicated")
-    if counts["unflagged_after_ack_count"] and options.unflagged_duplicates_invalid:
-        anomalies.append("unflagged_after_ack")
-    if counts["redelivered_duplicated_count"] and options.flagged_duplicates_invalid:
-        anomalies.append("redelivered_duplicated")
-    drained = lost_proven(drain, options)
-    elsewhere = unaccounted(dead_lettering)
+    invalid = invalidating(counts, options)
     lost = counts["lost_count"] > 0
-    section: dict[str, Any] = {}
-    if anomalies or (lost and drained and elsewhere is None):
-        valid: Valid = False
-    elif lost and not drained:
-        valid = UNKNOWN
-        section["reason"] = (f"{drain.reason}: lost messages cannot be told from messages still "
-                             f"queued")
-    elif lost:
-        valid = UNKNOWN
-        section["reason"] = f"{elsewhere}: lost messages cannot be told from messages dropped"
-    else:
-        valid = True
-    if counts["lost_unacked_count"]:
-        anomalies.insert(0, "lost_unacked")
-    if lost:
-        anomalies.insert(0, "lost")
-    section = {"valid": valid, **section, "anomalies": anomalies,
-               "drain_complete": drain.complete, "drain_reason": drain.reason,
-               "acks_recorded": acks_recorded}
+    elsewhere = unaccounted(dead_lettering)
+    valid, reason = _loss_verdict(lost, bool(invalid), lost_proven(drain, options), drain,
+                                  elsewhere)
+    anomalies = (["lost"] if lost else []) + (
+        ["lost_unacked"] if counts["lost_unacked_count"] else []) + invalid
+    section: dict[str, Any] = {"valid": valid, **({"reason": reason} if reason else {}),
+                               "anomalies": anomalies, "drain_complete": drain.complete,
+                               "drain_reason": drain.reason, "acks_recorded": acks_recorded}
     section.update({k: int(counts[k]) for k in QUEUE_COUNTS})
     section.update({k: list(samples.get(k, [])) for k in QUEUE_SAMPLES})
     section["fail_reasons"] = dict(fail_reasons or {})
@@ -176,6 +155,35 @@ def queue_section(
         counts, {**samples, "dropped_by_design": [first] if first else []}, drain.complete,
         unaccounted=elsewhere, dropped_reasons=reasons)
     return section
+
+
+def invalidating(counts: Mapping[str, int], options: CheckOptions) -> list[str]:
+    """Takes the queue counts and the options. Returns the anomalies present that make the
+    section false whatever the drain proved (unexpected messages, the duplicates the options
+    count), in the section's order."""
+    rules = (("unexpected", "unexpected_count", True),
+             ("unflagged_duplicated", "unflagged_duplicated_count",
+              options.unflagged_duplicates_invalid),
+             ("unflagged_after_ack", "unflagged_after_ack_count",
+              options.unflagged_duplicates_invalid),
+             ("redelivered_duplicated", "redelivered_duplicated_count",
+              options.flagged_duplicates_invalid))
+    return [name for name, key, counted in rules if counts[key] and counted]
+
+
+def _loss_verdict(lost: bool, invalid: bool, drained: bool, drain: DrainState,
+                  elsewhere: str | None) -> tuple[Valid, str | None]:
+    """Takes whether messages are missing, whether another anomaly makes the section false,
+    whether the drain proved the queue empty, the drain and where else messages may have gone.
+    Returns the section's validity and, when unknown, why."""
+    if invalid or (lost and drained and elsewhere is None):
+        return False, None
+    if lost and not drained:
+        return UNKNOWN, (f"{drain.reason}: lost messages cannot be told from messages still "
+                         f"queued")
+    if lost:
+        return UNKNOWN, f"{elsewhere}: lost messages cannot be told from messages dropped"
+    return True, None
 
 
 def unaccounted(dead_lettering: Mapping[str, Any] | None) -> str | None:

@@ -160,6 +160,23 @@ def _violation(r: Row) -> Violation:
                      Delivery(r["id"], r["seq"], r["index"], r["time"], r["redelivered"]))
 
 
+def _examples(c: DataFrame, example_size: int) -> dict[str, list[Violation]]:
+    """Takes the classified deliveries and how many examples of each kind to keep. Returns the
+    first examples of each kind, in delivery order. A strict-mode violation of a flagged
+    delivery is an example of both kinds."""
+    kind = F.col("kind")
+    tagged = c.select("*", F.explode(F.array(
+        kind, F.when(F.col("also_flagged"), F.lit("flagged")))).alias("k"))
+    w = Window.partitionBy("k").orderBy("index")
+    rows = (tagged.where(F.col("k").isNotNull())
+            .select("*", F.row_number().over(w).alias("rn"))
+            .where(F.col("rn") <= example_size).collect())
+    by_kind: dict[str, list[Violation]] = {k: [] for k in KINDS}
+    for r in sorted(rows, key=lambda r: r["index"]):
+        by_kind[r["k"]].append(_violation(r))
+    return by_kind
+
+
 def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
                    sample_size: int, windows: Sequence[FaultWindow] = ()) -> dict[str, Any]:
     """Takes a History, its message table, the options and the fault windows. Returns the
@@ -208,16 +225,7 @@ def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
                 log.warning("could not attribute the ordering violations to faults",
                             exc_info=True)
         if example_size:
-            # A strict-mode violation of a flagged delivery is an example of both kinds.
-            tagged = c.select("*", F.explode(F.array(
-                kind, F.when(F.col("also_flagged"), F.lit("flagged")))).alias("k"))
-            w = Window.partitionBy("k").orderBy("index")
-            rows = (tagged.where(F.col("k").isNotNull())
-                    .select("*", F.row_number().over(w).alias("rn"))
-                    .where(F.col("rn") <= example_size).collect())
-            by_kind: dict[str, list[Violation]] = {k: [] for k in KINDS}
-            for r in sorted(rows, key=lambda r: r["index"]):
-                by_kind[r["k"]].append(_violation(r))
+            by_kind = _examples(c, example_size)
             facts.update(examples=by_kind["violation"], flagged_examples=by_kind["flagged"],
                          unconfirmed_examples=by_kind["unconfirmed"])
     finally:
