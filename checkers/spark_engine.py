@@ -15,8 +15,9 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -79,6 +80,16 @@ PARALLEL: Final = 3
 PARALLEL_LIMIT: Final = 32 * 1024 * 1024
 
 
+@contextmanager
+def timed(what: str) -> Iterator[None]:
+    """Logs (INFO) how long the block took: each stage of a check says where its time goes."""
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        log.info("%s in %.1fs", what, time.monotonic() - t0)
+
+
 def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
     """Takes a History. Returns its nemesis ops (each with its loc) and harness events, in file
     order (few)."""
@@ -128,24 +139,25 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     small = h.mode == "memory" and path.is_file() and path.stat().st_size <= PARALLEL_LIMIT
     workers = PARALLEL if small else 1
     # First: whether the history records acks decides how the message table is built.
-    summary = summarize(h)
+    with timed("summarized the history"):
+        summary = summarize(h)
     acks = summary.acks > 0
-    (nemesis, harness), msgs = run_all([
-        lambda: side_ops(h),
-        lambda: _materialize(spark, messages(h, acks), h, work, "messages"),
-    ], workers)
-    log.info("summarized %d ops and built the message table in %.1fs", summary.ops,
-             time.monotonic() - t0)
+
+    def table() -> DataFrame:
+        with timed("built the message table"):
+            return _materialize(spark, messages(h, acks), h, work, "messages")
+
+    (nemesis, harness), msgs = run_all([lambda: side_ops(h), table], workers)
 
     problems: list[tuple[int, str]] = []
     bad = [b.bad_loc for b in summary.blocks if b.bad_loc is not None]
     if bad:
         problems.append((min(bad), row_problem_at(h, min(bad))))
-    for p in run_all([lambda: first_index_problem(h, summary),
-                      lambda: publish_problem(h, msgs),
-                      lambda: ack_problem(msgs) if acks else None], workers):
-        if p is not None:
-            problems.append(p)
+    with timed("looked for contract breaks"):
+        found = run_all([lambda: first_index_problem(h, summary),
+                         lambda: publish_problem(h, msgs),
+                         lambda: ack_problem(msgs) if acks else None], workers)
+    problems.extend(p for p in found if p is not None)
     first, last = summary.min_time or 0, summary.max_time or 0
     windows, unpaired = fault_windows([op for _, op in nemesis], last)
     if unpaired is not None:
@@ -179,26 +191,31 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         return liveness_check(h, msgs, windows, main_phase(harness, first, last), harness, bound,
                               acks)
 
+    def section(name: str, facts: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        with timed(f"checked {name}"):
+            return check_safe(name, facts)
+
     names = ("queue", "ordering", "perf", "liveness")
-    sections = run_all([functools.partial(check_safe, n, f) for n, f in
+    sections = run_all([functools.partial(section, n, f) for n, f in
                         zip(names, (queue, ordering, perf, liveness), strict=True)], workers)
     sections[-1].setdefault(FALSE_ONLY, True)  # a liveness check that raised cannot be false
     results = compose(dict(zip(names, sections, strict=True)))
     # Test strength: informational, outside the verdict's composition.
-    faults = judge_faults(windows, risk_facts(h, msgs, windows), harness, evidence)
+    with timed("counted what was at risk"):
+        risk = risk_facts(h, msgs, windows)
+    faults = judge_faults(windows, risk, harness, evidence)
     results["faults"] = faults
     results["strength"] = strength(faults, evidence)
     log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
              results["valid"])
-    t1 = time.monotonic()
     try:
-        results["fates"] = fates_of(msgs, results["queue"], windows,
-                                    lost_proven(drain_state(harness), options,
-                                                dead_lettering(harness)),
-                                    phase_start(harness, "drain"), (first, last), reordered)
+        with timed("counted the fates"):
+            results["fates"] = fates_of(msgs, results["queue"], windows,
+                                        lost_proven(drain_state(harness), options,
+                                                    dead_lettering(harness)),
+                                        phase_start(harness, "drain"), (first, last), reordered)
     except Exception:  # a courtesy for the plots and incidents: never lose the verdict over it
         log.warning("could not count the messages' fates", exc_info=True)
-    log.info("counted the fates in %.1fs", time.monotonic() - t1)
     return _with_traces(results, h, [op for _, op in nemesis], harness, last, acks)
 
 
@@ -214,12 +231,11 @@ def _with_traces(results: dict[str, Any], h: History, nemesis: list[Op],
     out = CheckedResults(results)
     queue = results.get("queue") or {}
     ids = {i for k in SAMPLED for i in (queue.get(k) or [])[:TRACED_PER_CLASS]}
-    t0 = time.monotonic()
     try:
-        out.traces = gather(h, ids, nemesis, harness, last, acks)
+        with timed(f"gathered the traces of {len(ids)} messages"):
+            out.traces = gather(h, ids, nemesis, harness, last, acks)
     except Exception:  # a courtesy for the explanations: never lose the verdict over it
         log.warning("could not gather the traces of the sampled messages", exc_info=True)
-    log.info("gathered the traces of %d messages in %.1fs", len(ids), time.monotonic() - t0)
     return out
 
 
@@ -232,7 +248,8 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     built is stopped at the end."""
     created = False
     if spark is None:
-        spark, created = session(spark_master, options)
+        with timed("started Spark"):
+            spark, created = session(spark_master, options)
     tmp = None
     if options.work_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix="checkers-"))
@@ -240,7 +257,8 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     assert work is not None
     work.mkdir(parents=True, exist_ok=True)
     try:
-        h = load(spark, Path(path), work, MEMORY_LIMIT)
+        with timed(f"read {path}"):
+            h = load(spark, Path(path), work, MEMORY_LIMIT)
         try:
             return check_loaded(spark, h, Path(path), options, work, evidence, bound)
         finally:
