@@ -10,7 +10,10 @@ bytes, so locs never collide), and a location can be turned back into a line
 number when, and only when, there is an error to report.
 
 The parsed rows (`prepare`) are written to Parquet (or cached, for small
-histories) and every check reads that. Finding the first line that breaks the
+histories) and every check reads that. A large history is read into Parquet
+by pyarrow's JSON reader where it gives the rows Spark's would
+(`checkers.arrow_json`, about half the CPU; its rows are then every line, so
+a line number is a count of rows), else by Spark's. Finding the first line that breaks the
 contract collects nothing but a handful of rows: `summarize` aggregates per
 split (the first row with a problem of its own, whether indexes are simply
 consecutive), `first_index_problem` runs a window (lag of index) only over
@@ -35,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from checkers import arrow_json
 from checkers.errors import HistoryError
 from checkers.model import (
     ACK,
@@ -88,6 +92,9 @@ class History:
     source: Path | None
     split_confs: dict[str, str] = field(default_factory=dict)
     mode: str = "parquet"  # "memory" (cached) or "parquet"
+    # Rows read by checkers.arrow_json: every line of the source is a row (none blank), so a
+    # row's line number is the count of rows before it plus one.
+    lines_counted: bool = False
     cleanup: list[Path] = field(default_factory=list)
     cached: list[DataFrame] = field(default_factory=list)
 
@@ -206,13 +213,28 @@ def _split_confs(spark: SparkSession) -> dict[str, str]:
     return {k: v for k, v in confs.items() if v is not None}
 
 
+def _write_prepared(spark: SparkSession, history: Path, out_dir: Path) -> bool:
+    """Takes a session, a JSONL history and an output directory. Writes its prepared rows as
+    Parquet: with pyarrow's reader (checkers.arrow_json) when it gives the rows Spark's would,
+    else with Spark's. Returns whether pyarrow's did (line numbers are then counted rows)."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    try:
+        arrow_json.to_parquet(history, out_dir, [n for n in SCHEMA.names if n != CORRUPT])
+        return True
+    except arrow_json.NotFast as e:
+        log.info("reading %s with Spark's JSON reader: %s", history, e)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    read_jsonl(spark, history).write.mode("overwrite").parquet(str(out_dir))
+    return False
+
+
 def convert_to_parquet(spark: SparkSession, history: Path, out_dir: Path) -> Path:
     """Takes a session, a JSONL history and an output directory. Parses the history once and
     writes it as Parquet (plus a sidecar naming the source, for line numbers). Returns out_dir."""
     confs = _split_confs(spark)
-    read_jsonl(spark, history).write.mode("overwrite").parquet(str(out_dir))
+    counted = _write_prepared(spark, history, out_dir)
     (out_dir / SIDECAR).write_text(json.dumps({"source": str(Path(history).resolve()),
-                                               "split_confs": confs}))
+                                               "split_confs": confs, "lines_counted": counted}))
     return out_dir
 
 
@@ -242,15 +264,16 @@ def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int) -> 
                                f"(one converted by an older version? convert it again)",
                                None, path)
         return History(df, src if src and src.exists() else None, meta.get("split_confs", {}),
-                       mode="parquet")
+                       mode="parquet", lines_counted=bool(meta.get("lines_counted")))
     confs = _split_confs(spark)
     if path.stat().st_size <= memory_limit:
         df = read_jsonl(spark, path).persist(StorageLevel.MEMORY_AND_DISK)
         df.count()
         return History(df, path, confs, mode="memory", cached=[df])
     out = work_dir / "history.parquet"
-    convert_to_parquet(spark, path, out)
-    return History(spark.read.parquet(str(out)), path, confs, cleanup=[out])
+    counted = _write_prepared(spark, path, out)
+    return History(spark.read.parquet(str(out)), path, confs, cleanup=[out],
+                   lines_counted=counted)
 
 
 # -- column helpers --------------------------------------------------------------------------
@@ -397,9 +420,9 @@ def line_of(spark: SparkSession, h: History, at: int) -> tuple[int, bool]:
     starts = sorted(r["_block"] for r in blocks)
     block = max(b for b in starts if b <= at)
     pos = at - block
-    if h.source is None:
+    if h.source is None or h.lines_counted:
         counts = {r["_block"]: r["n"] for r in blocks}
-        return sum(counts[b] for b in starts if b < block) + pos + 1, False
+        return sum(counts[b] for b in starts if b < block) + pos + 1, h.lines_counted
     with _confs(spark, h.split_confs):
         text = spark.read.text(str(h.source)).select(
             F.col("_metadata.file_block_start").alias("_block"),
