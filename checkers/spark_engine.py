@@ -59,7 +59,7 @@ from checkers.spark_queue import (
     ack_problem,
     dropped_reasons,
     fail_reasons,
-    messages,
+    message_table,
     publish_problem,
     queue_facts,
 )
@@ -116,7 +116,8 @@ def run_all(thunks: Sequence[Callable[[], Any]], workers: int) -> list[Any]:
         return [f.result() for f in [pool.submit(t) for t in thunks]]
 
 
-def _materialize(spark: SparkSession, df: DataFrame, h: History, work: Path, name: str) -> DataFrame:
+def _materialize(spark: SparkSession, df: DataFrame, name: str, *, h: History, work: Path
+                 ) -> DataFrame:
     if h.mode == "memory":
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         df.count()
@@ -145,7 +146,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
 
     def table() -> DataFrame:
         with timed("built the message table"):
-            return _materialize(spark, messages(h, acks), h, work, "messages")
+            return message_table(h, acks, functools.partial(_materialize, spark, h=h, work=work))
 
     (nemesis, harness), msgs = run_all([lambda: side_ops(h), table], workers)
 

@@ -5,7 +5,7 @@ A fault can only lose what the broker holds for someone: a message whose
 publish was confirmed (`ok`) and that no consumer had consumed yet (acked; in
 a history without acks, delivered). `risk_facts` counts those at each fault
 window's start, in one aggregate over the message table (one row per id,
-checkers.spark_queue.messages), and the publishes whose outcome the fault made
+checkers.spark_queue.message_table), and the publishes whose outcome the fault made
 unknown (`info` completions inside the window: a connection lost or a confirm
 that never came), apart from those a resource alarm held (error "blocked": their
 connection was blocked), in one aggregate over the history's publish rows. A
