@@ -3,9 +3,13 @@
 Steps: parse once (Parquet, or an in-memory cache for small histories),
 summarize per split (which also says whether the history records acks), build
 the per-message table (pairing acks with deliveries only when there are
-acks), find the first line breaking the contract (raising HistoryError naming
-it), then the three sections, each guarded so that one failing checker leaves
-the others' verdicts (Jepsen's compose).
+acks), sum it up in one aggregate (the queue counts, whether a publish or an
+ack breaks the contract, what was at risk at each fault and the publishes it
+made unknown or a blocked connection held, what was consumed after the
+harness's first mend), find the first line breaking the contract (raising
+HistoryError naming it), then the four sections, each guarded so that one
+failing checker leaves the others' verdicts (Jepsen's compose). Each stage
+logs its time.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from checkers.efficacy import Evidence, judge_faults, strength
@@ -43,6 +47,7 @@ from checkers.spark_fates import fates_of
 from checkers.spark_io import (
     CODE_NAMES,
     History,
+    Summary,
     collect_small,
     first_index_problem,
     load,
@@ -62,10 +67,11 @@ from checkers.spark_queue import (
     message_table,
     publish_problem,
     queue_facts,
+    total_aggs,
 )
-from checkers.spark_risk import risk_facts
+from checkers.spark_risk import risk_aggs, risk_facts
 from checkers.spark_session import session
-from checkers.spark_traces import gather
+from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
 from checkers.traces import CheckedResults
 from history import Op, OpType
 
@@ -150,17 +156,13 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
 
     (nemesis, harness), msgs = run_all([lambda: side_ops(h), table], workers)
 
-    problems: list[tuple[int, str]] = []
-    bad = [b.bad_loc for b in summary.blocks if b.bad_loc is not None]
-    if bad:
-        problems.append((min(bad), row_problem_at(h, min(bad))))
-    with timed("looked for contract breaks"):
-        found = run_all([lambda: first_index_problem(h, summary),
-                         lambda: publish_problem(h, msgs),
-                         lambda: ack_problem(msgs) if acks else None], workers)
-    problems.extend(p for p in found if p is not None)
     first, last = summary.min_time or 0, summary.max_time or 0
     windows, unpaired = fault_windows([op for _, op in nemesis], last)
+    mend = first_mend_loc(harness)
+    with timed("summed up the message table"):
+        totals = msgs.agg(*total_aggs(), *risk_aggs(windows), *after_aggs(mend)).collect()[0]
+    with timed("looked for contract breaks"):
+        problems = _problems(h, summary, msgs, totals, workers)
     if unpaired is not None:
         problems.append((nemesis[unpaired[0]][0], unpaired[1]))
     if problems:
@@ -168,7 +170,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         raise_at(spark, h, at, message, path)
 
     def queue() -> dict[str, Any]:
-        counts, samples = queue_facts(msgs, options.sample_size)
+        counts, samples = queue_facts(msgs, options.sample_size, totals)
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
         dropped = (dropped_reasons(msgs, options.sample_size)
                    if counts["dropped_by_design_count"] else None)
@@ -202,9 +204,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     sections[-1].setdefault(FALSE_ONLY, True)  # a liveness check that raised cannot be false
     results = compose(dict(zip(names, sections, strict=True)))
     # Test strength: informational, outside the verdict's composition.
-    with timed("counted what was at risk"):
-        risk = risk_facts(h, msgs, windows)
-    faults = judge_faults(windows, risk, harness, evidence)
+    faults = judge_faults(windows, risk_facts(totals, windows), harness, evidence)
     results["faults"] = faults
     results["strength"] = strength(faults, evidence)
     log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
@@ -217,7 +217,25 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
                                         phase_start(harness, "drain"), (first, last), reordered)
     except Exception:  # a courtesy for the plots and incidents: never lose the verdict over it
         log.warning("could not count the messages' fates", exc_info=True)
-    return _with_traces(results, h, [op for _, op in nemesis], harness, last, acks)
+    return _with_traces(results, h, [op for _, op in nemesis], harness, (last, acks),
+                        consumed_after(totals, mend))
+
+
+def _problems(h: History, summary: Summary, msgs: DataFrame, totals: Row,
+              workers: int) -> list[tuple[int, str]]:
+    """Takes a History, its Summary, its message table and the table's totals. Returns (loc,
+    message) of the first row breaking the contract on its own, of the first index out of
+    order, of the first publish breaking the publish rules and of the first orphan ack, those
+    found (the table's totals say whether to look for the last two)."""
+    problems: list[tuple[int, str]] = []
+    bad = [b.bad_loc for b in summary.blocks if b.bad_loc is not None]
+    if bad:
+        problems.append((min(bad), row_problem_at(h, min(bad))))
+    found = run_all([lambda: first_index_problem(h, summary),
+                     lambda: publish_problem(h, msgs) if totals["publish_problem_count"] else None,
+                     lambda: ack_problem(msgs, totals["first_orphan_at"])], workers)
+    problems.extend(p for p in found if p is not None)
+    return problems
 
 
 # The ids of each sampled queue class whose ops the traces carry (harness.explain tells them).
@@ -225,16 +243,19 @@ TRACED_PER_CLASS: Final = 10
 
 
 def _with_traces(results: dict[str, Any], h: History, nemesis: list[Op],
-                 harness: list[HarnessEvent], last: int, acks: bool) -> CheckedResults:
-    """Takes the results and what the check read. Returns them as CheckedResults carrying the
-    traces (checkers.traces) of the first TRACED_PER_CLASS ids of each sampled queue class;
-    without traces if gathering them failed (the verdict stands without them)."""
+                 harness: list[HarnessEvent], end: tuple[int, bool],
+                 after_mend: int | None) -> CheckedResults:
+    """Takes the results and what the check read: its nemesis ops and harness events, the
+    history's last time and whether it records acks, and how many messages were consumed after
+    the harness's first mend. Returns them as CheckedResults carrying the traces
+    (checkers.traces) of the first TRACED_PER_CLASS ids of each sampled queue class; without
+    traces if gathering them failed (the verdict stands without them)."""
     out = CheckedResults(results)
     queue = results.get("queue") or {}
     ids = {i for k in SAMPLED for i in (queue.get(k) or [])[:TRACED_PER_CLASS]}
     try:
         with timed(f"gathered the traces of {len(ids)} messages"):
-            out.traces = gather(h, ids, nemesis, harness, last, acks)
+            out.traces = gather(h, ids, nemesis, harness, *end, after_mend)
     except Exception:  # a courtesy for the explanations: never lose the verdict over it
         log.warning("could not gather the traces of the sampled messages", exc_info=True)
     return out

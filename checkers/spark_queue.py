@@ -48,9 +48,11 @@ id) needs no order to pair them: the ack is the delivery's if its process
 acked after it. The ids with more than one (a redelivery, a duplicate: a few
 in a thousand) have their rows sorted by consumer stream so that a window
 pairs each ack with the delivery right before it (the one sort the queue
-check pays, over those ids only). `publish_problem` and `ack_problem` find a
-publish or an ack breaking the contract, `queue_facts` computes the counts
-and bounded, sorted samples of those definitions.
+check pays, over those ids only). `total_aggs` counts those definitions'
+classes and whether a publish or an ack breaks the contract, in the one pass
+that sums the table up (checkers.spark_engine); `publish_problem` and
+`ack_problem` then find the first such publish or ack, `queue_facts` reads the
+counts and takes bounded, sorted samples.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from checkers.errors import orphan_ack_message
@@ -73,6 +75,7 @@ from checkers.spark_io import (
     is_publish,
     loc,
 )
+from history import BLOCKED_ERROR
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +101,8 @@ def _client_rows(df: DataFrame, acks: bool) -> DataFrame:
     acks, keyed by id, with their file position `loc`."""
     kept = is_publish() | is_delivery() | is_dead_letter() | (is_ack() if acks else F.lit(False))
     return df.where(kept).select(F.col("value").alias("id"), "cls", "code", "pid", "time",
-                                 "consumer", "redelivered", "reason", loc().alias("loc"))
+                                 "consumer", "redelivered", "reason", "error",
+                                 loc().alias("loc"))
 
 
 def _id_aggs(acks: bool) -> list[Column]:
@@ -129,6 +133,13 @@ def _id_aggs(acks: bool) -> list[Column]:
         # the first one's reason.
         F.count_if(dead).alias("n_dead"),
         F.min_by(F.col("reason"), _when(dead, at)).alias("dead_reason"),
+        # Whether its completion was `info` because its connection was blocked (a resource
+        # alarm), for the publishes each fault made unknown (checkers.spark_risk).
+        F.max(_when(comp, F.col("error") == F.lit(BLOCKED_ERROR))).alias("comp_blocked"),
+        # Where it was last delivered and acked: was it consumed after the harness's first mend
+        # (checkers.spark_traces)?
+        F.max(_when(dlv, at)).alias("last_dlv_loc"),
+        F.max(_when(is_ack(), at) if acks else F.lit(None).cast("long")).alias("last_ack_loc"),
     ]
 
 
@@ -139,8 +150,8 @@ def _table(grouped: DataFrame, *acked: Column) -> DataFrame:
     return grouped.select(
         "id", "n_inv", "comp_code", "inv_time", "comp_time", F.col("pid_min").alias("inv_pid"),
         "n_del", "n_unflagged", (F.col("first_low") % 2).alias("first_flag"), "first_flag_loc",
-        "last_unflagged_loc", "consumed_time", "n_dead", "dead_reason", *acked,
-        problem_loc().alias("problem_at"))
+        "last_unflagged_loc", "consumed_time", "n_dead", "dead_reason", "comp_blocked",
+        "last_dlv_loc", "last_ack_loc", *acked, problem_loc().alias("problem_at"))
 
 
 def unpaired(df: DataFrame) -> DataFrame:
@@ -367,14 +378,24 @@ def id_order() -> list[Column]:
     ]
 
 
-def queue_facts(msgs: DataFrame, sample_size: int) -> tuple[dict[str, int], dict[str, list[str]]]:
-    """Takes the messages table and the sample size. Returns the queue counts and samples."""
+def total_aggs() -> list[Column]:
+    """Returns the message table's aggregates that the queue check and the contract checks
+    read (checkers.spark_engine sums the table up once, with the others'): the queue counts,
+    the delivery totals, how many ids break the publish rules, the first orphan ack."""
+    return [*(F.count_if(c).alias(f"{k}_count") for k, c in _flags().items()),
+            F.coalesce(F.sum("n_del"), F.lit(0)).alias("delivery_count"),
+            F.coalesce(F.sum("n_acked"), F.lit(0)).alias("acked_delivery_count"),
+            F.count("problem_at").alias("publish_problem_count"),
+            F.min("orphan_at").alias("first_orphan_at")]
+
+
+def queue_facts(msgs: DataFrame, sample_size: int, totals: Row
+                ) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Takes the messages table, the sample size and its totals (`total_aggs`). Returns the
+    queue counts and samples."""
     flags = _flags()
-    aggs = [F.count_if(c).alias(f"{k}_count") for k, c in flags.items()]
-    aggs.append(F.coalesce(F.sum("n_del"), F.lit(0)).alias("delivery_count"))
-    aggs.append(F.coalesce(F.sum("n_acked"), F.lit(0)).alias("acked_delivery_count"))
-    row = msgs.agg(*aggs).collect()[0].asDict()
-    counts = {k: int(v or 0) for k, v in row.items()}
+    names = [*(f"{k}_count" for k in flags), "delivery_count", "acked_delivery_count"]
+    counts = {k: int(totals[k] or 0) for k in names}
     kinds = [k for k in SAMPLED if counts[f"{k}_count"] > 0] if sample_size else []
     samples: dict[str, list[str]] = {k: [] for k in SAMPLED}
     if kinds:
@@ -422,11 +443,11 @@ def fail_reasons(h: History, limit: int) -> dict[str, int]:
     return {r["r"]: int(r["n"]) for r in rows}
 
 
-def ack_problem(msgs: DataFrame) -> tuple[int, str] | None:
-    """Takes the messages table. Returns (loc, message) of the first ack without an
-    unacknowledged delivery before it in its stream, or None."""
-    rows = (msgs.where(F.col("orphan_at").isNotNull()).select("id", "orphan_at")
-            .orderBy("orphan_at").limit(1).collect())
-    if not rows:
+def ack_problem(msgs: DataFrame, at: int | None) -> tuple[int, str] | None:
+    """Takes the messages table and the position of its first orphan ack (`total_aggs`; None:
+    none). Returns (loc, message) of that ack, without an unacknowledged delivery before it in
+    its stream, or None."""
+    if at is None:
         return None
-    return rows[0]["orphan_at"], orphan_ack_message(rows[0]["id"])
+    rows = msgs.where(F.col("orphan_at") == at).select("id").limit(1).collect()
+    return at, orphan_ack_message(rows[0]["id"])

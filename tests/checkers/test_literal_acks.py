@@ -234,5 +234,6 @@ def test_one_aggregate_pairs_acks_as_the_window_does(spark: Any, tmp_path: Path)
             "1-8": (1, "maxlen"), "1-9": (1, "delivery_limit"), "1-10": (1, "rejected"),
             "1-11": (2, None), "1-12": (1, "maxlen")}
         assert (by_id["1-12"]["n_acked"], by_id["1-14"]["n_acked"]) == (1, 1)
+        assert [i for i, r in by_id.items() if r["comp_blocked"]] == ["1-13", "1-14"]
     finally:
         h.close()
