@@ -53,6 +53,7 @@ from checkers.spark_io import (
     load,
     loc,
     raise_at,
+    read_early,
     row_problem_at,
     summarize,
 )
@@ -269,9 +270,6 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     derived from (None: unknown). Returns the results dict; raises HistoryError. A session it
     built is stopped at the end."""
     created = False
-    if spark is None:
-        with timed("started Spark"):
-            spark, created = session(spark_master, options)
     tmp = None
     if options.work_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix="checkers-"))
@@ -279,8 +277,14 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     assert work is not None
     work.mkdir(parents=True, exist_ok=True)
     try:
-        with timed(f"read {path}"):
-            h = load(spark, Path(path), work, MEMORY_LIMIT)
+        # pyarrow reads a large JSONL history while Spark starts (it needs no session).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reader") as pool:
+            early = pool.submit(read_early, Path(path), work, MEMORY_LIMIT)
+            if spark is None:
+                with timed("started Spark"):
+                    spark, created = session(spark_master, options)
+            with timed(f"read {path}"):
+                h = load(spark, Path(path), work, MEMORY_LIMIT, early.result())
         try:
             return check_loaded(spark, h, Path(path), options, work, evidence, bound)
         finally:
@@ -288,5 +292,5 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        if created:
+        if created and spark is not None:
             spark.stop()

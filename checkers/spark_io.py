@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -216,19 +217,44 @@ def _split_confs(spark: SparkSession) -> dict[str, str]:
     return {k: v for k, v in confs.items() if v is not None}
 
 
-def _write_prepared(spark: SparkSession, history: Path, out_dir: Path) -> bool:
-    """Takes a session, a JSONL history and an output directory. Writes its prepared rows as
-    Parquet: with pyarrow's reader (checkers.arrow_json) when it gives the rows Spark's would,
-    else with Spark's. Returns whether pyarrow's did (line numbers are then counted rows)."""
+def _write_arrow(history: Path, out_dir: Path) -> bool:
+    """Takes a JSONL history and an output directory. Writes its prepared rows as Parquet with
+    pyarrow's reader (checkers.arrow_json) if it gives the rows Spark's would. Returns whether
+    it did (line numbers are then counted rows)."""
     shutil.rmtree(out_dir, ignore_errors=True)
+    t0 = time.monotonic()
     try:
         arrow_json.to_parquet(history, out_dir, [n for n in SCHEMA.names if n != CORRUPT])
-        return True
     except arrow_json.NotFast as e:
         log.info("reading %s with Spark's JSON reader: %s", history, e)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    read_jsonl(spark, history).write.mode("overwrite").parquet(str(out_dir))
-    return False
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return False
+    log.info("read %s with pyarrow in %.1fs", history, time.monotonic() - t0)
+    return True
+
+
+def _write_prepared(spark: SparkSession, history: Path, out_dir: Path,
+                    arrow: bool | None = None) -> bool:
+    """Takes a session, a JSONL history, an output directory and whether pyarrow wrote it there
+    already (None: not tried). Writes its prepared rows as Parquet: with pyarrow's reader where
+    it gives the rows Spark's would, else with Spark's. Returns whether pyarrow's did."""
+    if arrow is None:
+        arrow = _write_arrow(history, out_dir)
+    if not arrow:
+        read_jsonl(spark, history).write.mode("overwrite").parquet(str(out_dir))
+    return arrow
+
+
+def read_early(path: Path, work_dir: Path, memory_limit: int) -> bool | None:
+    """Takes a history, a scratch directory and the largest JSONL size to cache in memory.
+    Writes a larger JSONL history's prepared rows into the scratch directory with pyarrow,
+    which needs no Spark (the engine runs this while Spark starts). Returns whether pyarrow
+    wrote them (False: it left the history to Spark), None for a history `load` does not read
+    into Parquet."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size <= memory_limit:
+        return None
+    return _write_arrow(path, work_dir / "history.parquet")
 
 
 def convert_to_parquet(spark: SparkSession, history: Path, out_dir: Path) -> Path:
@@ -246,10 +272,12 @@ def is_parquet(path: Path) -> bool:
     return Path(path).is_dir()
 
 
-def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int) -> History:
-    """Takes a session, a history (JSONL file or Parquet directory), a scratch directory and the
-    largest JSONL size (bytes) to cache in memory. Returns the History, parsed once: into
-    memory when small, into Parquet in work_dir when large."""
+def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int,
+         early: bool | None = None) -> History:
+    """Takes a session, a history (JSONL file or Parquet directory), a scratch directory, the
+    largest JSONL size (bytes) to cache in memory and what `read_early` returned (None: not
+    run). Returns the History, parsed once: into memory when small, into Parquet in work_dir
+    when large."""
     path = Path(path)
     if not path.exists():
         raise HistoryError("no such history", None, path)
@@ -274,7 +302,7 @@ def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int) -> 
         df.count()
         return History(df, path, confs, mode="memory", cached=[df])
     out = work_dir / "history.parquet"
-    counted = _write_prepared(spark, path, out)
+    counted = _write_prepared(spark, path, out, early)
     return History(spark.read.parquet(str(out)), path, confs, cleanup=[out],
                    lines_counted=counted)
 
