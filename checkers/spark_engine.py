@@ -3,9 +3,13 @@
 Steps: parse once (Parquet, or an in-memory cache for small histories),
 summarize per split (which also says whether the history records acks), build
 the per-message table (pairing acks with deliveries only when there are
-acks), find the first line breaking the contract (raising HistoryError naming
-it), then the three sections, each guarded so that one failing checker leaves
-the others' verdicts (Jepsen's compose).
+acks), sum it up in one aggregate (the queue counts, whether a publish or an
+ack breaks the contract, what was at risk at each fault and the publishes it
+made unknown or a blocked connection held, what was consumed after the
+harness's first mend), find the first line breaking the contract (raising
+HistoryError naming it), then the four sections, each guarded so that one
+failing checker leaves the others' verdicts (Jepsen's compose). Each stage
+logs its time.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, cast
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from checkers.efficacy import Evidence, judge_faults, strength
@@ -42,11 +47,13 @@ from checkers.spark_fates import fates_of
 from checkers.spark_io import (
     CODE_NAMES,
     History,
+    Summary,
     collect_small,
     first_index_problem,
     load,
     loc,
     raise_at,
+    read_early,
     row_problem_at,
     summarize,
 )
@@ -58,13 +65,14 @@ from checkers.spark_queue import (
     ack_problem,
     dropped_reasons,
     fail_reasons,
-    messages,
+    message_table,
     publish_problem,
     queue_facts,
+    total_aggs,
 )
-from checkers.spark_risk import risk_facts
+from checkers.spark_risk import risk_aggs, risk_facts
 from checkers.spark_session import session
-from checkers.spark_traces import gather
+from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
 from checkers.traces import CheckedResults
 from history import Op, OpType
 
@@ -77,6 +85,16 @@ MAX_SIDE_OPS: Final = 200_000
 # overhead, which overlaps); large ones run one job at a time, each using every core.
 PARALLEL: Final = 3
 PARALLEL_LIMIT: Final = 32 * 1024 * 1024
+
+
+@contextmanager
+def timed(what: str) -> Iterator[None]:
+    """Logs (INFO) how long the block took: each stage of a check says where its time goes."""
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        log.info("%s in %.1fs", what, time.monotonic() - t0)
 
 
 def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
@@ -105,7 +123,8 @@ def run_all(thunks: Sequence[Callable[[], Any]], workers: int) -> list[Any]:
         return [f.result() for f in [pool.submit(t) for t in thunks]]
 
 
-def _materialize(spark: SparkSession, df: DataFrame, h: History, work: Path, name: str) -> DataFrame:
+def _materialize(spark: SparkSession, df: DataFrame, name: str, *, h: History, work: Path
+                 ) -> DataFrame:
     if h.mode == "memory":
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
         df.count()
@@ -128,26 +147,23 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     small = h.mode == "memory" and path.is_file() and path.stat().st_size <= PARALLEL_LIMIT
     workers = PARALLEL if small else 1
     # First: whether the history records acks decides how the message table is built.
-    summary = summarize(h)
+    with timed("summarized the history"):
+        summary = summarize(h)
     acks = summary.acks > 0
-    (nemesis, harness), msgs = run_all([
-        lambda: side_ops(h),
-        lambda: _materialize(spark, messages(h, acks), h, work, "messages"),
-    ], workers)
-    log.info("summarized %d ops and built the message table in %.1fs", summary.ops,
-             time.monotonic() - t0)
 
-    problems: list[tuple[int, str]] = []
-    bad = [b.bad_loc for b in summary.blocks if b.bad_loc is not None]
-    if bad:
-        problems.append((min(bad), row_problem_at(h, min(bad))))
-    for p in run_all([lambda: first_index_problem(h, summary),
-                      lambda: publish_problem(h, msgs),
-                      lambda: ack_problem(msgs) if acks else None], workers):
-        if p is not None:
-            problems.append(p)
+    def table() -> DataFrame:
+        with timed("built the message table"):
+            return message_table(h, acks, functools.partial(_materialize, spark, h=h, work=work))
+
+    (nemesis, harness), msgs = run_all([lambda: side_ops(h), table], workers)
+
     first, last = summary.min_time or 0, summary.max_time or 0
     windows, unpaired = fault_windows([op for _, op in nemesis], last)
+    mend = first_mend_loc(harness)
+    with timed("summed up the message table"):
+        totals = msgs.agg(*total_aggs(), *risk_aggs(windows), *after_aggs(mend)).collect()[0]
+    with timed("looked for contract breaks"):
+        problems = _problems(h, summary, msgs, totals, workers)
     if unpaired is not None:
         problems.append((nemesis[unpaired[0]][0], unpaired[1]))
     if problems:
@@ -155,7 +171,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         raise_at(spark, h, at, message, path)
 
     def queue() -> dict[str, Any]:
-        counts, samples = queue_facts(msgs, options.sample_size)
+        counts, samples = queue_facts(msgs, options.sample_size, totals)
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
         dropped = (dropped_reasons(msgs, options.sample_size)
                    if counts["dropped_by_design_count"] else None)
@@ -179,27 +195,48 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         return liveness_check(h, msgs, windows, main_phase(harness, first, last), harness, bound,
                               acks)
 
+    def section(name: str, facts: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        with timed(f"checked {name}"):
+            return check_safe(name, facts)
+
     names = ("queue", "ordering", "perf", "liveness")
-    sections = run_all([functools.partial(check_safe, n, f) for n, f in
+    sections = run_all([functools.partial(section, n, f) for n, f in
                         zip(names, (queue, ordering, perf, liveness), strict=True)], workers)
     sections[-1].setdefault(FALSE_ONLY, True)  # a liveness check that raised cannot be false
     results = compose(dict(zip(names, sections, strict=True)))
     # Test strength: informational, outside the verdict's composition.
-    faults = judge_faults(windows, risk_facts(h, msgs, windows), harness, evidence)
+    faults = judge_faults(windows, risk_facts(totals, windows), harness, evidence)
     results["faults"] = faults
     results["strength"] = strength(faults, evidence)
     log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
              results["valid"])
-    t1 = time.monotonic()
     try:
-        results["fates"] = fates_of(msgs, results["queue"], windows,
-                                    lost_proven(drain_state(harness), options,
-                                                dead_lettering(harness)),
-                                    phase_start(harness, "drain"), (first, last), reordered)
+        with timed("counted the fates"):
+            results["fates"] = fates_of(msgs, results["queue"], windows,
+                                        lost_proven(drain_state(harness), options,
+                                                    dead_lettering(harness)),
+                                        phase_start(harness, "drain"), (first, last), reordered)
     except Exception:  # a courtesy for the plots and incidents: never lose the verdict over it
         log.warning("could not count the messages' fates", exc_info=True)
-    log.info("counted the fates in %.1fs", time.monotonic() - t1)
-    return _with_traces(results, h, [op for _, op in nemesis], harness, last, acks)
+    return _with_traces(results, h, [op for _, op in nemesis], harness, (last, acks),
+                        consumed_after(totals, mend))
+
+
+def _problems(h: History, summary: Summary, msgs: DataFrame, totals: Row,
+              workers: int) -> list[tuple[int, str]]:
+    """Takes a History, its Summary, its message table and the table's totals. Returns (loc,
+    message) of the first row breaking the contract on its own, of the first index out of
+    order, of the first publish breaking the publish rules and of the first orphan ack, those
+    found (the table's totals say whether to look for the last two)."""
+    problems: list[tuple[int, str]] = []
+    bad = [b.bad_loc for b in summary.blocks if b.bad_loc is not None]
+    if bad:
+        problems.append((min(bad), row_problem_at(h, min(bad))))
+    found = run_all([lambda: first_index_problem(h, summary),
+                     lambda: publish_problem(h, msgs) if totals["publish_problem_count"] else None,
+                     lambda: ack_problem(msgs, totals["first_orphan_at"])], workers)
+    problems.extend(p for p in found if p is not None)
+    return problems
 
 
 # The ids of each sampled queue class whose ops the traces carry (harness.explain tells them).
@@ -207,19 +244,21 @@ TRACED_PER_CLASS: Final = 10
 
 
 def _with_traces(results: dict[str, Any], h: History, nemesis: list[Op],
-                 harness: list[HarnessEvent], last: int, acks: bool) -> CheckedResults:
-    """Takes the results and what the check read. Returns them as CheckedResults carrying the
-    traces (checkers.traces) of the first TRACED_PER_CLASS ids of each sampled queue class;
-    without traces if gathering them failed (the verdict stands without them)."""
+                 harness: list[HarnessEvent], end: tuple[int, bool],
+                 after_mend: int | None) -> CheckedResults:
+    """Takes the results and what the check read: its nemesis ops and harness events, the
+    history's last time and whether it records acks, and how many messages were consumed after
+    the harness's first mend. Returns them as CheckedResults carrying the traces
+    (checkers.traces) of the first TRACED_PER_CLASS ids of each sampled queue class; without
+    traces if gathering them failed (the verdict stands without them)."""
     out = CheckedResults(results)
     queue = results.get("queue") or {}
     ids = {i for k in SAMPLED for i in (queue.get(k) or [])[:TRACED_PER_CLASS]}
-    t0 = time.monotonic()
     try:
-        out.traces = gather(h, ids, nemesis, harness, last, acks)
+        with timed(f"gathered the traces of {len(ids)} messages"):
+            out.traces = gather(h, ids, nemesis, harness, *end, after_mend)
     except Exception:  # a courtesy for the explanations: never lose the verdict over it
         log.warning("could not gather the traces of the sampled messages", exc_info=True)
-    log.info("gathered the traces of %d messages in %.1fs", len(ids), time.monotonic() - t0)
     return out
 
 
@@ -231,8 +270,6 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     derived from (None: unknown). Returns the results dict; raises HistoryError. A session it
     built is stopped at the end."""
     created = False
-    if spark is None:
-        spark, created = session(spark_master, options)
     tmp = None
     if options.work_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix="checkers-"))
@@ -240,7 +277,14 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     assert work is not None
     work.mkdir(parents=True, exist_ok=True)
     try:
-        h = load(spark, Path(path), work, MEMORY_LIMIT)
+        # pyarrow reads a large JSONL history while Spark starts (it needs no session).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reader") as pool:
+            early = pool.submit(read_early, Path(path), work, MEMORY_LIMIT)
+            if spark is None:
+                with timed("started Spark"):
+                    spark, created = session(spark_master, options)
+            with timed(f"read {path}"):
+                h = load(spark, Path(path), work, MEMORY_LIMIT, early.result())
         try:
             return check_loaded(spark, h, Path(path), options, work, evidence, bound)
         finally:
@@ -248,5 +292,5 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        if created:
+        if created and spark is not None:
             spark.stop()

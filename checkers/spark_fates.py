@@ -1,6 +1,6 @@
 """The fates and the attribution to faults in Spark (checkers.fates has the definitions).
 
-Both read the message table (checkers.spark_queue.messages) with the queue
+Both read the message table (checkers.spark_queue.message_table) with the queue
 check's own class definitions (`_flags`), and collect only aggregates: a
 group-by of (bucket, fate) for the fates, of (window, class) for the
 attribution, plus at most EXAMPLES ids per window and class.

@@ -95,7 +95,7 @@ def node_facts(h: History, tl: Timeline, acks: bool) -> list[NodeFacts]:
 
 
 def held_at(msgs: DataFrame, at: int) -> int:
-    """Takes the message table (checkers.spark_queue.messages) and a time (ns). Returns how many
+    """Takes the message table (checkers.spark_queue.message_table) and a time (ns). Returns how many
     messages were confirmed by then and not yet consumed (acked; delivered, without acks)."""
     row = msgs.agg(F.count_if(
         (F.col("comp_code") == OK) & (F.col("comp_time") <= F.lit(at))

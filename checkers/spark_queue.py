@@ -35,26 +35,33 @@ and to consumer acknowledgements):
   dead_lettered_delivered. So lost = acknowledged - delivered - dead_lettered:
   only a confirmed message that vanished without a dead-letter record is lost.
 
-`messages` brings every publish op and delivery of a message id together in
-one shuffle and reduces them with plain min/max/count aggregates (fixed-width
-buffers, so Spark keeps a hash aggregate): how often the id was invoked and
-completed, the first invocation's and completion's process, time and outcome,
-how often it was delivered and acked, with and without the redelivered flag,
-which delivery came (or was acked) first, where the first flagged ack and the
-last unflagged delivery are. A history that records acks also brings its acks
-along, and the id's rows are sorted by consumer stream so that a window pairs
-each ack with the delivery right before it (the one sort the queue check
-pays, and only then). `publish_problem` and `ack_problem` find a publish or
-an ack breaking the contract, `queue_facts` computes the counts and bounded,
-sorted samples of those definitions.
+`message_table` brings every publish op, delivery and dead letter of a
+message id together in one shuffle and reduces them with plain min/max/count aggregates
+(fixed-width buffers, so Spark keeps a hash aggregate): how often the id was
+invoked and completed, the first invocation's and completion's process, time
+and outcome, how often it was delivered and acked, with and without the
+redelivered flag, which delivery came (or was acked) first, where the first
+flagged ack and the last unflagged delivery are, how often it was
+dead-lettered and why first. A history that records acks also brings its
+acks along. An id with one delivery and one ack (nearly every
+id) needs no order to pair them: the ack is the delivery's if its process
+acked after it. The ids with more than one (a redelivery, a duplicate: a few
+in a thousand) have their rows sorted by consumer stream so that a window
+pairs each ack with the delivery right before it (the one sort the queue
+check pays, over those ids only). `total_aggs` counts those definitions'
+classes and whether a publish or an ack breaks the contract, in the one pass
+that sums the table up (checkers.spark_engine); `publish_problem` and
+`ack_problem` then find the first such publish or ack, `queue_facts` reads the
+counts and takes bounded, sorted samples.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from checkers.errors import orphan_ack_message
@@ -68,101 +75,195 @@ from checkers.spark_io import (
     is_publish,
     loc,
 )
+from history import BLOCKED_ERROR
 
 log = logging.getLogger(__name__)
 
 OK, FAIL, INFO = OUTCOME_CODES["ok"], OUTCOME_CODES["fail"], OUTCOME_CODES["info"]
 
 
-def messages(h: History, acks: bool) -> DataFrame:
-    """Takes a History and whether it records acks. Returns one row per message id (published,
-    delivered or acked), lazily.
+# The message table's columns that pair acks with deliveries.
+ACKED = ("n_acked", "n_acked_unflagged", "first_acked_flag", "first_flag_ack_loc", "orphan_at")
+# At most this many ids with more than one delivery or ack are paired by the window apart from
+# the others; past it the window pairs every id (one table, as for histories whose processes
+# consume under several consumer tags).
+WINDOWED_IDS: Final = 200_000
+# More (process, consumer tag) pairs than this: the window pairs every id.
+MAX_CONSUMERS: Final = 100_000
 
-    Where an id has one invocation and at most one completion, as in any
-    valid history, the publish columns are that op's values; otherwise
-    `problem_at` is set and `publish_problem` re-reads the id op by op. With
-    acks, the id's rows are sorted by consumer stream (process, consumer tag;
-    publish ops form streams of their own) and position: acks pair with
-    deliveries first in, first out within a stream, so the k-th delivery is
-    acked iff its stream has at least k acks, and an ack with more acks than
-    deliveries before it is an orphan (`orphan_at` is its position). Without acks every delivery is acked,
-    at its own position, and no sort is needed. Bits ride in the low bit of a
-    min: whether the id's first publish op is a completion, and whether its
-    first (acked) delivery was flagged redelivered.
-    """
-    pub, dlv, flag, dead = is_publish(), is_delivery(), F.col("redelivered"), is_dead_letter()
-    cols: list[Column | str] = [F.col("value").alias("id"), "cls", "code", "pid", "time",
-                                "consumer", "redelivered", "reason", loc().alias("loc")]
-    if acks:
-        # One stream per (id, process, consumer), in history order. Acks pair with deliveries
-        # first in, first out (a consumer acks in the order it was delivered): the k-th delivery
-        # is acked iff the stream has at least k acks, and an ack with more acks than
-        # deliveries up to it is an orphan. A channel may get one message twice (a mirrored
-        # queue redelivers after a promotion): delivery, delivery, ack, ack pairs both.
-        stream = Window.partitionBy("id", "pid", "consumer")
-        upto = stream.orderBy("loc").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        whole = stream.orderBy("loc").rowsBetween(Window.unboundedPreceding,
-                                                  Window.unboundedFollowing)
-        d_row, a_row = dlv.cast("int"), is_ack().cast("int")
-        rows = (h.df.where(pub | dlv | is_ack() | dead).select(*cols).select(
-            "*", F.sum(d_row).over(upto).alias("d_cum"), F.sum(a_row).over(upto).alias("a_cum"),
-            F.sum(a_row).over(whole).alias("a_total"),
-            F.collect_list(F.when(is_ack(), F.col("loc"))).over(whole).alias("ack_locs")))
-        acked = dlv & (F.col("d_cum") <= F.col("a_total"))
-        orphan = is_ack() & (F.col("a_cum") > F.col("d_cum"))
-        ack_loc = F.when(acked, F.element_at("ack_locs", F.col("d_cum").cast("int")))
-    else:
-        rows = h.df.where(pub | dlv | dead).select(*cols)
-        acked, orphan, ack_loc = dlv, F.lit(False), F.col("loc")
-    at = F.col("loc")
+
+def _when(cond: Column, col: str | Column) -> Column:
+    return F.when(cond, F.col(col) if isinstance(col, str) else col)
+
+
+def _client_rows(df: DataFrame, acks: bool) -> DataFrame:
+    """Takes prepared rows. Returns the publish ops, deliveries, dead letters and (if `acks`)
+    acks, keyed by id, with their file position `loc`."""
+    kept = is_publish() | is_delivery() | is_dead_letter() | (is_ack() if acks else F.lit(False))
+    return df.where(kept).select(F.col("value").alias("id"), "cls", "code", "pid", "time",
+                                 "consumer", "redelivered", "reason", "error",
+                                 loc().alias("loc"))
+
+
+def _id_aggs(acks: bool) -> list[Column]:
+    """Returns the aggregates of an id's rows that need no pairing of acks with deliveries."""
+    pub, dlv, flag, at = is_publish(), is_delivery(), F.col("redelivered"), F.col("loc")
+    dead = is_dead_letter()
     inv = pub & (F.col("code") == 0)
     comp = pub & (F.col("code") > 0)
-    low_flag = at * 2 + flag.cast("long")
-
-    def when(cond: Column, col: str | Column) -> Column:
-        return F.when(cond, F.col(col) if isinstance(col, str) else col)
-
-    aggs = [
+    return [
         F.count_if(pub).alias("n_pub"),
         F.count_if(inv).alias("n_inv"),
-        F.min(when(pub, at * 2 + comp.cast("long"))).alias("first_pub"),
-        F.min(when(pub, "pid")).alias("pid_min"),
-        F.max(when(pub, "pid")).alias("pid_max"),
-        F.min(when(inv, "time")).alias("inv_time"),
-        F.min(when(comp, "time")).alias("comp_time"),
-        F.min(when(comp, "code")).alias("comp_code"),
+        F.min(_when(pub, at * 2 + comp.cast("long"))).alias("first_pub"),
+        F.min(_when(pub, "pid")).alias("pid_min"),
+        F.max(_when(pub, "pid")).alias("pid_max"),
+        F.min(_when(inv, "time")).alias("inv_time"),
+        F.min(_when(comp, "time")).alias("comp_time"),
+        F.min(_when(comp, "code")).alias("comp_code"),
         F.count_if(dlv).alias("n_del"),
         F.count_if(dlv & ~flag).alias("n_unflagged"),
-        (F.min(when(dlv, low_flag)) % 2).alias("first_flag"),
-        F.min(when(dlv & flag, at)).alias("first_flag_loc"),
-        F.max(when(dlv & ~flag, at)).alias("last_unflagged_loc"),
+        # The first delivery's loc, its redelivered flag in the low bit.
+        F.min(_when(dlv, at * 2 + flag.cast("long"))).alias("first_low"),
+        F.min(_when(dlv & flag, at)).alias("first_flag_loc"),
+        F.max(_when(dlv & ~flag, at)).alias("last_unflagged_loc"),
         # When the message was first consumed: its first ack (first delivery without acks),
         # for what was at risk when each fault began (checkers.spark_risk).
-        F.min(when(is_ack() if acks else dlv, "time")).alias("consumed_time"),
+        F.min(_when(is_ack() if acks else dlv, "time")).alias("consumed_time"),
         # Dead letters (each on a stream of its own, so they pair with no ack): how many, and
         # the first one's reason.
         F.count_if(dead).alias("n_dead"),
-        F.min_by(F.col("reason"), when(dead, at)).alias("dead_reason"),
+        F.min_by(F.col("reason"), _when(dead, at)).alias("dead_reason"),
+        # Whether its completion was `info` because its connection was blocked (a resource
+        # alarm), for the publishes each fault made unknown (checkers.spark_risk).
+        F.max(_when(comp, F.col("error") == F.lit(BLOCKED_ERROR))).alias("comp_blocked"),
+        # Where it was last delivered and acked: was it consumed after the harness's first mend
+        # (checkers.spark_traces)?
+        F.max(_when(dlv, at)).alias("last_dlv_loc"),
+        F.max(_when(is_ack(), at) if acks else F.lit(None).cast("long")).alias("last_ack_loc"),
     ]
-    same = {"n_acked": "n_del", "n_acked_unflagged": "n_unflagged",
-            "first_acked_flag": "first_flag", "first_flag_ack_loc": "first_flag_loc"}
-    if acks:
-        aggs += [
-            F.count_if(acked).alias("n_acked"),
-            F.count_if(acked & ~flag).alias("n_acked_unflagged"),
-            (F.min(when(acked, low_flag)) % 2).alias("first_acked_flag"),
-            F.min(when(acked & flag, ack_loc)).alias("first_flag_ack_loc"),
-            F.min(when(orphan, at)).alias("orphan_at"),
-        ]
-        acked_cols = [F.col(c) for c in (*same, "orphan_at")]
-    else:
-        acked_cols = [*(F.col(v).alias(k) for k, v in same.items()),
-                      F.lit(None).cast("long").alias("orphan_at")]
-    return rows.groupBy("id").agg(*aggs).select(
+
+
+def _table(grouped: DataFrame, *acked: Column) -> DataFrame:
+    """Takes the per-id aggregates (`_id_aggs`, and more), the five ACKED columns and any others.
+    Returns the message table: its columns, in the order every way of building it gives them,
+    then those others."""
+    return grouped.select(
         "id", "n_inv", "comp_code", "inv_time", "comp_time", F.col("pid_min").alias("inv_pid"),
-        "n_del", "n_unflagged", "first_flag", "first_flag_loc", "last_unflagged_loc",
-        "consumed_time", "n_dead", "dead_reason", *acked_cols,
-        problem_loc().alias("problem_at"))
+        "n_del", "n_unflagged", (F.col("first_low") % 2).alias("first_flag"), "first_flag_loc",
+        "last_unflagged_loc", "consumed_time", "n_dead", "dead_reason", "comp_blocked",
+        "last_dlv_loc", "last_ack_loc", *acked, problem_loc().alias("problem_at"))
+
+
+def unpaired(df: DataFrame) -> DataFrame:
+    """Takes prepared rows of a history without acks. Returns its message table, lazily: every
+    delivery counts as acked, at its own position."""
+    grouped = _client_rows(df, False).groupBy("id").agg(*_id_aggs(False))
+    return _table(grouped, F.col("n_del").alias("n_acked"),
+                  F.col("n_unflagged").alias("n_acked_unflagged"),
+                  (F.col("first_low") % 2).alias("first_acked_flag"),
+                  F.col("first_flag_loc").alias("first_flag_ack_loc"),
+                  F.lit(None).cast("long").alias("orphan_at"))
+
+
+def windowed(df: DataFrame) -> DataFrame:
+    """Takes prepared rows of a history with acks (all, or every row of some ids). Returns their
+    message table, lazily, each id's rows sorted by consumer stream (process, consumer tag;
+    publish ops form streams of their own) and position: acks pair with deliveries first in,
+    first out within a stream (a consumer acks in the order it was delivered), so the k-th
+    delivery is acked iff its stream has at least k acks, and an ack with more acks than
+    deliveries up to it is an orphan. A channel may get one message twice (a mirrored queue
+    redelivers after a promotion): delivery, delivery, ack, ack pairs both."""
+    dlv, ack, flag, at = is_delivery(), is_ack(), F.col("redelivered"), F.col("loc")
+    stream = Window.partitionBy("id", "pid", "consumer").orderBy("loc")
+    upto = stream.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = stream.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    d_row, a_row = dlv.cast("int"), ack.cast("int")
+    rows = _client_rows(df, True).select(
+        "*", F.sum(d_row).over(upto).alias("d_cum"), F.sum(a_row).over(upto).alias("a_cum"),
+        F.sum(a_row).over(whole).alias("a_total"),
+        F.collect_list(F.when(ack, at)).over(whole).alias("ack_locs"))
+    acked = dlv & (F.col("d_cum") <= F.col("a_total"))
+    orphan = ack & (F.col("a_cum") > F.col("d_cum"))
+    ack_loc = F.element_at("ack_locs", F.col("d_cum").cast("int"))
+    grouped = rows.groupBy("id").agg(
+        *_id_aggs(True),
+        F.count_if(acked).alias("n_acked"),
+        F.count_if(acked & ~flag).alias("n_acked_unflagged"),
+        (F.min(_when(acked, at * 2 + flag.cast("long"))) % 2).alias("first_acked_flag"),
+        F.min(_when(acked & flag, ack_loc)).alias("first_flag_ack_loc"),
+        F.min(_when(orphan, at)).alias("orphan_at"))
+    return _table(grouped, *(F.col(c) for c in ACKED))
+
+
+def aggregated(df: DataFrame) -> DataFrame:
+    """Takes prepared rows of a history with acks whose processes each consume under one
+    consumer tag (`consumers_are_processes`: a consumer stream is then its process). Returns its
+    message table, lazily, from one aggregate per id (no sort), plus a column `windowed`: true
+    for the ids whose pairing it cannot tell (more than one delivery or ack), which `windowed`
+    must pair again. For the others the window's rules come down to this: the delivery is acked
+    iff the ack is by its process; an ack that is not, or comes before it, is an orphan. Dead
+    letters are neither deliveries nor acks: they leave the pairing alone, as in the window,
+    where each stands on a stream of its own."""
+    dlv, ack = is_delivery(), is_ack()
+    grouped = _client_rows(df, True).groupBy("id").agg(
+        *_id_aggs(True),
+        F.count_if(ack).alias("n_ack"),
+        F.min(_when(dlv, "pid")).alias("dlv_pid"),
+        F.min(_when(ack, "pid")).alias("ack_pid"),
+        F.min(_when(ack, "loc")).alias("ack_loc"))
+    paired = (F.col("n_del") == 1) & (F.col("n_ack") == 1) & (F.col("dlv_pid") == F.col("ack_pid"))
+    in_order = paired & (F.col("ack_loc") > F.shiftright(F.col("first_low"), 1))
+    flagged = (F.col("first_low") % 2) == 1
+    again = (F.col("n_del") > 1) | (F.col("n_ack") > 1)
+    return _table(grouped, paired.cast("long").alias("n_acked"),
+                  (paired & ~flagged).cast("long").alias("n_acked_unflagged"),
+                  F.when(paired, F.col("first_low") % 2).alias("first_acked_flag"),
+                  F.when(paired & flagged, F.col("ack_loc")).alias("first_flag_ack_loc"),
+                  F.when((F.col("n_ack") == 1) & ~in_order, F.col("ack_loc")).alias("orphan_at"),
+                  again.alias("windowed"))
+
+
+def consumers_are_processes(df: DataFrame) -> bool:
+    """Takes prepared rows. Returns whether each client process delivers and acks under one
+    consumer tag, as the harness's consumers do (a process is one channel with one consumer)."""
+    pairs = (df.where(is_delivery() | is_ack()).select("pid", "consumer").distinct()
+             .limit(MAX_CONSUMERS + 1).collect())
+    pids = {r["pid"] for r in pairs}
+    return len(pairs) <= MAX_CONSUMERS and len(pids) == len(pairs)
+
+
+def message_table(h: History, acks: bool, keep: Callable[[DataFrame, str], DataFrame]
+                  ) -> DataFrame:
+    """Takes a History, whether it records acks and how to keep a table (a name for it; the
+    engine keeps it in memory or in Parquet). Returns one row per message id (published,
+    delivered or acked), kept.
+
+    Where an id has one invocation and at most one completion, as in any valid
+    history, the publish columns are that op's values; otherwise `problem_at`
+    is set and `publish_problem` re-reads the id op by op. Without acks every
+    delivery is acked (`unpaired`). With acks, `aggregated` builds the table
+    in one aggregate when each process consumes under one tag, and the few
+    ids with more than one delivery or ack (redeliveries, duplicates) are
+    paired again by `windowed` and take the place of their rows; the window
+    pairs every id when those are many or the processes consume under
+    several tags. Bits ride in the low bit of a min: whether the id's first
+    publish op is a completion, and whether its first (acked) delivery was
+    flagged redelivered.
+    """
+    if not acks:
+        return keep(unpaired(h.df), "messages")
+    if not consumers_are_processes(h.df):
+        return keep(windowed(h.df), "messages")
+    table = keep(aggregated(h.df), "messages")
+    again = table.where(F.col("windowed"))
+    n = again.count()
+    rest = table.where(~F.col("windowed")).drop("windowed")
+    if n == 0:
+        return rest
+    if n > WINDOWED_IDS:
+        return keep(windowed(h.df), "messages-windowed")
+    rows = h.df.join(F.broadcast(again.select("id")), F.col("value") == F.col("id"), "left_semi")
+    return rest.unionByName(keep(windowed(rows), "messages-windowed"))
 
 
 def problem_loc() -> Column:
@@ -277,14 +378,24 @@ def id_order() -> list[Column]:
     ]
 
 
-def queue_facts(msgs: DataFrame, sample_size: int) -> tuple[dict[str, int], dict[str, list[str]]]:
-    """Takes the messages table and the sample size. Returns the queue counts and samples."""
+def total_aggs() -> list[Column]:
+    """Returns the message table's aggregates that the queue check and the contract checks
+    read (checkers.spark_engine sums the table up once, with the others'): the queue counts,
+    the delivery totals, how many ids break the publish rules, the first orphan ack."""
+    return [*(F.count_if(c).alias(f"{k}_count") for k, c in _flags().items()),
+            F.coalesce(F.sum("n_del"), F.lit(0)).alias("delivery_count"),
+            F.coalesce(F.sum("n_acked"), F.lit(0)).alias("acked_delivery_count"),
+            F.count("problem_at").alias("publish_problem_count"),
+            F.min("orphan_at").alias("first_orphan_at")]
+
+
+def queue_facts(msgs: DataFrame, sample_size: int, totals: Row
+                ) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Takes the messages table, the sample size and its totals (`total_aggs`). Returns the
+    queue counts and samples."""
     flags = _flags()
-    aggs = [F.count_if(c).alias(f"{k}_count") for k, c in flags.items()]
-    aggs.append(F.coalesce(F.sum("n_del"), F.lit(0)).alias("delivery_count"))
-    aggs.append(F.coalesce(F.sum("n_acked"), F.lit(0)).alias("acked_delivery_count"))
-    row = msgs.agg(*aggs).collect()[0].asDict()
-    counts = {k: int(v or 0) for k, v in row.items()}
+    names = [*(f"{k}_count" for k in flags), "delivery_count", "acked_delivery_count"]
+    counts = {k: int(totals[k] or 0) for k in names}
     kinds = [k for k in SAMPLED if counts[f"{k}_count"] > 0] if sample_size else []
     samples: dict[str, list[str]] = {k: [] for k in SAMPLED}
     if kinds:
@@ -332,11 +443,11 @@ def fail_reasons(h: History, limit: int) -> dict[str, int]:
     return {r["r"]: int(r["n"]) for r in rows}
 
 
-def ack_problem(msgs: DataFrame) -> tuple[int, str] | None:
-    """Takes the messages table. Returns (loc, message) of the first ack without an
-    unacknowledged delivery before it in its stream, or None."""
-    rows = (msgs.where(F.col("orphan_at").isNotNull()).select("id", "orphan_at")
-            .orderBy("orphan_at").limit(1).collect())
-    if not rows:
+def ack_problem(msgs: DataFrame, at: int | None) -> tuple[int, str] | None:
+    """Takes the messages table and the position of its first orphan ack (`total_aggs`; None:
+    none). Returns (loc, message) of that ack, without an unacknowledged delivery before it in
+    its stream, or None."""
+    if at is None:
         return None
-    return rows[0]["orphan_at"], orphan_ack_message(rows[0]["id"])
+    rows = msgs.where(F.col("orphan_at") == at).select("id").limit(1).collect()
+    return at, orphan_ack_message(rows[0]["id"])

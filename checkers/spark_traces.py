@@ -1,10 +1,12 @@
 """Gathering the traces (checkers.traces) in Spark, while the check has the history loaded.
 
-One pass over the history, one small aggregate: the client ops of the sampled
-message ids (at most a few hundred ids), and, when the harness restarted a
-node to mend the cluster, how many distinct messages were acked (delivered,
-when no ack follows the mend) after its first restart, in file order. The
-nemesis and harness ops come from the check's own side-op collection.
+One pass over the history collects the client ops of the sampled message ids
+(at most a few hundred ids). When the harness restarted a node to mend the
+cluster, how many distinct messages were acked (delivered, when no ack
+follows the mend) after its first restart, in file order, comes from the
+message table's last delivery and ack of each id, in the one pass that sums
+the table up (`after_aggs`). The nemesis and harness ops come from the
+check's own side-op collection.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-from pyspark.sql import Row
+from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
 from checkers.errors import HistoryError
@@ -26,8 +28,6 @@ from checkers.spark_io import (
     DELIVERY_ROW,
     PUBLISH_ROW,
     History,
-    is_ack,
-    is_delivery,
     loc,
 )
 from checkers.traces import MEND_FS, Traces
@@ -66,39 +66,46 @@ def _op(r: Row) -> Op:
               phase=r["phase"], error=r["error"])
 
 
-def scan(h: History, ids: Iterable[str], at: int | None
-         ) -> tuple[dict[str, tuple[Op, ...]], int | None]:
-    """Takes a History, message ids (few) and a loc (the first mend's, or None). Returns, from
-    one pass, each id's client ops (publish ops, deliveries, acks) in file order, and how many
-    distinct messages were acked after the loc, or, when no ack comes after it, delivered
-    after it (None without a loc)."""
+def scan(h: History, ids: Iterable[str]) -> dict[str, tuple[Op, ...]]:
+    """Takes a History and message ids (few). Returns, from one pass, each id's client ops
+    (publish ops, deliveries, acks) in file order."""
     wanted = sorted(set(ids))
-    if not wanted and at is None:
-        return {}, None
-    want = F.col("value").isin(wanted) if wanted else F.lit(False)
-    after = (loc() > F.lit(at)) if at is not None else F.lit(False)
-    consumed = is_ack() | is_delivery()
-    row = (h.df.where(F.col("cls").isNotNull() & (want | (after & consumed)))
-           .select(F.when(want, F.struct(loc().alias("loc"), *FIELDS[1:])).alias("op"),
-                   (after & is_ack()).alias("a"), (after & is_delivery()).alias("d"), "value")
-           .agg(F.array_sort(F.collect_list("op")).alias("ops"),
-                F.count_if("a").alias("acks"),
-                F.count_distinct(F.when(F.col("a"), F.col("value"))).alias("acked"),
-                F.count_distinct(F.when(F.col("d"), F.col("value"))).alias("delivered"))
-           .collect()[0])
-    if len(row["ops"]) > MAX_TRACE_OPS:
+    if not wanted:
+        return {}
+    rows = (h.df.where(F.col("cls").isNotNull() & F.col("value").isin(wanted))
+            .select(loc().alias("loc"), *FIELDS[1:]).limit(MAX_TRACE_OPS + 1).collect())
+    if len(rows) > MAX_TRACE_OPS:
         raise HistoryError(f"more than {MAX_TRACE_OPS} ops of the sampled messages: not a "
                            f"history the checkers can read")
     out: dict[str, list[Op]] = {i: [] for i in wanted}
-    for r in row["ops"]:
+    for r in sorted(rows, key=lambda r: r["loc"]):
         out[r["value"]].append(_op(r))
-    after_count = None if at is None else int(row["acked"] if row["acks"] else row["delivered"])
-    return {i: tuple(v) for i, v in out.items()}, after_count
+    return {i: tuple(v) for i, v in out.items()}
+
+
+def after_aggs(at: int | None) -> list[Column]:
+    """Takes the loc of the harness's first mend (`first_mend_loc`; None: none). Returns the
+    message table's aggregates `consumed_after` reads (none without a mend)."""
+    if at is None:
+        return []
+    return [F.count_if(F.col("last_ack_loc") > at).alias("acked_after_mend"),
+            F.count_if(F.col("last_dlv_loc") > at).alias("delivered_after_mend")]
+
+
+def consumed_after(totals: Row, at: int | None) -> int | None:
+    """Takes the message table's totals (with `after_aggs`) and the first mend's loc. Returns how
+    many distinct messages were acked after it, or, when no ack comes after it, delivered after
+    it (None without a mend)."""
+    if at is None:
+        return None
+    acked = int(totals["acked_after_mend"])
+    return acked if acked else int(totals["delivered_after_mend"])
 
 
 def gather(h: History, ids: Iterable[str], nemesis: Sequence[Op],
-           harness: Sequence[HarnessEvent], end_ns: int, acks: bool) -> Traces:
+           harness: Sequence[HarnessEvent], end_ns: int, acks: bool,
+           after: int | None) -> Traces:
     """Takes a History, the sampled message ids, the nemesis ops and harness events (file
-    order), the history's last time and whether it records acks. Returns the Traces."""
-    ops, after = scan(h, ids, first_mend_loc(harness))
-    return Traces(ops, tuple(nemesis), harness_ops(harness), end_ns, acks, after)
+    order), the history's last time, whether it records acks and how many messages were
+    consumed after the first mend (`consumed_after`). Returns the Traces."""
+    return Traces(scan(h, ids), tuple(nemesis), harness_ops(harness), end_ns, acks, after)

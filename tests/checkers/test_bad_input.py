@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from checkers import CheckOptions, HistoryError, check_history
+from checkers import CheckOptions, HistoryError, arrow_json, check_history, spark_engine
 from tests.checkers import oracle
 from tests.checkers.histories import write_lines
 
@@ -93,6 +93,31 @@ def assert_names_line(check: Callable[[Path], Any], path: Path, line: int, words
 def test_spark_names_the_line(spark: Any, tmp_path: Path, name: str, lines: list[str],
                               line: int, words: str) -> None:
     assert_names_line(spark_check, write_lines(tmp_path / "history.jsonl", lines), line, words)
+
+
+@pytest.mark.parametrize(("name", "lines", "line", "words"), CASES, ids=[c[0] for c in CASES])
+def test_spark_names_the_line_of_a_history_read_into_parquet(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+        lines: list[str], line: int, words: str) -> None:
+    # Past MEMORY_LIMIT a history is read into Parquet, by pyarrow where it reads as Spark does
+    # (checkers.arrow_json), in blocks of a line or two here; by Spark where it does not.
+    monkeypatch.setattr(spark_engine, "MEMORY_LIMIT", 0)
+    monkeypatch.setattr(arrow_json, "BLOCK", 64)
+    assert_names_line(spark_check, write_lines(tmp_path / "history.jsonl", lines), line, words)
+
+
+@pytest.mark.parametrize("where", ["index", "publish", "ack"])
+def test_line_numbers_across_pyarrow_blocks(spark: Any, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    # pyarrow reads these (no blank line): a line number is the rows before it plus one.
+    monkeypatch.setattr(spark_engine, "MEMORY_LIMIT", 0)
+    monkeypatch.setattr(arrow_json, "BLOCK", 4096)
+    lines = long_history(400)
+    bad = {"index": pub(3, 999, "invoke"), "publish": pub(1000, 399, "info"),
+           "ack": op(1000, "ok", 5, "ack", "1-7", consumer="c5")}[where]
+    lines.insert(700, bad)
+    words = "index 3" if where == "index" else ""  # the line is the point
+    assert_names_line(spark_check, write_lines(tmp_path / "history.jsonl", lines), 701, words)
 
 
 def long_history(n: int, blank_every: int = 0) -> list[str]:

@@ -5,9 +5,11 @@ consumer acks, and a message delivered unflagged after a flagged redelivery of i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from history import BLOCKED_ERROR
 from tests.checkers.histories import Builder
 from tests.checkers.test_literal import check, expected_queue, queue_of
 
@@ -177,3 +179,61 @@ def test_unflagged_before_the_flagged_ack_is_not_after_ack(tmp_path: Path) -> No
         b.drained()
     q = check(p)["queue"]
     assert q["unflagged_after_ack"] == [] and q["valid"] is True
+
+
+def test_one_aggregate_pairs_acks_as_the_window_does(spark: Any, tmp_path: Path) -> None:
+    # The message table pairs an id's one delivery and one ack in one aggregate, and leaves ids
+    # with more to the window (checkers.spark_queue.message_table). Every way one delivery and
+    # one ack can stand, orphans included (a check stops at them), beside dead letters (which
+    # pair with nothing) and publishes a blocked connection left unknown: the window's table.
+    from checkers import spark_io, spark_queue
+
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        for seq in range(8):
+            b.publish(1, seq)
+        for seq in range(8, 13):
+            b.publish(1, seq)
+        b.publish(1, 13, "info", error=BLOCKED_ERROR)          # blocked: unknown, never consumed
+        b.publish(1, 14, "info", error=BLOCKED_ERROR)          # blocked, then consumed
+        b.consume(5, "1-0")                                    # paired
+        b.consume(5, "1-1", redelivered=True)                  # paired, flagged
+        b.ack(5, "1-2")                                        # the ack first: an orphan
+        b.deliver(5, "1-2")
+        b.deliver(5, "1-3")                                    # acked by another process:
+        b.ack(6, "1-3")                                        # an orphan
+        b.ack(6, "1-4")                                        # an ack alone: an orphan
+        b.deliver(5, "1-5")                                    # a delivery alone
+        b.deliver(5, "1-6")                                    # two deliveries: the window's
+        b.consume(6, "1-6")
+        b.deliver(6, "1-7", redelivered=True)                  # flagged, acked, then unflagged:
+        b.ack(6, "1-7")                                        # the window's
+        b.deliver(5, "1-7")
+        b.consume(7, "2-0")                                    # never published
+        b.consume(14, "1-14")
+        b.dead_letter(9, "1-8")                                # dropped by design
+        b.dead_letter(9, "1-9", reason="delivery_limit")       # dead-lettered after a delivery
+        b.deliver(5, "1-9")                                    # its process never acked
+        b.consume(5, "1-10")                                   # delivered and acked, then
+        b.dead_letter(9, "1-10", reason="rejected")            # dead-lettered too
+        b.dead_letter(9, "1-11", reason=None)                  # twice, the first's reason:
+        b.dead_letter(9, "1-11", reason="expired")             # none
+        b.deliver(9, "1-12")                                   # the dead-letter reader's own
+        b.dead_letter(9, "1-12")                               # process delivers, then its
+        b.ack(9, "1-12")                                       # dead letter, then the ack
+    h = spark_io.load(spark, p, tmp_path, memory_limit=2**40)
+    try:
+        built = spark_queue.message_table(h, True, lambda df, _name: df)
+        want = spark_queue.windowed(h.df)
+        rows = [sorted((r.asDict() for r in t.collect()), key=lambda r: r["id"])
+                for t in (built, want)]
+        assert rows[0] == rows[1]
+        by_id = {r["id"]: r for r in rows[0]}
+        assert [i for i, r in by_id.items() if r["orphan_at"] is not None] == ["1-2", "1-3", "1-4"]
+        assert {i: (r["n_dead"], r["dead_reason"]) for i, r in by_id.items() if r["n_dead"]} == {
+            "1-8": (1, "maxlen"), "1-9": (1, "delivery_limit"), "1-10": (1, "rejected"),
+            "1-11": (2, None), "1-12": (1, "maxlen")}
+        assert (by_id["1-12"]["n_acked"], by_id["1-14"]["n_acked"]) == (1, 1)
+        assert [i for i, r in by_id.items() if r["comp_blocked"]] == ["1-13", "1-14"]
+    finally:
+        h.close()

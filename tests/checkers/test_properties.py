@@ -174,3 +174,28 @@ def test_spark_agrees_with_the_oracle_on_planted_histories(
 def test_spark_agrees_with_the_oracle_on_random_histories(
         spark: Any, g: Generated, opts: dict[str, Any]) -> None:
     assert_spark_agrees(g, opts)
+
+
+def message_rows(df: Any) -> list[dict[str, Any]]:
+    """Returns a message table's rows as dicts, by id."""
+    return sorted((r.asDict() for r in df.collect()), key=lambda r: r["id"])
+
+
+@pytest.mark.spark
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(planted_histories(), random_histories()))
+def test_acks_pair_alike_with_one_aggregate_and_with_the_window(spark: Any, g: Generated) -> None:
+    # The message table pairs most ids' acks in one aggregate and the others with the window
+    # (checkers.spark_queue.message_table): it must be the window's table for every id.
+    from checkers import spark_io, spark_queue
+
+    with tempfile.TemporaryDirectory() as d:
+        path = g.write(Path(d) / "history.jsonl")
+        h = spark_io.load(spark, path, Path(d), memory_limit=2**40)
+        try:
+            if not spark_io.summarize(h).acks:
+                return
+            built = spark_queue.message_table(h, True, lambda df, _name: df)
+            assert message_rows(built) == message_rows(spark_queue.windowed(h.df)), g.planted
+        finally:
+            h.close()
