@@ -75,6 +75,7 @@ from checkers.spark_session import session
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
 from checkers.traces import CheckedResults
 from history import Op, OpType
+from history.faults import FaultWindow
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,33 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         at, message = min(problems)
         raise_at(spark, h, at, message, path)
 
+    results, reordered = _sections(spark, h, msgs, totals, harness, windows, (first, last),
+                                   acks, options, bound, workers)
+    # Test strength: informational, outside the verdict's composition.
+    faults = judge_faults(windows, risk_facts(totals, windows), harness, evidence)
+    results["faults"] = faults
+    results["strength"] = strength(faults, evidence)
+    log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
+             results["valid"])
+    try:
+        with timed("counted the fates"):
+            results["fates"] = fates_of(msgs, results["queue"], windows,
+                                        lost_proven(drain_state(harness), options,
+                                                    dead_lettering(harness)),
+                                        phase_start(harness, "drain"), (first, last), reordered)
+    except Exception:  # a courtesy for the plots and incidents: never lose the verdict over it
+        log.warning("could not count the messages' fates", exc_info=True)
+    return _with_traces(results, h, [op for _, op in nemesis], harness, (last, acks),
+                        consumed_after(totals, mend))
+
+
+def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
+              harness: list[HarnessEvent], windows: list[FaultWindow], span: tuple[int, int],
+              acks: bool, options: CheckOptions, bound: LivenessBound | None,
+              workers: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Checks the queue, ordering, perf and liveness sections (in parallel for a small
+    history) and composes them. Returns the results and the ordering violations attributed to
+    faults (for the fates)."""
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(msgs, options.sample_size, totals)
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
@@ -188,11 +216,11 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
         return ordering_section(options.strict_order, **facts)
 
     def perf() -> dict[str, Any]:
-        return perf_facts(spark, msgs, windows, main_phase(harness, first, last),
+        return perf_facts(spark, msgs, windows, main_phase(harness, *span),
                           options.quantile_accuracy)
 
     def liveness() -> dict[str, Any]:
-        return liveness_check(h, msgs, windows, main_phase(harness, first, last), harness, bound,
+        return liveness_check(h, msgs, windows, main_phase(harness, *span), harness, bound,
                               acks)
 
     def section(name: str, facts: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -203,23 +231,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     sections = run_all([functools.partial(section, n, f) for n, f in
                         zip(names, (queue, ordering, perf, liveness), strict=True)], workers)
     sections[-1].setdefault(FALSE_ONLY, True)  # a liveness check that raised cannot be false
-    results = compose(dict(zip(names, sections, strict=True)))
-    # Test strength: informational, outside the verdict's composition.
-    faults = judge_faults(windows, risk_facts(totals, windows), harness, evidence)
-    results["faults"] = faults
-    results["strength"] = strength(faults, evidence)
-    log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
-             results["valid"])
-    try:
-        with timed("counted the fates"):
-            results["fates"] = fates_of(msgs, results["queue"], windows,
-                                        lost_proven(drain_state(harness), options,
-                                                    dead_lettering(harness)),
-                                        phase_start(harness, "drain"), (first, last), reordered)
-    except Exception:  # a courtesy for the plots and incidents: never lose the verdict over it
-        log.warning("could not count the messages' fates", exc_info=True)
-    return _with_traces(results, h, [op for _, op in nemesis], harness, (last, acks),
-                        consumed_after(totals, mend))
+    return compose(dict(zip(names, sections, strict=True))), reordered
 
 
 def _problems(h: History, summary: Summary, msgs: DataFrame, totals: Row,
