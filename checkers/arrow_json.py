@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from checkers.errors import CheckerError
 from checkers.model import ACK, DEAD_LETTER, DELIVERY_FS, HARNESS, NEMESIS, OUTCOME_CODES, PUBLISH
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ LONGS: Final = ("index", "time", "publisher", "seq")
 BOOLS: Final = ("redelivered",)
 
 
-class NotFast(Exception):
+class NotFast(CheckerError):
     """The history is not one this reader takes as Spark would: read it with Spark."""
 
 
