@@ -1,6 +1,7 @@
 """Run text on every page is text, never markup: a queue name, a scenario name, a broker log
 line and a version holding `<script>alert(1)</script>`, a broken tag and `&` go through the run
-report, the store index, a matrix page and a nightly page, and come out escaped.
+report, the store index, a matrix page, a nightly page, a shrink page and an explore page, and
+come out escaped.
 
 Each page is parsed as plain HTML (no <script> element, no element the hostile text would
 make, the text found literally in the page's text and attributes) and opened in headless
@@ -21,8 +22,10 @@ from pathlib import Path
 import pytest
 
 from history.files import write_atomic
+from reports.explore_page import write_explore_page
 from reports.nightly_page import RunLine, ScenarioLine, nightly_html
 from reports.report import render
+from reports.shrink_page import Shape, write_page
 from tests.harness.fixtures.make_run import strength_sections
 from tests.reports.browser import CHROMIUM, Browser
 from tests.reports.fixture_store import copy_run
@@ -68,7 +71,36 @@ def hostile_store(root: Path) -> dict[str, Path]:
                  info["versions"])],
         0, [f"{SCENARIO}: lost"], [], 1, {"base seed": HOSTILE}))
     return {"report": run / "report.html", "index": root / "index.html",
-            "matrix": matrix / "matrix.html", "nightly": nightly / "index.html"}
+            "matrix": matrix / "matrix.html", "nightly": nightly / "index.html",
+            "shrink": _hostile_shrink(root, run), "explore": _hostile_explore(root)}
+
+
+def _hostile_shrink(root: Path, run: Path) -> Path:
+    """A shrink directory whose finding is the hostile run, with hostile faults, settings,
+    rate and minimal scenario file. Returns its page."""
+    out = root / "shrink" / STAMP
+    out.mkdir(parents=True)
+    (out / "minimal.toml").write_text(f'name = "{SCENARIO}"\n')
+    (out / "shrink.json").write_text(json.dumps({
+        "finding": str(run), "anomalies": [f"lost{HOSTILE}"], "status": f"shrunk {HOSTILE}",
+        "minimal": "minimal.toml", "minimal_rate": f"1 of 1 {HOSTILE}", "replays": 1,
+        "rule": {"replays": 1, "min_fails": 1, "confirm": 1, "max_runs": 1, "any_anomaly": False},
+        "trials": [{"reduction": "original", "rate": f"1 of 1 {HOSTILE}", "kept": True,
+                    "what": f"the original {HOSTILE}",
+                    "runs": [{"run_dir": str(run), "fails": True, "verdict": HOSTILE}]}]}))
+    shape = Shape(((1.0, f"kill{HOSTILE}", 20.0),), (("queue", f"jepsen{HOSTILE}"),))
+    return write_page(out, shape, shape)
+
+
+def _hostile_explore(root: Path) -> Path:
+    """An explore directory whose explore.json carries hostile text. Returns its page."""
+    out = root / "explore" / STAMP
+    out.mkdir(parents=True)
+    (out / "explore.json").write_text(json.dumps({
+        "seed": HOSTILE, "runs": 1, "exit_code": 1, "vary": [["queue.type", [HOSTILE]]]}))
+    page = write_explore_page(out)
+    assert page is not None
+    return page
 
 
 class Reader(HTMLParser):
@@ -98,7 +130,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return hostile_store(tmp_path_factory.mktemp("hostile") / "store")
 
 
-PAGES = ("report", "index", "matrix", "nightly")
+PAGES = ("report", "index", "matrix", "nightly", "shrink", "explore")
 
 
 @pytest.mark.parametrize("which", PAGES)
@@ -112,6 +144,11 @@ def test_hostile_text_is_text_in_the_html(pages: dict[str, Path], which: str) ->
     text = "".join(reader.text)
     assert SCENARIO in text or HOSTILE in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp; &lt;img" in html
+    if which in ("shrink", "explore"):  # pages of a campaign: no versions; their own fields
+        said = (f"kill{HOSTILE}", f"jepsen{HOSTILE}", f"1 of 1 {HOSTILE}") \
+            if which == "shrink" else (f"queue.type={HOSTILE}",)
+        assert all(x in text for x in said), said
+        return
     assert "4.0" + HOSTILE in text  # the versions: the report's header, each page's column
     if which == "report":
         for said in (f"jepsen{HOSTILE}", f"node down {HOSTILE}", f"broker said {HOSTILE}"):
