@@ -37,6 +37,15 @@ class Node:
         return "eth0"
 
 
+def node_named(nodes: Sequence[Node], name: str) -> Node:
+    """Takes a cluster's nodes and a short name. Returns the node of that name; KeyError when
+    there is none (every backend's `Cluster.node`)."""
+    for n in nodes:
+        if n.name == name:
+            return n
+    raise KeyError(name)
+
+
 class Cluster(Protocol):
     """A provisioned set of nodes."""
 

@@ -41,7 +41,7 @@ from clusters.backend import (
     LogCollector,
     ManagedCluster,
 )
-from clusters.base import Node
+from clusters.base import Node, node_named
 from clusters.rabbitmq import RABBIT_BIN
 from clusters.releases import DEFAULT_LINE, HostLauncher, Launcher, Release
 from clusters.remote import RemoteError
@@ -150,10 +150,7 @@ class DockerCluster:
 
     def node(self, name: str) -> Node:
         """Returns the node called `name`; KeyError when there is none."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        return node_named(self.nodes, name)
 
     def create(self) -> None:
         """Connects, checks the image, removes the project's leftovers, makes the network and

@@ -39,7 +39,7 @@ from clusters.backend import (
     BackendOptions,
     ManagedCluster,
 )
-from clusters.base import Node
+from clusters.base import Node, node_named
 from clusters.local.remote import NetnsRemote
 from clusters.releases import ChrootLauncher, HostLauncher, Launcher, Release
 from clusters.remote import RemoteError, run_local
@@ -240,10 +240,7 @@ class NetnsCluster:
 
     def node(self, name: str) -> Node:
         """Returns the node called `name`; KeyError when there is none."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        return node_named(self.nodes, name)
 
     def create(self) -> None:
         """Removes leftovers of this prefix, then builds the bridge and namespaces.

@@ -34,7 +34,7 @@ from clusters.backend import (
     LogCollector,
     ManagedCluster,
 )
-from clusters.base import Node
+from clusters.base import Node, node_named
 from clusters.rabbitmq import RABBIT_BIN, NodePaths
 from clusters.releases import HostLauncher, Launcher, Release, line_of
 from clusters.remote import Remote, RemoteError
@@ -280,10 +280,7 @@ class SshHostsCluster:
 
     def node(self, name: str) -> Node:
         """Returns the node called `name`; KeyError when there is none."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        return node_named(self.nodes, name)
 
     def _spawned(self, node: str, pid: int) -> None:
         if self._record is not None:
