@@ -325,7 +325,7 @@ class RabbitBroker:
                 log.warning("%s died in its first boot (%s); booting it again from an empty "
                             "database", n.name, why or e)
                 n.remote.run(["rm", "-rf", self.paths(n).mnesia], timeout=30)
-                n.remote.run(["mkdir", "-p", self.paths(n).mnesia], timeout=10)
+                self.configure(n)  # makes the database directory again; epmd runs on
                 self.start(n, timeout)
         _parallel(boot, self.nodes)
 
