@@ -131,3 +131,23 @@ def test_a_matrix_json_without_a_side_by_side_table_shows_none(tmp_path: Path) -
     side = html[html.index("<h2>Side by side</h2>"):html.index("<h2>Runs</h2>")]
     assert cells(side[side.index("<table"):side.index("</table>")]) == [["n/a", "n/a", "x", "n/a"]]
 
+
+def test_summaries_of_several_lines_or_variants_say_which_is_which(tmp_path: Path) -> None:
+    import json
+
+    store = tmp_path / "store"
+    made = make_strength_store(store)
+    doc = json.loads((made["matrix"] / "matrix.json").read_text())
+    one = doc["summaries"][0]
+    doc["summaries"] = [one | {"rabbitmq": "3.10"}, one | {"rabbitmq": "4.0"},
+                        one | {"rabbitmq": "4.0", "variant": "queue.type=stream"}]
+    (made["matrix"] / "matrix.json").write_text(json.dumps(doc))
+    write_matrix_page(store, made["matrix"])
+    html = (made["matrix"] / "matrix.html").read_text()
+    per = html[html.index("<h2>Per scenario</h2>"):]
+    assert re.findall(r"<th[^>]*>(.*?)</th>", per)[:5] == [
+        "scenario", "RabbitMQ", "variant", "expected", "runs"]
+    assert '<th>expected</th><th class="num">runs</th>' in per  # the counts stay numeric
+    assert [r[:4] for r in cells(per[per.index("<table"):per.index("</table>")])] == [
+        ["healthy", "3.10", "-", "valid"], ["healthy", "4.0", "-", "valid"],
+        ["healthy", "4.0", "queue.type=stream", "valid"]]
