@@ -474,9 +474,9 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace,
         if outcome.interrupted:
             print("series interrupted: the remaining runs did not happen", file=sys.stderr)
             break
-    if not_applicable or varied or len({s.rabbitmq for s in series.summaries()}) > 1:
-        column = varied[0] if varied else matrix.RABBITMQ_KEY
-        print(matrix.variant_table(series.summaries(), not_applicable, column), end="")
+    side = matrix.side_by_side_of(series.summaries(), series.extra)
+    if side:
+        print(matrix.variant_markdown(side), end="")
     print(matrix.summary_table(series.summaries()), end="")
     for problem in matrix.problems(series.summaries()):
         print(f"- {problem}")

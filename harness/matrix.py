@@ -25,7 +25,10 @@ scenario fell short of its rate (the harness is not sensitive enough: that is
 a harness failure, never a pass), or a run was an infrastructure error; else 1
 when any run is a FINDING; else 0. Rows and
 summaries are written as matrix.json and matrix.md, for nightly CI to keep and
-for tables to be rebuilt from.
+for tables to be rebuilt from. When a matrix spans several release lines or
+variants, one builder (`side_by_side`) makes the table that puts them side by
+side, as plain data: matrix.json keeps it (`side_by_side`, which the pages draw)
+and matrix.md opens with it in Markdown.
 """
 
 from __future__ import annotations
@@ -284,7 +287,7 @@ def problems(summaries: Sequence[Summary]) -> list[str]:
     """Takes summaries. Returns a sentence for each scenario that did not hold, saying why."""
     out = []
     for s in summaries:
-        who = _named(s.scenario, s.rabbitmq, s.variant)
+        who = named(s.scenario, s.rabbitmq, s.variant)
         if s.verdict == "insensitive":
             never = " never" if s.held == 0 else ""
             out.append(f"{who}: expected {s.expect} but the harness{never} showed it in "
@@ -307,9 +310,10 @@ def _cell(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def _named(scenario: str, line: str, variant: str = "") -> str:
-    """Returns the scenario's name, with its release line when that is not the default one and
-    the other settings it was varied by."""
+def named(scenario: str, line: str, variant: str = "") -> str:
+    """Takes a scenario's name, its release line and the other settings it was varied by.
+    Returns its name, with the release line when that is not the default one and those
+    settings ("quorum-ignore (RabbitMQ 4.0, queue.type=stream)")."""
     said = ([] if line == DEFAULT_LINE else [f"RabbitMQ {line}"]) + ([variant] if variant else [])
     return f"{scenario} ({', '.join(said)})" if said else scenario
 
@@ -322,13 +326,13 @@ def table(rows: Sequence[Row]) -> str:
     for row in rows:
         dup = (f"{row.duplicated} ({row.unflagged_duplicated})"
                if row.duplicated is not None else "-")
-        cells = [_named(row.scenario, row.rabbitmq, row.variant), row.expect, _cell(row.seed),
+        cells = [named(row.scenario, row.rabbitmq, row.variant), row.expect, _cell(row.seed),
                  _cell(row.valid), row.judgement,
                  _cell(row.attempts), _cell(row.acknowledged), _cell(row.lost),
                  _cell(row.unexpected), dup, _cell(row.recovered),
                  _cell(row.ordering_violations), f"{row.wall_s:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
-    notes = [f"- {_named(row.scenario, row.rabbitmq, row.variant)} (seed {_cell(row.seed)}): "
+    notes = [f"- {named(row.scenario, row.rabbitmq, row.variant)} (seed {_cell(row.seed)}): "
              f"{'; '.join(row.problems)}"
              for row in rows if row.problems]
     if notes:
@@ -344,7 +348,7 @@ def summary_table(summaries: Sequence[Summary]) -> str:
     for s in summaries:
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}")
-        cells = [_named(s.scenario, s.rabbitmq, s.variant), s.expect, str(s.runs), str(s.valid),
+        cells = [named(s.scenario, s.rabbitmq, s.variant), s.expect, str(s.runs), str(s.valid),
                  str(s.invalid), str(s.unknown),
                  str(s.weak), f"{s.held}/{s.runs}", f"{s.min_rate:.0%}", s.verdict, lost,
                  f"{s.wall_s_median:.0f}"]
@@ -419,16 +423,19 @@ def _place(s: Summary | NotApplicable, column: str) -> tuple[str, str]:
     value = settings.pop(column, "-")
     line = settings.pop(RABBITMQ_KEY, DEFAULT_LINE)
     rest = ", ".join(f"{k}={v}" for k, v in settings.items())
-    return _named(s.scenario, line, rest), value
+    return named(s.scenario, line, rest), value
 
 
-def variant_table(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = (),
-                  column: str = RABBITMQ_KEY) -> str:
+def side_by_side(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = (),
+                 column: str = RABBITMQ_KEY) -> dict[str, Any]:
     """Takes summaries, what some variant could not run, and the varied setting to make columns
-    of (by default the release line). Returns a Markdown table with a line per scenario (and
-    per value of the other varied settings) and a column per value of `column`: how often its
-    prediction held, its verdict, how many runs were weak; "not applicable" with the reason
-    where that variant cannot run; "-" where it was not run."""
+    of (by default the release line). Returns the variant table as plain data (matrix.json's
+    `side_by_side`, which `variant_markdown` and the pages draw): the `column`, its `values` in
+    the order they first appear and their `titles` ("RabbitMQ 4.0", "queue.type=stream"), and
+    `lines`, one per scenario (and per value of the other varied settings), each its
+    `scenario`, what it `expect`s ("-" when only a variant that could not run says) and its
+    `cells`, one per value: how often its prediction held, its verdict, how many runs were
+    weak; "not applicable: <reason>" where that variant cannot run; "-" where it was not run."""
     cell: dict[tuple[str, str], str] = {}
     expect: dict[str, str] = {}
     for s in summaries:
@@ -440,32 +447,59 @@ def variant_table(summaries: Sequence[Summary], not_applicable: Sequence[NotAppl
     names = list(dict.fromkeys(name for name, _v in cell))
     values = list(dict.fromkeys(v for _n, v in cell))
     title = (lambda x: f"RabbitMQ {x}") if column == RABBITMQ_KEY else (lambda x: f"{column}={x}")
-    head = ["scenario", "expected", *(title(x) for x in values)]
+    return {"column": column, "values": values, "titles": [title(x) for x in values],
+            "lines": [{"scenario": name, "expect": expect.get(name, "-"),
+                       "cells": [cell.get((name, x), "-") for x in values]} for name in names]}
+
+
+def variant_markdown(table: dict[str, Any]) -> str:
+    """Takes a variant table's data (`side_by_side`). Returns it as a Markdown table."""
+    head = ["scenario", "expected", *table["titles"]]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name in names:
-        cells = [name, expect.get(name, "-"), *(cell.get((name, x), "-") for x in values)]
-        out.append("| " + " | ".join(cells) + " |")
+    for line in table["lines"]:
+        out.append("| " + " | ".join([line["scenario"], line["expect"], *line["cells"]]) + " |")
     return "\n".join(out) + "\n"
+
+
+def variant_table(summaries: Sequence[Summary], not_applicable: Sequence[NotApplicable] = (),
+                  column: str = RABBITMQ_KEY) -> str:
+    """Takes what `side_by_side` takes. Returns its table in Markdown (`variant_markdown`)."""
+    return variant_markdown(side_by_side(summaries, not_applicable, column))
+
+
+def side_by_side_of(summaries: Sequence[Summary],
+                    extra: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Takes summaries and matrix.json's further fields (`not_applicable`, as NotApplicable's
+    fields, and `vary`, the varied keys). Returns their `side_by_side` table, a column per
+    value of the first varied key, else per release line; None when there is nothing to put
+    side by side (one release line, nothing varied, nothing that could not run)."""
+    na = [NotApplicable(**x) for x in (extra or {}).get("not_applicable", ())]
+    varied = list((extra or {}).get("vary") or ())
+    if not (na or varied or len({s.rabbitmq for s in summaries}) > 1):
+        return None
+    return side_by_side(summaries, na, varied[0] if varied else RABBITMQ_KEY)
 
 
 def write(rows: Sequence[Row], summaries: Sequence[Summary], out_dir: Path,
           extra: dict[str, Any] | None = None, code: int | None = None) -> tuple[Path, Path]:
     """Takes the rows, their summaries, a directory, optional further top-level fields for
     matrix.json (they never replace the standard ones) and an exit code to record in place of
-    the rows' own. Writes matrix.json and matrix.md there. Returns both paths."""
+    the rows' own. Writes matrix.json (with `side_by_side` when `side_by_side_of` finds
+    something to put side by side) and matrix.md (opening with that table) there. Returns
+    both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     js, md = out_dir / "matrix.json", out_dir / "matrix.md"
     said = problems(summaries)
+    sbs = side_by_side_of(summaries, extra)
     doc = {"exit_code": exit_code(rows, summaries) if code is None else code, "problems": said,
            "summaries": [{**asdict(s), "rate": s.rate, "verdict": s.verdict} for s in summaries],
+           **({"side_by_side": sbs} if sbs else {}),
            "rows": [asdict(row) for row in rows]}
     doc.update({k: v for k, v in (extra or {}).items() if k not in doc})
     js.write_text(json.dumps(doc, indent=2) + "\n")
     text = summary_table(summaries) + "\n" + table(rows)
-    na = [NotApplicable(**x) for x in (extra or {}).get("not_applicable", ())]
-    varied = list((extra or {}).get("vary") or ())
-    if na or varied or len({s.rabbitmq for s in summaries}) > 1:
-        text = variant_table(summaries, na, varied[0] if varied else RABBITMQ_KEY) + "\n" + text
+    if sbs:
+        text = variant_markdown(sbs) + "\n" + text
     if said:
         text += "\n" + "\n".join(f"- {p}" for p in said) + "\n"
     md.write_text(text)

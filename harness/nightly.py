@@ -20,10 +20,12 @@ kept in matrix.json under `retries`; the final row says `tries` and its
 `infrastructure` reason. After every run `store/matrix/<time>/` holds
 matrix.json (the matrix's fields plus `nightly`, `retries`, `skipped`),
 matrix.md, junit.xml (harness.junit) and index.html (drawn by
-reports.nightly_page from this module's words): the summary table and one row
-per run with the broker's versions, linking to its report.html, relatively; a weak run (valid,
-but its faults tested nothing) shows as "valid but weak", never as a pass, and
-every run with a strength says it.
+reports.nightly_page from this module's words): the summary table, the release
+lines side by side when it ran several (matrix.side_by_side_of, the table
+matrix.json keeps), and one row per run with the broker's versions, linking to
+its report.html, relatively; a weak run (valid, but its faults tested nothing)
+shows as "valid but weak", never as a pass, and every run with a strength says
+it. What the CLI adds to matrix.json (`not_applicable`) stays there.
 
 The budget the scenarios leave goes to `explore` (harness.explore) when the
 CLI hands `execute` a base test: an Explorer seeded with the nightly's base
@@ -368,7 +370,8 @@ class Nightly:
 
     def write(self) -> None:
         """Rewrites matrix.json/md, junit.xml and index.html in the output directory."""
-        self.series.extra = {
+        # Updated, not replaced: what the CLI put there (`not_applicable`) stays.
+        self.series.extra |= {
             "nightly": {"budget_s": self.budget_s, "elapsed_s": round(self.elapsed_s(), 1),
                         "base_seed": self.series.base_seed,
                         "started": self.started.isoformat(timespec="seconds"),
@@ -395,7 +398,8 @@ class Nightly:
                             {"budget": f"{self.budget_s / 60:.0f} min",
                              "used": f"{self.elapsed_s() / 60:.1f} min",
                              "base seed": str(self.series.base_seed)},
-                            explore_section(self.explorer))
+                            explore_section(self.explorer),
+                            matrix.side_by_side_of(self.summaries(), self.series.extra))
 
 
 # -- the page (reports.nightly_page draws it) ----------------------------------------------
@@ -440,14 +444,16 @@ def explore_section(explorer: Explorer | None) -> nightly_page.ExploreSection | 
 def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.Summary],
                  skipped: Sequence[Skipped], retries: Sequence[dict[str, Any]],
                  retried: dict[int, str], code: int, facts: dict[str, str],
-                 explore: nightly_page.ExploreSection | None = None) -> str:
+                 explore: nightly_page.ExploreSection | None = None,
+                 side_by_side: dict[str, Any] | None = None) -> str:
     """Takes the output directory, the rows, their summaries, the skipped runs, the retried
     first tries, which rows were second tries (and why), the exit code, a few facts to show
-    (budget, time used, seed) and the explore's section (None: none). Returns the page
+    (budget, time used, seed), the explore's section (None: none) and the table putting the
+    release lines side by side (matrix.side_by_side_of; None: one line). Returns the page
     (reports.nightly_page), in the matrix's words: each judgement's badge, what each run
     showed (junit.sentence), the runs tallied by what they showed."""
     scenarios = [nightly_page.ScenarioLine(
-        s.scenario, s.expect, s.runs, s.held, s.weak, s.min_rate, _summary_badge(s.verdict),
+        matrix.named(s.scenario, s.rabbitmq, s.variant), s.expect, s.runs, s.held, s.weak, s.min_rate, _summary_badge(s.verdict),
         s.verdict,
         "-" if s.lost_min is None else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}",
         s.wall_s_median) for s in summaries]
@@ -460,4 +466,5 @@ def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.
                                     str(r.get("run_dir") or "")) for r in retries]
     return nightly_page.nightly_html(out_dir, scenarios, runs, len(skipped),
                                      matrix.problems(summaries), again, code, facts,
-                                     list(tally(rows, skipped).items()), explore)
+                                     list(tally(rows, skipped).items()), explore,
+                                     side_by_side)

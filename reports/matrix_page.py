@@ -5,9 +5,14 @@ expectation, seed, the broker's version (the row's `versions`, led by its
 `rabbitmq` release line; "—" when the row has neither; no column when no row
 has one), verdict with the test's strength beneath it when the matrix records
 one, judgement, counts, a link to its report when the run is in this store),
-the per-scenario summaries when the matrix has them, and the problems it
-noted. A valid run whose faults tested nothing reads "valid but weak"
-(checkers.verdict), never "valid"; its row says why. matrix.json is read
+the per-scenario summaries when the matrix has them (with their release line
+and variant once these differ), and the problems it noted. A matrix over
+several release lines or variants opens with its `side_by_side` table as
+matrix.json holds it (a column per release line, or per value of the first
+varied setting; "not applicable: <reason>" where a release cannot run a
+variant); a matrix.json from before that field shows none. A valid run whose
+faults tested nothing reads "valid but weak" (checkers.verdict), never
+"valid"; its row says why. matrix.json is read
 leniently (harness.matrix writes it; its fields grow): a field that is missing
 reads "-", an expectation is taken from `expect` (text) or `expect_valid`
 (true: valid; null: loss possible). Runs are found by the last two parts of
@@ -52,6 +57,8 @@ ROW_COUNTS_AFTER = ("recovered", "ordering_violations", "wall_s")
 SUMMARY_FIELDS = ("runs", "valid", "invalid", "unknown", "rate", "min_rate", "verdict")
 # Shown after "unknown" when the matrix counts weak runs (harness.matrix, issue 19).
 WEAK_FIELD = "weak"
+# A summary's release line and variant (harness.matrix.Summary), with their headers.
+SUMMARY_WHICH = {"rabbitmq": "RabbitMQ", "variant": "variant"}
 
 
 @dataclass(frozen=True)
@@ -145,11 +152,39 @@ def _summaries(doc: dict[str, Any]) -> Any:
     fields = list(SUMMARY_FIELDS)
     if any(WEAK_FIELD in s for s in summaries):
         fields.insert(fields.index("unknown") + 1, WEAK_FIELD)
-    rows = [[td(s.get("scenario") or NA), td(expectation(s)),
-             *(td(_cell(s.get(k)), num=k != "verdict") for k in fields),
+    # A summary per scenario, release line and variant: which, once they differ.
+    which = [k for k in SUMMARY_WHICH if len({str(s.get(k) or "") for s in summaries}) > 1]
+    rows = [[td(s.get("scenario") or NA), *(td(s.get(k) or "-") for k in which),
+             td(expectation(s)), *(td(_cell(s.get(k)), num=k != "verdict") for k in fields),
              td(_cell(s.get("judgements")))] for s in summaries]
-    return table(["scenario", "expected", *(k.replace("_", " ") for k in fields), "judgements"],
-                 rows, len(rows), wide=True, num_cols=range(2, 2 + len(fields) - 1))
+    first = 2 + len(which)
+    return table(["scenario", *(SUMMARY_WHICH[k] for k in which), "expected",
+                  *(k.replace("_", " ") for k in fields), "judgements"],
+                 rows, len(rows), wide=True, num_cols=range(first, first + len(fields) - 1))
+
+
+def _list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def side_by_side(data: Any) -> dict[str, Any] | None:
+    """Takes matrix.json's `side_by_side` (harness.matrix.side_by_side: the varied `column`,
+    its `titles`, and `lines` of `scenario`, `expect` and `cells`; missing or malformed in an
+    older matrix.json). Returns what the templates' side-by-side section draws, the `column`
+    and a table with a line per scenario and a column per value, each cell's text as the
+    matrix wrote it, never judged again; None when there is no such table."""
+    d = as_dict(data)
+    titles = [str(t) for t in _list(d.get("titles")) if t is not None]
+    lines = [x for x in _list(d.get("lines")) if isinstance(x, dict)]
+    if not titles or not lines:
+        return None
+    rows = []
+    for line in lines:
+        cells = _list(line.get("cells"))[:len(titles)]
+        cells += [None] * (len(titles) - len(cells))  # a missing cell reads NA
+        rows.append([td(line.get("scenario")), td(line.get("expect")), *(td(c) for c in cells)])
+    return {"column": str(d.get("column") or NA),
+            "table": table(["scenario", "expected", *titles], rows, len(rows))}
 
 
 def matrix_html(store_root: Path, matrix_dir: Path, doc: dict[str, Any]) -> str:
@@ -177,6 +212,7 @@ def matrix_html(store_root: Path, matrix_dir: Path, doc: dict[str, Any]) -> str:
                     "recovered", "order viol.", "wall s", "run"], rows, wide=True,
                    num_cols=[2, *(n + with_version for n in (5, 6, 7, 8, 9, 10, 11))]),
         summaries=_summaries(doc),
+        side_by_side=side_by_side(doc.get("side_by_side")),
         problems=problems,
     )
 

@@ -7,8 +7,10 @@ how many were weak, the rate it needs, its verdict, its losses, its wall
 time), a `RunLine` per run or skipped run (seed, the broker's versions or "—",
 a verdict badge, the sentence, wall time, a relative link to its report), the
 problems, and a `RetryLine` per first try retried after an infrastructure
-failure. A weak run (valid, but its faults tested nothing) carries the weak
-badge, never a pass's. A tally says how many runs were as expected, findings,
+failure. A nightly over several release lines shows them side by side first,
+the table matrix.json keeps (`side_by_side`, drawn as the matrix page draws
+it). A weak run (valid, but its faults tested nothing) carries the weak badge,
+never a pass's. A tally says how many runs were as expected, findings,
 missed, weak, infrastructure errors, without a verdict and skipped, each
 apart. When the budget left paid for an explore, an `ExploreSection` draws it
 below the scenarios: its runs as `RunLine`s, its coverage table (runs that
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.html import Cell, badge_td, link_td, render_template, table, td
+from reports.matrix_page import side_by_side as side_by_side_section
 from reports.page import NA, version_cell_text
 
 REPORT_HTML = "report.html"
@@ -135,11 +138,13 @@ def nightly_html(out_dir: Path, scenarios: Sequence[ScenarioLine], runs: Sequenc
                  skipped: int, problems: Sequence[str], retries: Sequence[RetryLine],
                  code: int, facts: Mapping[str, str],
                  tally: Sequence[tuple[str, int]] = (),
-                 explore: ExploreSection | None = None) -> str:
+                 explore: ExploreSection | None = None,
+                 side_by_side: Mapping[str, Any] | None = None) -> str:
     """Takes the output directory, the scenarios, the runs (those skipped last), how many were
     skipped, the problems, the retried first tries, the exit code, a few facts to show
-    (budget, time used, seed), the scenario runs' tally ((what, runs) pairs) and the explore
-    the budget left paid for (None: none). Returns the page."""
+    (budget, time used, seed), the scenario runs' tally ((what, runs) pairs), the explore
+    the budget left paid for (None: none) and the table putting release lines side by side,
+    as matrix.json's `side_by_side` holds it (None: one line). Returns the page."""
     sums = [[
         td(s.scenario), td(s.expect), td(s.runs, num=True), td(f"{s.held}/{s.runs}", num=True),
         td(s.weak, num=True), td(f"{s.min_rate:.0%}", num=True),
@@ -163,4 +168,5 @@ def nightly_html(out_dir: Path, scenarios: Sequence[ScenarioLine], runs: Sequenc
         retries=[(r, report_link(out_dir, r.run_dir, "first try")) for r in retries],
         tally=list(tally),
         explore=_explore(out_dir, explore),
+        side_by_side=side_by_side_section(side_by_side),
     )

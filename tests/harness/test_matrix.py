@@ -218,6 +218,37 @@ def test_each_release_line_is_summarised_apart_and_shown_side_by_side(tmp_path):
     assert [r.rabbitmq for r in matrix.read_rows(js)] == ["3.10", "4.0", "4.0", "3.10"]
 
 
+def test_the_side_by_side_data_is_the_markdown_table_s_content_and_matrix_json_keeps_it(
+        tmp_path):
+    rows = [_row("quorum-ignore", "3.10", results(True), VALID),
+            _row("quorum-ignore", "4.0", results(False, 2, ["lost"]), VALID),
+            _row("transient-node-restart", "3.10", results(False, 9, ["lost"]))]
+    summaries = matrix.summarize(rows, {"quorum-ignore": VALID, "transient-node-restart": LOSS})
+    na = [matrix.NotApplicable("mirrored-master-partition", "4.0", "mirroring was removed")]
+    data = matrix.side_by_side(summaries, na)
+    assert data == {
+        "column": "broker.rabbitmq", "values": ["3.10", "4.0"],
+        "titles": ["RabbitMQ 3.10", "RabbitMQ 4.0"],
+        "lines": [
+            {"scenario": "quorum-ignore", "expect": "valid", "cells": ["1/1 ok", "0/1 FINDING"]},
+            {"scenario": "transient-node-restart", "expect": "lost", "cells": ["1/1 ok", "-"]},
+            {"scenario": "mirrored-master-partition", "expect": "-",
+             "cells": ["-", "not applicable: mirroring was removed"]}]}
+    # one builder, two renderings: the Markdown table is this data, line by line
+    assert matrix.variant_table(summaries, na) == matrix.variant_markdown(data)
+    assert matrix.variant_table(summaries, na).splitlines()[2:] == [
+        "| " + " | ".join([x["scenario"], x["expect"], *x["cells"]]) + " |"
+        for x in data["lines"]]
+    js, _md = matrix.write(rows, summaries, tmp_path / "two",
+                           extra={"not_applicable": [vars(n) for n in na]})
+    assert json.loads(js.read_text())["side_by_side"] == data
+    # one line, nothing varied, nothing that could not run: nothing side by side
+    one = matrix.summarize(rows[2:], {"transient-node-restart": LOSS})
+    js, md = matrix.write(rows[2:], one, tmp_path / "one")
+    assert "side_by_side" not in json.loads(js.read_text())
+    assert md.read_text().startswith("| scenario | expected | runs |")
+
+
 def test_a_row_stored_before_release_lines_reads_as_3_10(tmp_path):
     row = {k: v for k, v in vars(_row("kill", "3.10", results(True), VALID)).items()
            if k != "rabbitmq"}

@@ -382,6 +382,32 @@ def test_a_rows_versions_are_testcase_properties_and_a_column_of_the_page(tmp_pa
     assert html.count("<td>3.10</td>") == 2  # a row from before release lines ran 3.10
 
 
+def test_a_nightly_over_two_lines_keeps_them_side_by_side_in_matrix_json_and_on_its_page(
+        tmp_path):
+    clock = Clock()
+    on = [(n, dataclasses.replace(s, broker=dataclasses.replace(s.broker, rabbitmq=line)), e)
+          for line in ("3.10", "4.0") for n, s, e in entries("a")]
+    n = Nightly(on, 10_000, tmp_path, base_seed=3, clock=clock)
+    n.series.extra["not_applicable"] = [{"scenario": "m", "rabbitmq": "4.0",
+                                         "reason": "mirroring was removed"}]
+    n.execute(FakeRuns(tmp_path, clock, {}), lambda _s: None)
+    doc = json.loads((n.out_dir / "matrix.json").read_text())
+    assert doc["not_applicable"][0]["scenario"] == "m"  # the CLI's field outlives every write
+    assert doc["side_by_side"]["titles"] == ["RabbitMQ 3.10", "RabbitMQ 4.0"]
+    assert doc["side_by_side"]["lines"] == [
+        {"scenario": "a", "expect": "valid", "cells": ["1/1 ok", "1/1 ok"]},
+        {"scenario": "m", "expect": "-", "cells": ["-", "not applicable: mirroring was removed"]}]
+    html = (n.out_dir / "index.html").read_text()
+    side = html[html.index("<h2>Side by side</h2>"):html.index("<h2>Scenarios</h2>")]
+    assert "<th>RabbitMQ 3.10</th><th>RabbitMQ 4.0</th>" in side
+    assert "<td>m</td><td>-</td><td>-</td><td>not applicable: mirroring was removed</td>" in side
+    sums = html[html.index("<h2>Scenarios</h2>"):html.index("<h2>Runs</h2>")]
+    assert "<td>a</td>" in sums and "<td>a (RabbitMQ 4.0)</td>" in sums  # which line is which
+    one = Nightly(entries("a"), 10_000, tmp_path / "one", base_seed=3, clock=clock)
+    one.execute(FakeRuns(tmp_path / "one", clock, {}), lambda _s: None)
+    assert "Side by side" not in (one.out_dir / "index.html").read_text()
+
+
 def test_a_run_that_does_not_fit_is_skipped_and_the_night_goes_on(tmp_path):
     clock = Clock()
     long_one = [("long", TestSpec(name="long", time_limit_s=600), None)]

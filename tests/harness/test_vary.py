@@ -120,6 +120,27 @@ def test_the_variant_table_puts_one_schedule_s_verdicts_side_by_side():
         "(valid)"]
 
 
+def test_the_side_by_side_data_of_a_varied_kind_holds_the_markdown_table_s_cells(tmp_path):
+    rows = [row("quorum", "3.10", OK), row("mirrored", "3.10", LOST), row("quorum", "4.0", OK)]
+    na = [matrix.NotApplicable("kill-then-partition", "4.0", "mirroring was removed",
+                               "queue.type=mirrored")]
+    data = matrix.side_by_side(summaries(rows), na, "queue.type")
+    assert (data["column"], data["values"], data["titles"]) == (
+        "queue.type", ["quorum", "mirrored"], ["queue.type=quorum", "queue.type=mirrored"])
+    assert data["lines"] == [
+        {"scenario": "kill-then-partition", "expect": "valid",
+         "cells": ["1/1 ok", "0/1 FINDING"]},
+        {"scenario": "kill-then-partition (RabbitMQ 4.0)", "expect": "valid",
+         "cells": ["1/1 ok", "not applicable: mirroring was removed"]}]
+    assert matrix.variant_table(summaries(rows), na, "queue.type") == \
+        matrix.variant_markdown(data)
+    # matrix.json keeps the table of the first varied key, as matrix.md draws it
+    js, md = matrix.write(rows, summaries(rows), tmp_path, extra={
+        "vary": ["queue.type"], "not_applicable": [dataclasses.asdict(n) for n in na]})
+    assert json.loads(js.read_text())["side_by_side"] == data
+    assert md.read_text().startswith(matrix.variant_markdown(data))
+
+
 def test_a_row_stored_before_variants_reads_without_one(tmp_path):
     old = {k: v for k, v in vars(row("quorum", "3.10", OK)).items() if k != "variant"}
     (tmp_path / "matrix.json").write_text(json.dumps({"rows": [old]}))

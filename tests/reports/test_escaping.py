@@ -1,7 +1,7 @@
 """Run text on every page is text, never markup: a queue name, a scenario name, a broker log
-line and a version holding `<script>alert(1)</script>`, a broken tag and `&` go through the run
-report, the store index, a matrix page, a nightly page, a shrink page and an explore page, and
-come out escaped.
+line, a version and, in a side-by-side table, a varied value and a reason holding
+`<script>alert(1)</script>`, a broken tag and `&` go through the run report, the store index, a
+matrix page, a nightly page, a shrink page and an explore page, and come out escaped.
 
 Each page is parsed as plain HTML (no <script> element, no element the hostile text would
 make, the text found literally in the page's text and attributes) and opened in headless
@@ -36,6 +36,13 @@ ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<script>alert(1)</script>&amp; <img src=x onerror=\"window.pwned=1\"> & co"
 SCENARIO = f"q{HOSTILE}"
 STAMP = "20261123T101500.000000Z"
+# matrix.json's side-by-side table (harness.matrix.side_by_side): a varied value, a scenario
+# and a reason a variant cannot run, each hostile.
+SIDE_BY_SIDE = {"column": f"queue.type{HOSTILE}", "values": [HOSTILE],
+                "titles": [f"queue.type={HOSTILE}"],
+                "lines": [{"scenario": SCENARIO, "expect": "valid",
+                           "cells": [f"not applicable: {HOSTILE}"]}]}
+SIDE_SAID = (f"queue.type={HOSTILE}", f"not applicable: {HOSTILE}")
 
 
 def hostile_store(root: Path) -> dict[str, Path]:
@@ -61,6 +68,7 @@ def hostile_store(root: Path) -> dict[str, Path]:
         "rows": [{"scenario": SCENARIO, "expect": "valid", "seed": 1, "valid": False,
                   "judgement": "FINDING", "run_dir": str(run), "versions": info["versions"],
                   "problems": [f"queue: {HOSTILE}"]}],
+        "side_by_side": SIDE_BY_SIDE,
     }))
     render(run)  # the report, the store index and the matrix page
     nightly = root / "matrix" / "20261123T160000.000000Z"
@@ -69,7 +77,7 @@ def hostile_store(root: Path) -> dict[str, Path]:
         nightly, [ScenarioLine(SCENARIO, "valid", 1, 0, 0, 1.0, "false", "FINDING", "-", 90)],
         [RunLine(SCENARIO, 1, "false", "FINDING", f"Lost: {HOSTILE}", 90.0, str(run),
                  info["versions"])],
-        0, [f"{SCENARIO}: lost"], [], 1, {"base seed": HOSTILE}))
+        0, [f"{SCENARIO}: lost"], [], 1, {"base seed": HOSTILE}, side_by_side=SIDE_BY_SIDE))
     return {"report": run / "report.html", "index": root / "index.html",
             "matrix": matrix / "matrix.html", "nightly": nightly / "index.html",
             "shrink": _hostile_shrink(root, run), "explore": _hostile_explore(root)}
@@ -150,6 +158,8 @@ def test_hostile_text_is_text_in_the_html(pages: dict[str, Path], which: str) ->
         assert all(x in text for x in said), said
         return
     assert "4.0" + HOSTILE in text  # the versions: the report's header, each page's column
+    if which in ("matrix", "nightly"):  # the side-by-side table: a varied value, a reason
+        assert all(x in text for x in SIDE_SAID), SIDE_SAID
     if which == "report":
         for said in (f"jepsen{HOSTILE}", f"node down {HOSTILE}", f"broker said {HOSTILE}"):
             assert said in text, said
@@ -173,6 +183,8 @@ def test_hostile_text_runs_nothing_in_chromium(browser: Browser, pages: dict[str
     assert seen.value["scripts"] == 0 and seen.value["pwned"] is False
     shown = " ".join(seen.value["text"].split())
     assert SCENARIO in shown or HOSTILE in shown
+    if which in ("matrix", "nightly"):
+        assert all(" ".join(x.split()) in shown for x in SIDE_SAID), SIDE_SAID
 
 
 def test_every_template_is_autoescaped_and_nothing_is_marked_safe() -> None:

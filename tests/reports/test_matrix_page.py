@@ -1,6 +1,8 @@
 """Matrix pages (reports.matrix_page) of matrices that carry test strength (issue 19): a weak
 run reads "valid but weak" with its reason, every run with a strength shows its summary, and
-matrices from before strength show as before (tests/reports/test_index.py)."""
+matrices from before strength show as before (tests/reports/test_index.py). A matrix over
+several release lines or variants opens with its side-by-side table as matrix.json holds it;
+one from before that table shows none."""
 
 from __future__ import annotations
 
@@ -81,3 +83,71 @@ def test_a_row_shows_its_versions_or_release_line_and_a_dash_without(tmp_path: P
     rows = cells(html[html.index("<table"):html.index("</table>")])
     assert [r[3] for r in rows] == ["4.0.5 erlang 26.2, metadata store khepri", "3.10",
                                     "4.0 erlang 26.2", "—"]
+
+
+SIDE_BY_SIDE = {
+    "column": "broker.rabbitmq", "values": ["3.10", "4.0"],
+    "titles": ["RabbitMQ 3.10", "RabbitMQ 4.0"],
+    "lines": [{"scenario": "quorum-ignore", "expect": "valid", "cells": ["2/2 ok", "1/2 FINDING"]},
+              {"scenario": "mirrored-master-partition", "expect": "lost",
+               "cells": ["2/2 ok", "not applicable: classic queue mirroring was removed"]}]}
+
+
+def _page_with(tmp_path: Path, side_by_side: object) -> str:
+    import json
+
+    store = tmp_path / "store"
+    made = make_strength_store(store)
+    doc = json.loads((made["matrix"] / "matrix.json").read_text())
+    if side_by_side is not None:
+        doc["side_by_side"] = side_by_side
+    (made["matrix"] / "matrix.json").write_text(json.dumps(doc))
+    write_matrix_page(store, made["matrix"])
+    return (made["matrix"] / "matrix.html").read_text()
+
+
+def test_the_side_by_side_table_shows_each_cell_as_matrix_json_says_it(tmp_path: Path) -> None:
+    html = _page_with(tmp_path, SIDE_BY_SIDE)
+    side = html[html.index("<h2>Side by side</h2>"):html.index("<h2>Runs</h2>")]
+    assert "<code>broker.rabbitmq</code>" in side
+    assert re.findall(r"<th[^>]*>(.*?)</th>", side) == [
+        "scenario", "expected", "RabbitMQ 3.10", "RabbitMQ 4.0"]
+    assert cells(side[side.index("<table"):side.index("</table>")]) == [
+        ["quorum-ignore", "valid", "2/2 ok", "1/2 FINDING"],
+        ["mirrored-master-partition", "lost", "2/2 ok",
+         "not applicable: classic queue mirroring was removed"]]
+    # the runs still follow, first row of their own table
+    runs = html[html.index("<h2>Runs</h2>"):]
+    assert cells(runs[runs.index("<table"):runs.index("</table>")])[0][0] == "healthy"
+
+
+def test_a_matrix_json_without_a_side_by_side_table_shows_none(tmp_path: Path) -> None:
+    assert "Side by side" not in _page_with(tmp_path / "old", None)
+    for i, bad in enumerate(("3.10,4.0", {"titles": "RabbitMQ 3.10"},
+                             {"titles": ["a"], "lines": 7}, {"titles": ["a"], "lines": []},
+                             {"titles": ["a", "b"], "lines": [{"cells": "x"}, 7]})):
+        _page_with(tmp_path / f"bad{i}", bad)  # never a crash
+    html = _page_with(tmp_path / "short", {"titles": ["a", "b"], "lines": [{"cells": ["x"]}]})
+    side = html[html.index("<h2>Side by side</h2>"):html.index("<h2>Runs</h2>")]
+    assert cells(side[side.index("<table"):side.index("</table>")]) == [["n/a", "n/a", "x", "n/a"]]
+
+
+def test_summaries_of_several_lines_or_variants_say_which_is_which(tmp_path: Path) -> None:
+    import json
+
+    store = tmp_path / "store"
+    made = make_strength_store(store)
+    doc = json.loads((made["matrix"] / "matrix.json").read_text())
+    one = doc["summaries"][0]
+    doc["summaries"] = [one | {"rabbitmq": "3.10"}, one | {"rabbitmq": "4.0"},
+                        one | {"rabbitmq": "4.0", "variant": "queue.type=stream"}]
+    (made["matrix"] / "matrix.json").write_text(json.dumps(doc))
+    write_matrix_page(store, made["matrix"])
+    html = (made["matrix"] / "matrix.html").read_text()
+    per = html[html.index("<h2>Per scenario</h2>"):]
+    assert re.findall(r"<th[^>]*>(.*?)</th>", per)[:5] == [
+        "scenario", "RabbitMQ", "variant", "expected", "runs"]
+    assert '<th>expected</th><th class="num">runs</th>' in per  # the counts stay numeric
+    assert [r[:4] for r in cells(per[per.index("<table"):per.index("</table>")])] == [
+        ["healthy", "3.10", "-", "valid"], ["healthy", "4.0", "-", "valid"],
+        ["healthy", "4.0", "queue.type=stream", "valid"]]
