@@ -310,24 +310,40 @@ class RabbitBroker:
             raise BrokerError(f"{node.name} did not boot within {timeout:.0f}s: {e}") from e
 
     def start_all(self, timeout: float = 120.0) -> None:
-        """Configures and starts every node in parallel. A joining node whose first boot died
-        (3.10 can refuse a join while the first node is still enabling feature flags:
-        schema_integrity_check_failed) boots once more from an empty database: it holds
-        nothing yet."""
-        def boot(n: Node) -> None:
-            self.configure(n)
-            try:
-                self.start(n, timeout)
-            except BrokerError as e:
-                if n.name == self.nodes[0].name or self.beam_pid(n) is not None:
-                    raise
-                why = died_joining(n.remote.read_file(f"{self.paths(n).log_dir}/startup.out"))
-                log.warning("%s died in its first boot (%s); booting it again from an empty "
-                            "database", n.name, why or e)
-                n.remote.run(["rm", "-rf", self.paths(n).mnesia], timeout=30)
-                self.configure(n)  # makes the database directory again; epmd runs on
-                self.start(n, timeout)
-        _parallel(boot, self.nodes)
+        """Configures and starts every node in parallel; the others join the first as they boot
+        (peer discovery). A fresh cluster holds nothing yet, so one whose first boot failed
+        boots once more from empty databases, its first node alone before the others: 3.10 can
+        refuse a join while the first node is still enabling its feature flags (the joining
+        node dies with schema_integrity_check_failed, and the first node may then die too, with
+        incompatible_feature_flags, "All replicas on diskfull nodes are not active yet"), and
+        a first node that is up before anyone joins it leaves no such window. Raises
+        BrokerError when the second boot fails as well."""
+        try:
+            _parallel(lambda n: self._boot(n, timeout), self.nodes)
+        except BrokerError as e:
+            first = self.nodes[0]
+            log.warning("the cluster's first boot failed (%s); booting it once more from empty "
+                        "databases, %s alone first", e, first.name)
+            _parallel(self._wipe, self.nodes)
+            self._boot(first, timeout)
+            _parallel(lambda n: self._boot(n, timeout), self.nodes[1:])
+
+    def _boot(self, node: Node, timeout: float) -> None:
+        self.configure(node)
+        self.start(node, timeout)
+
+    def _wipe(self, node: Node) -> None:
+        """Kills the node's broker, keeps the output of the boot that failed beside the next
+        one's (startup.first-boot.out, with died_joining's reason in the log) and empties
+        its database."""
+        self.kill(node)
+        p = self.paths(node)
+        out = f"{p.log_dir}/startup.out"
+        log.info("%s's first boot: %s", node.name,
+                 died_joining(node.remote.read_file(out)) or "no reason in its output")
+        node.remote.run(["mv", "-f", out, f"{p.log_dir}/startup.first-boot.out"], timeout=10,
+                        check=False)
+        node.remote.run(["rm", "-rf", p.mnesia], timeout=30)
 
     def form_cluster(self, timeout: float = 60.0) -> None:
         """Makes sure every node is in the first one's cluster. The nodes found each other as

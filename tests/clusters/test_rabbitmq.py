@@ -185,46 +185,68 @@ SCHEMA_FAILURE = ('Kernel pid terminated (application_controller) ({application_
                   'hashing_algorithm,limits]}]},{rabbit,start,[normal,[]]}}})\n')
 
 
-def _first_wait_fails(name):
+def _waits_fail(name, order, failures=1):
+    """A responder whose node's first `failures` `rabbitmqctl wait` calls fail (its boot died);
+    every node's waits are noted in `order`, as (node, failed). Its beam runs until killed."""
     waits = []
+    killed = []
 
     def respond(argv):
+        if argv[:2] == ("kill", "-KILL"):
+            killed.append(argv)
+        if argv[:2] == ("kill", "-0") and killed:
+            return CommandResult(argv, 1, "", "no such process")
         if "wait" in argv and argv[2] == f"rabbit@10.0.0.{name[1]}":
             waits.append(argv)
-            if len(waits) == 1:
+            failed = len(waits) <= failures
+            order.append((name, failed))
+            if failed:
                 return CommandResult(argv, 69, "", "Error: unable to perform an operation")
         return None
     return respond
 
 
-def test_a_joining_node_that_died_in_its_first_boot_boots_once_more_from_an_empty_database():
+def _servers(node):
+    return [a for a in node.remote.spawned if a[-1].endswith("rabbitmq-server")]
+
+
+def _cluster(failing, order, failures=1):
+    nodes = [Node(f"n{i}", f"10.0.0.{i}",
+                  FakeRemote(f"n{i}", _waits_fail(f"n{i}", order,
+                                                  failures if f"n{i}" == failing else 0)))
+             for i in (1, 2, 3)]
+    for n in nodes:
+        n.remote.files[f"/data/{n.name}/rabbit.pid"] = "4242"  # kill -0 answers ok
+    return nodes
+
+
+@pytest.mark.parametrize("failing", ["n1", "n2"])
+def test_a_cluster_whose_first_boot_failed_boots_once_more_from_empty_databases(failing):
     from clusters.rabbitmq import died_joining
     assert died_joining(SCHEMA_FAILURE) == "schema_integrity_check_failed"
     assert died_joining("") is None and died_joining(None) is None
-    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _first_wait_fails(f"n{i}")
-                                                     if i == 2 else None)) for i in (1, 2, 3)]
+    order: list[tuple[str, bool]] = []
+    nodes = _cluster(failing, order)
     nodes[1].remote.files["/data/n2/log/startup.out"] = SCHEMA_FAILURE
-    b = RabbitBroker(nodes, BrokerConfig(), "/data")
-    b.start_all(timeout=5)
-    calls = nodes[1].remote.calls
-    assert ("rm", "-rf", "/data/n2/mnesia") in calls
-    servers = [a for a in nodes[1].remote.spawned if a[-1].endswith("rabbitmq-server")]
-    assert len(servers) == 2  # booted again, after the database was emptied
-    assert calls.index(("rm", "-rf", "/data/n2/mnesia")) < len(calls) - 1
-    for other in (nodes[0], nodes[2]):
-        assert [a for a in other.remote.spawned if a[-1].endswith("rabbitmq-server")] != []
-        assert not any(c[:2] == ("rm", "-rf") and c[2].endswith("mnesia") for c in other.remote.calls)
+    RabbitBroker(nodes, BrokerConfig(), "/data").start_all(timeout=5)
+    for n in nodes:  # every node killed, its failed boot's output kept, its database emptied
+        calls = n.remote.calls
+        wiped = calls.index(("rm", "-rf", f"/data/{n.name}/mnesia"))
+        assert ("kill", "-KILL", "4242") in calls[:wiped]
+        assert ("mv", "-f", f"/data/{n.name}/log/startup.out",
+                f"/data/{n.name}/log/startup.first-boot.out") in calls[:wiped]
+        assert len(_servers(n)) == 2
+    # The second boot: the first node up before the others boot, so no join can race it.
+    second = order[3:]
+    assert second[0][0] == "n1"
+    assert sorted(name for name, _failed in second[1:]) == ["n2", "n3"]
+    assert not any(failed for _name, failed in second)
 
 
-def test_the_first_node_or_a_node_still_running_is_not_booted_again():
+def test_a_cluster_whose_second_boot_fails_too_is_an_error():
     from clusters.rabbitmq import BrokerError
-    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _first_wait_fails(f"n{i}")
-                                                     if i == 1 else None)) for i in (1, 2, 3)]
-    with pytest.raises(BrokerError, match="n1 did not boot"):
-        RabbitBroker(nodes, BrokerConfig(), "/data").start_all(timeout=5)
-    alive = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _first_wait_fails(f"n{i}")
-                                                     if i == 3 else None)) for i in (1, 2, 3)]
-    alive[2].remote.files["/data/n3/rabbit.pid"] = "4242"  # kill -0 answers ok: still running
+    order: list[tuple[str, bool]] = []
+    nodes = _cluster("n3", order, failures=2)
     with pytest.raises(BrokerError, match="n3 did not boot"):
-        RabbitBroker(alive, BrokerConfig(), "/data").start_all(timeout=5)
-    assert not any(c[:2] == ("rm", "-rf") for c in alive[2].remote.calls)
+        RabbitBroker(nodes, BrokerConfig(), "/data").start_all(timeout=5)
+    assert all(len(_servers(n)) == 2 for n in nodes)  # once more, never a third time
