@@ -10,7 +10,8 @@ does it:
   (the nodes find each other as they boot: peer discovery);
 - form: every node confirmed in the first one's cluster (a node that did not join is joined);
 - store: the metadata store switched (Khepri; nothing for Mnesia);
-- healthy: every node running, seeing all the others, no partition;
+- healthy: every node running, seeing all the others, no partition (nothing more to wait
+  for when the form phase's statuses said so and the store was not switched, as in the runner);
 - queue: a quorum queue declared with confirms.
 
 "ready" is the sum: namespaces to queue declared (rootfs apart: built once). Prints every round
@@ -77,9 +78,11 @@ def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
         timed("rootfs", lambda: broker.use(cluster.launcher(broker.release)))
         timed("namespaces", cluster.create)
         timed("boot", lambda: broker.start_all(120))
-        timed("form", broker.form_cluster)
+        formed: list[bool] = []
+        timed("form", lambda: formed.append(broker.form_cluster()))
         timed("store", broker.enable_metadata_store)
-        timed("healthy", lambda: _wait_healthy(broker))
+        switched = broker.config.metadata_store != "mnesia"
+        timed("healthy", lambda: None if formed[0] and not switched else _wait_healthy(broker))
         timed("queue", lambda: _declare(cluster.nodes[0].ip))
     finally:
         broker.stop_all()

@@ -345,12 +345,16 @@ class RabbitBroker:
                         check=False)
         node.remote.run(["rm", "-rf", p.mnesia], timeout=30)
 
-    def form_cluster(self, timeout: float = 60.0) -> None:
+    def form_cluster(self, timeout: float = 60.0) -> bool:
         """Makes sure every node is in the first one's cluster. The nodes found each other as
         they booted (peer discovery); a node that did not is joined by hand (stop_app,
-        join_cluster, start_app), so the cluster forms either way."""
+        join_cluster, start_app), so the cluster forms either way. Returns True when every
+        node had joined at boot and the statuses read to see it were healthy (every node
+        running, seeing all the others, no partition): the cluster needs no further health
+        check (about a second of CLI calls) before its first use."""
         seed = self.nodes[0]
-        statuses = dict(zip((n.name for n in self.nodes), self.statuses(), strict=True))
+        read = self.statuses()
+        statuses = dict(zip((n.name for n in self.nodes), read, strict=True))
         joined = [n for n in self.nodes[1:] if seed.erlang_name not in statuses[n.name].running_nodes]
         for n in joined:
             log.info("%s did not join at boot; joining it to %s", n.name, seed.name)
@@ -360,6 +364,7 @@ class RabbitBroker:
         log.info("cluster formed: %s (%s)", ", ".join(n.erlang_name for n in self.nodes),
                  f"joined by hand: {', '.join(n.name for n in joined)}" if joined
                  else "every node joined at boot")
+        return not joined and healthy(read, (n.erlang_name for n in self.nodes))
 
     def beam_pid(self, node: Node) -> int | None:
         """Returns the pid of the node's beam from its pid file, if that process is alive."""

@@ -215,11 +215,12 @@ class Run:
             self.broker.use(self.cluster.launcher(self.broker.release))
             self.cluster.create()
             self.broker.start_all(self.spec.boot_timeout_s)
-            self.broker.form_cluster()
+            formed_healthy = self.broker.form_cluster()
             self.broker.enable_metadata_store()
-            rep = recover(self.broker, self.history, timeout=60, grace=60)
-            if not rep.healthy:
-                raise BrokerError(f"fresh cluster is not healthy: {rep.last_status}")
+            if not formed_healthy or self.spec.broker.metadata_store != "mnesia":
+                rep = recover(self.broker, self.history, timeout=60, grace=60)
+                if not rep.healthy:
+                    raise BrokerError(f"fresh cluster is not healthy: {rep.last_status}")
             self.test_info["versions"] = self.broker.versions()
             self.check_release(self.test_info["versions"])
             self.workload.setup(self.admin)

@@ -112,7 +112,7 @@ def test_form_cluster_joins_by_hand_only_the_nodes_that_did_not_join_at_boot():
         {"10.0.0.1": all3[:2], "10.0.0.2": all3[:2], "10.0.0.3": ["10.0.0.3"]})))
         for i in (1, 2, 3)]
     b = RabbitBroker(nodes, BrokerConfig(), "/data")
-    b.form_cluster()
+    assert b.form_cluster() is False  # joined by hand: its health is checked again
     verbs = {n.name: [c[3:] for c in n.remote.calls if "cluster_status" not in c] for n in nodes}
     # n2 found n1 at boot (peer discovery); n3 formed a cluster of its own and is joined.
     assert verbs == {"n1": [], "n2": [],
@@ -123,8 +123,21 @@ def test_nodes_that_all_joined_at_boot_are_left_alone():
     all3 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _status_saying(
         {ip: all3 for ip in all3}))) for i in (1, 2, 3)]
-    RabbitBroker(nodes, BrokerConfig(), "/data").form_cluster()
+    assert RabbitBroker(nodes, BrokerConfig(), "/data").form_cluster() is True
     assert all(c[3] == "cluster_status" for n in nodes for c in n.remote.calls)
+
+
+def test_a_cluster_formed_at_boot_but_partitioned_is_not_called_healthy():
+    all3 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+
+    def respond(argv):
+        if "cluster_status" in argv:
+            return CommandResult(argv, 0, json.dumps({
+                "running_nodes": [f"rabbit@{x}" for x in all3],
+                "partitions": {"rabbit@10.0.0.1": ["rabbit@10.0.0.3"]}}), "")
+        return None
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", respond)) for i in (1, 2, 3)]
+    assert RabbitBroker(nodes, BrokerConfig(), "/data").form_cluster() is False
 
 
 def test_every_node_but_the_first_joins_the_first_at_boot():
