@@ -201,7 +201,7 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(msgs, options.sample_size, totals)
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
-        dropped = (dropped_reasons(msgs, options.sample_size)
+        dropped = (dropped_reasons(h, msgs, options.sample_size)
                    if counts["dropped_by_design_count"] else None)
         return queue_section(counts, samples, drain_state(harness), options,
                              fail_reasons=reasons, acks_recorded=acks, dropped=dropped,
