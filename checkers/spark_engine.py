@@ -48,6 +48,7 @@ from checkers.spark_io import (
     CODE_NAMES,
     History,
     Summary,
+    at_most,
     collect_small,
     first_index_problem,
     load,
@@ -100,12 +101,16 @@ def timed(what: str) -> Iterator[None]:
 
 def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
     """Takes a History. Returns its nemesis ops (each with its loc) and harness events, in file
-    order (few)."""
-    ok = F.col("proc").isNotNull() & F.col("problem").isNull()
-    rows = collect_small(
-        h.df.where(ok).select(loc().alias("loc"), "index", "time", "code", "proc", "f", "value",
-                              "node", "error").orderBy("loc"),
-        MAX_SIDE_OPS, "nemesis and harness ops")
+    order (few): those pyarrow's reader kept, else from Spark."""
+    what = "nemesis and harness ops"
+    if h.facts is not None:  # pyarrow's reader kept them (checkers.arrow_json.Facts)
+        rows: list[Any] = at_most(h.facts.side, MAX_SIDE_OPS, what)
+    else:
+        ok = F.col("proc").isNotNull() & F.col("problem").isNull()
+        rows = collect_small(
+            h.df.where(ok).select(loc().alias("loc"), "index", "time", "code", "proc", "f",
+                                  "value", "node", "error").orderBy("loc"),
+            MAX_SIDE_OPS, what)
     nemesis = [(r["loc"], Op(type=cast(OpType, CODE_NAMES[r["code"]]), process=NEMESIS, f=r["f"],
                              value=decode_value(r["value"]), node=r["node"], index=r["index"],
                              time=r["time"], error=r["error"]))

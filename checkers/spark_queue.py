@@ -244,7 +244,8 @@ def message_table(h: History, acks: bool, keep: Callable[[DataFrame, str], DataF
     history, the publish columns are that op's values; otherwise `problem_at`
     is set and `publish_problem` re-reads the id op by op. Without acks every
     delivery is acked (`unpaired`). With acks, `aggregated` builds the table
-    in one aggregate when each process consumes under one tag, and the few
+    in one aggregate when each process consumes under one tag (pyarrow's reader
+    says so when it wrote the rows: checkers.arrow_json.Facts), and the few
     ids with more than one delivery or ack (redeliveries, duplicates) are
     paired again by `windowed` and take the place of their rows; the window
     pairs every id when those are many or the processes consume under
@@ -254,7 +255,9 @@ def message_table(h: History, acks: bool, keep: Callable[[DataFrame, str], DataF
     """
     if not acks:
         return keep(unpaired(h.df), "messages")
-    if not consumers_are_processes(h.df):
+    one_tag = (h.facts.one_tag_per_process() if h.facts is not None
+               else consumers_are_processes(h.df))
+    if not one_tag:
         return keep(windowed(h.df), "messages")
     table = keep(aggregated(h.df), "messages")
     again = table.where(F.col("windowed"))
