@@ -71,7 +71,7 @@ from checkers.spark_queue import (
     queue_facts,
     total_aggs,
 )
-from checkers.spark_risk import risk_aggs, risk_facts
+from checkers.spark_risk import risk_facts, risk_groups
 from checkers.spark_session import session
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
 from checkers.traces import CheckedResults
@@ -167,7 +167,9 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     windows, unpaired = fault_windows([op for _, op in nemesis], last)
     mend = first_mend_loc(harness)
     with timed("summed up the message table"):
-        totals = msgs.agg(*total_aggs(), *risk_aggs(windows), *after_aggs(mend)).collect()[0]
+        totals = msgs.agg(*total_aggs(), *after_aggs(mend)).collect()[0]
+    with timed("counted what each fault had at risk"):
+        risk = risk_facts(risk_groups(msgs, windows), windows)
     with timed("looked for contract breaks"):
         problems = _problems(h, summary, msgs, totals, workers)
     if unpaired is not None:
@@ -179,7 +181,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     results, reordered = _sections(spark, h, msgs, totals, harness, windows, (first, last),
                                    acks, options, bound, workers)
     # Test strength: informational, outside the verdict's composition.
-    faults = judge_faults(windows, risk_facts(totals, windows), harness, evidence)
+    faults = judge_faults(windows, risk, harness, evidence)
     results["faults"] = faults
     results["strength"] = strength(faults, evidence)
     log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
