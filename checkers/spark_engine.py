@@ -1,15 +1,16 @@
 """The Spark engine: checks a history of any size, collecting only aggregates and bounded samples.
 
 Steps: parse once (Parquet, or an in-memory cache for small histories),
-summarize per split (which also says whether the history records acks), build
-the per-message table (pairing acks with deliveries only when there are
-acks), sum it up in one aggregate (the queue counts, whether a publish or an
-ack breaks the contract, what was at risk at each fault and the publishes it
-made unknown or a blocked connection held, what was consumed after the
-harness's first mend), find the first line breaking the contract (raising
-HistoryError naming it), then the four sections, each guarded so that one
-failing checker leaves the others' verdicts (Jepsen's compose). Each stage
-logs its time.
+summarize per split (which also says whether the history records acks; what
+pyarrow's reader learnt, when it wrote the Parquet), build the per-message
+table (pairing acks with deliveries only when there are acks), sum it up in
+one aggregate (the queue counts, whether a publish or an ack breaks the
+contract, what was consumed after the harness's first mend), count what was
+at risk at each fault and the publishes it made unknown or a blocked
+connection held (one small group-by), find the first line breaking the
+contract (raising HistoryError naming it), then the four sections, each
+guarded so that one failing checker leaves the others' verdicts (Jepsen's
+compose). Each stage logs its time.
 """
 
 from __future__ import annotations
