@@ -55,11 +55,12 @@ MAX_PAIRS: Final = 100_000
 MAX_SIDE: Final = 200_001
 # The fields of a nemesis or harness row the check reads (checkers.spark_engine.side_ops).
 SIDE_FIELDS: Final = ("index", "time", "code", "proc", "f", "value", "node", "error")
-# The prepared columns of few distinct values, the only ones written dictionary-encoded: the
-# others (ids, indexes, times, positions, seqs) are nearly all distinct, and trying a dictionary
-# on them first cost a third of the writing's CPU for larger files.
-DICTIONARY: Final = ("_block", "code", "pid", "cls", "problem", "proc", "f", "node", "error",
-                     "consumer", "pub", "redelivered", "reason", "phase", "queue")
+# The prepared columns written dictionary-encoded: those of few distinct values, and the ids
+# (`value`: a block's ids mostly fit one dictionary, and a scan for a few ids, as the traces'
+# is, then reads 1 s rather than 3-6 s). Indexes, times, positions and seqs are all but
+# distinct: trying a dictionary on them first cost a third of the writing's CPU.
+DICTIONARY: Final = ("_block", "code", "pid", "value", "cls", "problem", "proc", "f", "node",
+                     "error", "consumer", "pub", "redelivered", "reason", "phase", "queue")
 # The row classes of deliveries and acks (checkers.spark_io's DELIVERY_ROW, ACK_ROW).
 DELIVERY_CLS, ACK_CLS = 2, 3
 # Fields by Spark type (checkers.spark_io.SCHEMA, `_corrupt` aside).
