@@ -26,6 +26,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,6 +47,22 @@ BLOCK: Final = 64 * 1024 * 1024
 READ_BLOCK: Final = 8 * 1024 * 1024
 # Where a line's process is a string (a nemesis or harness op): those lines are parsed apart.
 SIDE_MARK: Final = b'"process":"'
+# More (process, consumer tag) pairs than this: not one tag per process (as
+# checkers.spark_queue.MAX_CONSUMERS).
+MAX_PAIRS: Final = 100_000
+# Nemesis and harness rows kept for the check (checkers.spark_engine.MAX_SIDE_OPS, and one more
+# so that it can tell there are more).
+MAX_SIDE: Final = 200_001
+# The fields of a nemesis or harness row the check reads (checkers.spark_engine.side_ops).
+SIDE_FIELDS: Final = ("index", "time", "code", "proc", "f", "value", "node", "error")
+# The prepared columns written dictionary-encoded: those of few distinct values, and the ids
+# (`value`: a block's ids mostly fit one dictionary, and a scan for a few ids, as the traces'
+# is, then reads 1 s rather than 3-6 s). Indexes, times, positions and seqs are all but
+# distinct: trying a dictionary on them first cost a third of the writing's CPU.
+DICTIONARY: Final = ("_block", "code", "pid", "value", "cls", "problem", "proc", "f", "node",
+                     "error", "consumer", "pub", "redelivered", "reason", "phase", "queue")
+# The row classes of deliveries and acks (checkers.spark_io's DELIVERY_ROW, ACK_ROW).
+DELIVERY_CLS, ACK_CLS = 2, 3
 # Fields by Spark type (checkers.spark_io.SCHEMA, `_corrupt` aside).
 LONGS: Final = ("index", "time", "publisher", "seq")
 BOOLS: Final = ("redelivered",)
@@ -269,15 +286,74 @@ def prepare(t: pa.Table, pid: pa.Array) -> pa.Table:
     })
 
 
-def to_parquet(path: Path, out_dir: Path, names: list[str]) -> int:
+@dataclass(frozen=True)
+class BlockFacts:
+    """What one block's rows say of the history, as `checkers.spark_io.summarize` gives it per
+    split (a block of this reader is a split there: its `_block`): its offset, rows, first and
+    last index, whether index - position is constant, its time range and acks. Its rows have
+    no problem (else NotFast) and every one an index and a time."""
+
+    block: int
+    rows: int
+    first_index: int
+    last_index: int
+    consecutive: bool
+    min_time: int
+    max_time: int
+    acks: int
+
+
+@dataclass
+class Facts:
+    """What the reader learnt of the history while writing it: each block's BlockFacts, the
+    distinct (process, consumer tag) pairs of its deliveries and acks (at most MAX_PAIRS + 1
+    kept) and its nemesis and harness rows in file order (`loc` and SIDE_FIELDS; at most
+    MAX_SIDE kept), so that the check asks Spark for none of them."""
+
+    blocks: list[BlockFacts] = field(default_factory=list)
+    pairs: set[tuple[int, str]] = field(default_factory=set)
+    side: list[dict[str, Any]] = field(default_factory=list)
+
+    def one_tag_per_process(self) -> bool:
+        """Returns whether each client process delivers and acks under one consumer tag
+        (`checkers.spark_queue.consumers_are_processes`)."""
+        return (len(self.pairs) <= MAX_PAIRS
+                and len({pid for pid, _ in self.pairs}) == len(self.pairs))
+
+
+def _learn(facts: Facts, t: pa.Table) -> None:
+    """Takes the Facts so far and a block's prepared rows. Adds what they say."""
+    shift = pc.min_max(pc.subtract(t["index"], t["_pos"]))
+    times = pc.min_max(t["time"])
+    cls = t["cls"]
+    facts.blocks.append(BlockFacts(
+        t["_block"][0].as_py(), t.num_rows, t["index"][0].as_py(), t["index"][-1].as_py(),
+        shift["min"].as_py() == shift["max"].as_py(), times["min"].as_py(),
+        times["max"].as_py(), pc.sum(pc.equal(cls, ACK_CLS)).as_py() or 0))
+    side = t.filter(pc.is_valid(t["proc"]))
+    if side.num_rows and len(facts.side) < MAX_SIDE:
+        locs = pc.add(side["_block"], side["_pos"]).to_pylist()
+        rows = side.select(list(SIDE_FIELDS)).slice(0, MAX_SIDE - len(facts.side)).to_pylist()
+        facts.side.extend({"loc": at, **r} for at, r in zip(locs, rows, strict=False))
+    if len(facts.pairs) <= MAX_PAIRS:
+        consuming = t.select(["pid", "consumer"]).filter(
+            pc.fill_null(pc.is_in(cls, pa.array([DELIVERY_CLS, ACK_CLS], pa.int32())), False))
+        pairs = consuming.group_by(["pid", "consumer"]).aggregate([])
+        facts.pairs.update(zip(pairs["pid"].to_pylist(), pairs["consumer"].to_pylist(),
+                               strict=True))
+
+
+def to_parquet(path: Path, out_dir: Path, names: list[str]) -> Facts:
     """Takes a JSONL history, an output directory and the schema's field names (`_corrupt` not
     among them). Writes its prepared rows (`checkers.spark_io.PREPARED`), one Parquet file per
-    block. Returns the rows written; raises NotFast where Spark must read it."""
+    block. Returns what they say (Facts); raises NotFast where Spark must read it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    n = 0
+    facts = Facts()
     for i, (offset, data) in enumerate(_blocks(path)):
         t, pid = parse_block(data, names)
         t = t.add_column(0, "_block", pa.array(np.full(t.num_rows, offset), pa.int64()))
-        pq.write_table(prepare(t, pid), out_dir / f"part-{i:05d}.parquet")
-        n += t.num_rows
-    return n
+        prepared = prepare(t, pid)
+        _learn(facts, prepared)
+        pq.write_table(prepared, out_dir / f"part-{i:05d}.parquet",
+                       use_dictionary=list(DICTIONARY))
+    return facts

@@ -1,15 +1,16 @@
 """The Spark engine: checks a history of any size, collecting only aggregates and bounded samples.
 
 Steps: parse once (Parquet, or an in-memory cache for small histories),
-summarize per split (which also says whether the history records acks), build
-the per-message table (pairing acks with deliveries only when there are
-acks), sum it up in one aggregate (the queue counts, whether a publish or an
-ack breaks the contract, what was at risk at each fault and the publishes it
-made unknown or a blocked connection held, what was consumed after the
-harness's first mend), find the first line breaking the contract (raising
-HistoryError naming it), then the four sections, each guarded so that one
-failing checker leaves the others' verdicts (Jepsen's compose). Each stage
-logs its time.
+summarize per split (which also says whether the history records acks; what
+pyarrow's reader learnt, when it wrote the Parquet), build the per-message
+table (pairing acks with deliveries only when there are acks), sum it up in
+one aggregate (the queue counts, whether a publish or an ack breaks the
+contract, what was consumed after the harness's first mend), count what was
+at risk at each fault and the publishes it made unknown or a blocked
+connection held (one small group-by), find the first line breaking the
+contract (raising HistoryError naming it), then the four sections, each
+guarded so that one failing checker leaves the others' verdicts (Jepsen's
+compose). Each stage logs its time.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from checkers.spark_io import (
     CODE_NAMES,
     History,
     Summary,
+    at_most,
     collect_small,
     first_index_problem,
     load,
@@ -70,7 +72,7 @@ from checkers.spark_queue import (
     queue_facts,
     total_aggs,
 )
-from checkers.spark_risk import risk_aggs, risk_facts
+from checkers.spark_risk import risk_facts, risk_groups
 from checkers.spark_session import session
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
 from checkers.traces import CheckedResults
@@ -100,12 +102,16 @@ def timed(what: str) -> Iterator[None]:
 
 def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
     """Takes a History. Returns its nemesis ops (each with its loc) and harness events, in file
-    order (few)."""
-    ok = F.col("proc").isNotNull() & F.col("problem").isNull()
-    rows = collect_small(
-        h.df.where(ok).select(loc().alias("loc"), "index", "time", "code", "proc", "f", "value",
-                              "node", "error").orderBy("loc"),
-        MAX_SIDE_OPS, "nemesis and harness ops")
+    order (few): those pyarrow's reader kept, else from Spark."""
+    what = "nemesis and harness ops"
+    if h.facts is not None:  # pyarrow's reader kept them (checkers.arrow_json.Facts)
+        rows: list[Any] = at_most(h.facts.side, MAX_SIDE_OPS, what)
+    else:
+        ok = F.col("proc").isNotNull() & F.col("problem").isNull()
+        rows = collect_small(
+            h.df.where(ok).select(loc().alias("loc"), "index", "time", "code", "proc", "f",
+                                  "value", "node", "error").orderBy("loc"),
+            MAX_SIDE_OPS, what)
     nemesis = [(r["loc"], Op(type=cast(OpType, CODE_NAMES[r["code"]]), process=NEMESIS, f=r["f"],
                              value=decode_value(r["value"]), node=r["node"], index=r["index"],
                              time=r["time"], error=r["error"]))
@@ -162,7 +168,9 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     windows, unpaired = fault_windows([op for _, op in nemesis], last)
     mend = first_mend_loc(harness)
     with timed("summed up the message table"):
-        totals = msgs.agg(*total_aggs(), *risk_aggs(windows), *after_aggs(mend)).collect()[0]
+        totals = msgs.agg(*total_aggs(), *after_aggs(mend)).collect()[0]
+    with timed("counted what each fault had at risk"):
+        risk = risk_facts(risk_groups(msgs, windows), windows)
     with timed("looked for contract breaks"):
         problems = _problems(h, summary, msgs, totals, workers)
     if unpaired is not None:
@@ -174,7 +182,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     results, reordered = _sections(spark, h, msgs, totals, harness, windows, (first, last),
                                    acks, options, bound, workers)
     # Test strength: informational, outside the verdict's composition.
-    faults = judge_faults(windows, risk_facts(totals, windows), harness, evidence)
+    faults = judge_faults(windows, risk, harness, evidence)
     results["faults"] = faults
     results["strength"] = strength(faults, evidence)
     log.info("checked %d ops in %.1fs: valid %s", summary.ops, time.monotonic() - t0,
@@ -201,7 +209,7 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(msgs, options.sample_size, totals)
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
-        dropped = (dropped_reasons(msgs, options.sample_size)
+        dropped = (dropped_reasons(h, msgs, options.sample_size)
                    if counts["dropped_by_design_count"] else None)
         return queue_section(counts, samples, drain_state(harness), options,
                              fail_reasons=reasons, acks_recorded=acks, dropped=dropped,

@@ -96,6 +96,9 @@ class History:
     # Rows read by checkers.arrow_json: every line of the source is a row (none blank), so a
     # row's line number is the count of rows before it plus one.
     lines_counted: bool = False
+    # What pyarrow's reader learnt while writing the rows (None: Spark's reader wrote them, or
+    # an older conversion): `summarize` and the message table then ask Spark for none of it.
+    facts: arrow_json.Facts | None = None
     cleanup: list[Path] = field(default_factory=list)
     cached: list[DataFrame] = field(default_factory=list)
 
@@ -217,51 +220,59 @@ def _split_confs(spark: SparkSession) -> dict[str, str]:
     return {k: v for k, v in confs.items() if v is not None}
 
 
-def _write_arrow(history: Path, out_dir: Path) -> bool:
+def _write_arrow(history: Path, out_dir: Path) -> arrow_json.Facts | None:
     """Takes a JSONL history and an output directory. Writes its prepared rows as Parquet with
-    pyarrow's reader (checkers.arrow_json) if it gives the rows Spark's would. Returns whether
-    it did (line numbers are then counted rows)."""
+    pyarrow's reader (checkers.arrow_json) if it gives the rows Spark's would. Returns what it
+    learnt of them if it did (line numbers are then counted rows), else None."""
     shutil.rmtree(out_dir, ignore_errors=True)
     t0 = time.monotonic()
     try:
-        arrow_json.to_parquet(history, out_dir, [n for n in SCHEMA.names if n != CORRUPT])
+        facts = arrow_json.to_parquet(history, out_dir, [n for n in SCHEMA.names if n != CORRUPT])
     except arrow_json.NotFast as e:
         log.info("reading %s with Spark's JSON reader: %s", history, e)
         shutil.rmtree(out_dir, ignore_errors=True)
-        return False
+        return None
     log.info("read %s with pyarrow in %.1fs", history, time.monotonic() - t0)
-    return True
+    return facts
+
+
+# What `read_early` returns: pyarrow's Facts, False (it left the history to Spark), or None (a
+# history not read into Parquet, or not tried).
+Early = arrow_json.Facts | bool | None
 
 
 def _write_prepared(spark: SparkSession, history: Path, out_dir: Path,
-                    arrow: bool | None = None) -> bool:
-    """Takes a session, a JSONL history, an output directory and whether pyarrow wrote it there
-    already (None: not tried). Writes its prepared rows as Parquet: with pyarrow's reader where
-    it gives the rows Spark's would, else with Spark's. Returns whether pyarrow's did."""
+                    arrow: Early = None) -> arrow_json.Facts | None:
+    """Takes a session, a JSONL history, an output directory and what pyarrow did there already
+    (`Early`; None: not tried). Writes its prepared rows as Parquet: with pyarrow's reader where
+    it gives the rows Spark's would, else with Spark's. Returns pyarrow's Facts if its reader
+    wrote them, else None."""
     if arrow is None:
         arrow = _write_arrow(history, out_dir)
-    if not arrow:
-        read_jsonl(spark, history).write.mode("overwrite").parquet(str(out_dir))
-    return arrow
+    if isinstance(arrow, arrow_json.Facts):
+        return arrow
+    read_jsonl(spark, history).write.mode("overwrite").parquet(str(out_dir))
+    return None
 
 
-def read_early(path: Path, work_dir: Path, memory_limit: int) -> bool | None:
+def read_early(path: Path, work_dir: Path, memory_limit: int) -> Early:
     """Takes a history, a scratch directory and the largest JSONL size to cache in memory.
     Writes a larger JSONL history's prepared rows into the scratch directory with pyarrow,
-    which needs no Spark (the engine runs this while Spark starts). Returns whether pyarrow
-    wrote them (False: it left the history to Spark), None for a history `load` does not read
-    into Parquet."""
+    which needs no Spark (the engine runs this while Spark starts). Returns what pyarrow learnt
+    of them (arrow_json.Facts), False if it left the history to Spark, None for a history
+    `load` does not read into Parquet."""
     path = Path(path)
     if not path.is_file() or path.stat().st_size <= memory_limit:
         return None
-    return _write_arrow(path, work_dir / "history.parquet")
+    facts = _write_arrow(path, work_dir / "history.parquet")
+    return False if facts is None else facts
 
 
 def convert_to_parquet(spark: SparkSession, history: Path, out_dir: Path) -> Path:
     """Takes a session, a JSONL history and an output directory. Parses the history once and
     writes it as Parquet (plus a sidecar naming the source, for line numbers). Returns out_dir."""
     confs = _split_confs(spark)
-    counted = _write_prepared(spark, history, out_dir)
+    counted = _write_prepared(spark, history, out_dir) is not None
     (out_dir / SIDECAR).write_text(json.dumps({"source": str(Path(history).resolve()),
                                                "split_confs": confs, "lines_counted": counted}))
     return out_dir
@@ -273,7 +284,7 @@ def is_parquet(path: Path) -> bool:
 
 
 def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int,
-         early: bool | None = None) -> History:
+         early: Early = None) -> History:
     """Takes a session, a history (JSONL file or Parquet directory), a scratch directory, the
     largest JSONL size (bytes) to cache in memory and what `read_early` returned (None: not
     run). Returns the History, parsed once: into memory when small, into Parquet in work_dir
@@ -302,9 +313,9 @@ def load(spark: SparkSession, path: Path, work_dir: Path, memory_limit: int,
         df.count()
         return History(df, path, confs, mode="memory", cached=[df])
     out = work_dir / "history.parquet"
-    counted = _write_prepared(spark, path, out, early)
+    facts = _write_prepared(spark, path, out, early)
     return History(spark.read.parquet(str(out)), path, confs, cleanup=[out],
-                   lines_counted=counted)
+                   lines_counted=facts is not None, facts=facts)
 
 
 # -- column helpers --------------------------------------------------------------------------
@@ -363,6 +374,23 @@ class Summary:
 
 
 def summarize(h: History) -> Summary:
+    """Takes a History. Returns per-split stats, the time range and the number of acks: what
+    pyarrow's reader learnt of them when it wrote the rows (`arrow_summary`), else from Spark
+    (`spark_summary`)."""
+    return arrow_summary(h.facts) if h.facts is not None else spark_summary(h)
+
+
+def arrow_summary(facts: arrow_json.Facts) -> Summary:
+    """Takes what pyarrow's reader learnt of a history. Returns its Summary, as
+    `spark_summary` gives it for the rows the reader wrote (no bad row: it refuses those)."""
+    blocks = sorted((BlockStats(b.block, b.rows, b.block, b.first_index, b.last_index, None,
+                                b.consecutive) for b in facts.blocks), key=lambda b: b.block)
+    times = [b.min_time for b in facts.blocks], [b.max_time for b in facts.blocks]
+    return Summary(sum(b.rows for b in blocks), min(times[0], default=None),
+                   max(times[1], default=None), blocks, sum(b.acks for b in facts.blocks))
+
+
+def spark_summary(h: History) -> Summary:
     """Takes a History. Returns per-split stats, the time range and the number of acks, in one
     aggregate pass."""
     with_index = F.col("index").isNotNull()
@@ -493,7 +521,11 @@ def literal_rows(spark: SparkSession, rows: list[tuple[Any, ...]], fields: str) 
 
 def collect_small(df: DataFrame, cap: int, what: str) -> list[Any]:
     """Takes a DataFrame expected to be small. Returns its rows; raises HistoryError past `cap`."""
-    rows = df.limit(cap + 1).collect()
+    return at_most(df.limit(cap + 1).collect(), cap, what)
+
+
+def at_most(rows: list[Any], cap: int, what: str) -> list[Any]:
+    """Takes rows expected to be few. Returns them; raises HistoryError past `cap`."""
     if len(rows) > cap:
         raise HistoryError(f"more than {cap} {what}: not a history the checkers can read")
     return rows

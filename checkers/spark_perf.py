@@ -72,15 +72,17 @@ def _stat_aggs(accuracy: int) -> list[Column]:
     ]
 
 
-def segment(col: str, edges: Sequence[int]) -> Column:
-    """Takes a time column and ascending distinct edges. Returns the number of edges at or below
-    the time (bisect_right), as a balanced tree of comparisons: log2(edges) per row, compiled."""
+def segment(col: str | Column, edges: Sequence[int]) -> Column:
+    """Takes a time column (or its name) and ascending distinct edges. Returns the number of
+    edges at or below the time (bisect_right), as a balanced tree of comparisons: log2(edges)
+    per row, compiled."""
+    t = F.col(col) if isinstance(col, str) else col
 
     def node(lo: int, hi: int) -> Column:
         if lo == hi:
             return F.lit(lo)
         mid = (lo + hi) // 2
-        return F.when(F.col(col) >= F.lit(edges[mid]), node(mid + 1, hi)).otherwise(node(lo, mid))
+        return F.when(t >= F.lit(edges[mid]), node(mid + 1, hi)).otherwise(node(lo, mid))
 
     return node(0, len(edges))
 

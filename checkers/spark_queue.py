@@ -42,10 +42,10 @@ invoked and completed, the first invocation's and completion's process, time
 and outcome, how often it was delivered and acked, with and without the
 redelivered flag, which delivery came (or was acked) first, where the first
 flagged ack and the last unflagged delivery are, how often it was
-dead-lettered and why first. A history that records acks also brings its
-acks along. An id with one delivery and one ack (nearly every
-id) needs no order to pair them: the ack is the delivery's if its process
-acked after it. The ids with more than one (a redelivery, a duplicate: a few
+dead-lettered and where first (its reason is read there when needed). A
+history that records acks also brings its acks along. An id with one
+delivery and one ack (nearly every id) needs no order to pair them: the ack
+is the delivery's if its process acked after it. The ids with more than one (a redelivery, a duplicate: a few
 in a thousand) have their rows sorted by consumer stream so that a window
 pairs each ack with the delivery right before it (the one sort the queue
 check pays, over those ids only). `total_aggs` counts those definitions'
@@ -130,9 +130,11 @@ def _id_aggs(acks: bool) -> list[Column]:
         # for what was at risk when each fault began (checkers.spark_risk).
         F.min(_when(is_ack() if acks else dlv, "time")).alias("consumed_time"),
         # Dead letters (each on a stream of its own, so they pair with no ack): how many, and
-        # the first one's reason.
+        # where the first one is (its reason is read there, by `dropped_reasons`, only when
+        # something was dropped: a text in an aggregate's buffer would make Spark sort every
+        # row by id instead of hashing it).
         F.count_if(dead).alias("n_dead"),
-        F.min_by(F.col("reason"), _when(dead, at)).alias("dead_reason"),
+        F.min(_when(dead, at)).alias("dead_loc"),
         # Whether its completion was `info` because its connection was blocked (a resource
         # alarm), for the publishes each fault made unknown (checkers.spark_risk).
         F.max(_when(comp, F.col("error") == F.lit(BLOCKED_ERROR))).alias("comp_blocked"),
@@ -150,7 +152,7 @@ def _table(grouped: DataFrame, *acked: Column) -> DataFrame:
     return grouped.select(
         "id", "n_inv", "comp_code", "inv_time", "comp_time", F.col("pid_min").alias("inv_pid"),
         "n_del", "n_unflagged", (F.col("first_low") % 2).alias("first_flag"), "first_flag_loc",
-        "last_unflagged_loc", "consumed_time", "n_dead", "dead_reason", "comp_blocked",
+        "last_unflagged_loc", "consumed_time", "n_dead", "dead_loc", "comp_blocked",
         "last_dlv_loc", "last_ack_loc", *acked, problem_loc().alias("problem_at"))
 
 
@@ -242,7 +244,8 @@ def message_table(h: History, acks: bool, keep: Callable[[DataFrame, str], DataF
     history, the publish columns are that op's values; otherwise `problem_at`
     is set and `publish_problem` re-reads the id op by op. Without acks every
     delivery is acked (`unpaired`). With acks, `aggregated` builds the table
-    in one aggregate when each process consumes under one tag, and the few
+    in one aggregate when each process consumes under one tag (pyarrow's reader
+    says so when it wrote the rows: checkers.arrow_json.Facts), and the few
     ids with more than one delivery or ack (redeliveries, duplicates) are
     paired again by `windowed` and take the place of their rows; the window
     pairs every id when those are many or the processes consume under
@@ -252,7 +255,9 @@ def message_table(h: History, acks: bool, keep: Callable[[DataFrame, str], DataF
     """
     if not acks:
         return keep(unpaired(h.df), "messages")
-    if not consumers_are_processes(h.df):
+    one_tag = (h.facts.one_tag_per_process() if h.facts is not None
+               else consumers_are_processes(h.df))
+    if not one_tag:
         return keep(windowed(h.df), "messages")
     table = keep(aggregated(h.df), "messages")
     again = table.where(F.col("windowed"))
@@ -411,14 +416,17 @@ def queue_facts(msgs: DataFrame, sample_size: int, totals: Row
     return counts, samples
 
 
-def dropped_reasons(msgs: DataFrame, sample_size: int) -> tuple[dict[str, int],
-                                                                dict[str, list[str]]]:
-    """Takes the messages table and the sample size. Returns the messages dropped by design
-    counted by the reason of their first dead letter ("(none)" without one), most frequent
-    first, then by reason, and each reason's first `sample_size` ids in id order."""
-    reason = F.coalesce(F.col("dead_reason"), F.lit(NO_REASON)).alias("r")
+def dropped_reasons(h: History, msgs: DataFrame, sample_size: int
+                    ) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Takes a History, its messages table and the sample size. Returns the messages dropped by
+    design counted by the reason of their first dead letter ("(none)" without one; read from
+    the history at the table's `dead_loc`), most frequent first, then by reason, and each
+    reason's first `sample_size` ids in id order."""
+    letters = h.df.where(is_dead_letter()).select(loc().alias("dead_loc"), "reason")
+    reason = F.coalesce(F.col("reason"), F.lit(NO_REASON)).alias("r")
     by = Window.partitionBy("r")
-    rows = (msgs.where(_flags()["dropped_by_design"]).select("id", reason)
+    rows = (msgs.where(_flags()["dropped_by_design"]).select("id", "dead_loc")
+            .join(letters, "dead_loc", "left").select("id", reason)
             .select("id", "r", F.row_number().over(by.orderBy(*id_order())).alias("rn"),
                     F.count(F.lit(1)).over(by).alias("n"))
             .where(F.col("rn") <= max(sample_size, 1)).collect())

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import arrow_json, spark_io
+from checkers import arrow_json, spark_engine, spark_io, spark_queue
+from checkers.errors import HistoryError
 from tests.checkers.gen import Generated, planted_histories, random_histories
 from tests.checkers.histories import write_lines
 
@@ -102,6 +103,59 @@ REFUSED = {
     "an unknown type": [line(type="ack")],
     "a publish without an id": [line(value=None)],
 }
+
+
+def assert_facts_alike(spark: Any, path: Path, out: Path) -> None:
+    # What the reader learns while it writes the rows is what Spark would count over them: the
+    # summary of each split (a block), whether each process consumes under one tag, and the
+    # nemesis and harness ops.
+    facts = arrow_json.to_parquet(path, out, NAMES)
+    h = spark_io.History(spark.read.parquet(str(out)), path)
+    assert spark_io.arrow_summary(facts) == spark_io.spark_summary(h)
+    assert facts.one_tag_per_process() == spark_queue.consumers_are_processes(h.df)
+    learnt = spark_io.History(h.df, path, facts=facts)
+    assert spark_engine.side_ops(learnt) == spark_engine.side_ops(h)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(planted_histories(), random_histories()))
+def test_what_arrow_learns_of_generated_histories_is_what_spark_counts(spark: Any,
+                                                                       g: Generated) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        assert_facts_alike(spark, g.write(Path(d) / "history.jsonl"), Path(d) / "out")
+
+
+def test_what_arrow_learns_of_odd_lines_in_many_blocks_is_what_spark_counts(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arrow_json, "BLOCK", 300)
+    lines = [*ODD_BUT_SPARKS, *ODD_BUT_SPARKS[::-1]]
+    # Consecutive indexes, then a gap and one going back: consecutive and not, per block.
+    lines = [ln.replace('"index":0', f'"index":{i if i < 20 else 2 * i - 3 * (i % 7)}')
+             for i, ln in enumerate(lines)]
+    assert_facts_alike(spark, write_lines(tmp_path / "h.jsonl", lines), tmp_path / "out")
+
+
+def test_more_consumer_tags_than_processes_is_not_one_tag_each(spark: Any,
+                                                               tmp_path: Path) -> None:
+    lines = [line(index=1, f="consume", value="1-0", consumer="a"),
+             line(index=2, f="ack", value="1-0", consumer="b")]
+    facts = arrow_json.to_parquet(write_lines(tmp_path / "h.jsonl", lines), tmp_path / "out",
+                                  NAMES)
+    assert facts.pairs == {(1, "a"), (1, "b")} and not facts.one_tag_per_process()
+
+
+def test_too_many_nemesis_ops_learnt_are_refused_as_spark_refuses_them(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spark_engine, "MAX_SIDE_OPS", 2)
+    monkeypatch.setattr(arrow_json, "MAX_SIDE", 3)
+    lines = [line(index=i, process="nemesis", f="kill", value="n1") for i in range(5)]
+    facts = arrow_json.to_parquet(write_lines(tmp_path / "h.jsonl", lines), tmp_path / "out",
+                                  NAMES)
+    assert len(facts.side) == 3
+    df = spark.read.parquet(str(tmp_path / "out"))
+    for h in (spark_io.History(df, None, facts=facts), spark_io.History(df, None)):
+        with pytest.raises(HistoryError, match="more than 2 nemesis and harness ops"):
+            spark_engine.side_ops(h)
 
 
 @pytest.mark.parametrize("lines", REFUSED.values(), ids=list(REFUSED))

@@ -230,9 +230,16 @@ def test_one_aggregate_pairs_acks_as_the_window_does(spark: Any, tmp_path: Path)
         assert rows[0] == rows[1]
         by_id = {r["id"]: r for r in rows[0]}
         assert [i for i, r in by_id.items() if r["orphan_at"] is not None] == ["1-2", "1-3", "1-4"]
-        assert {i: (r["n_dead"], r["dead_reason"]) for i, r in by_id.items() if r["n_dead"]} == {
+        # The table says where each id's first dead letter is; its reason is read there.
+        reasons = {r["loc"]: r["reason"] for r in h.df.where(spark_io.is_dead_letter())
+                   .select(spark_io.loc().alias("loc"), "reason").collect()}
+        assert {i: (r["n_dead"], reasons[r["dead_loc"]])
+                for i, r in by_id.items() if r["n_dead"]} == {
             "1-8": (1, "maxlen"), "1-9": (1, "delivery_limit"), "1-10": (1, "rejected"),
             "1-11": (2, None), "1-12": (1, "maxlen")}
+        assert spark_queue.dropped_reasons(h, built, 10) == (
+            {"(none)": 1, "delivery_limit": 1, "maxlen": 1},
+            {"(none)": ["1-11"], "delivery_limit": ["1-9"], "maxlen": ["1-8"]})
         assert (by_id["1-12"]["n_acked"], by_id["1-14"]["n_acked"]) == (1, 1)
         assert [i for i, r in by_id.items() if r["comp_blocked"]] == ["1-13", "1-14"]
     finally:
