@@ -77,7 +77,8 @@ class Series:
             name, self.expectations[name], code, wall_s, outcome.run_dir, outcome.results,
             outcome.error, seed=spec.seed, infrastructure=infrastructure, tries=tries,
             rabbitmq=spec.broker.rabbitmq,
-            variant=vary.label(vary.settings(spec, self.varied)))
+            variant=vary.with_store(vary.label(vary.settings(spec, self.varied)),
+                                    spec.broker.metadata_store))
 
     def write(self, code: int | None = None) -> None:
         """Rewrites matrix.json (with `extra`) and matrix.md; `code` overrides the exit code
@@ -197,8 +198,7 @@ def _rejudged(rec: dict[str, Any], expectations: dict[str, Expectation] | None,
     """Takes an archive line, the predictions (None: keep the row's judgement) and the store.
     Returns its row, judged again from its results and with its run directory relative to the
     store."""
-    r = rec["row"]
-    row = matrix.Row(**{**r, "problems": tuple(r.get("problems", ()))})
+    row = _stored_variant(_row_of(rec["row"]), rec.get("spec"))
     results = rec.get("results")
     if expectations is not None and results is not None and row.judgement != matrix.ERROR:
         again = matrix.make_row(row.scenario, expectations.get(row.scenario, Expectation()),
@@ -211,6 +211,18 @@ def _rejudged(rec: dict[str, Any], expectations: dict[str, Expectation] | None,
     return json.loads(json.dumps(dataclasses.asdict(row)))
 
 
+def _row_of(r: dict[str, Any]) -> matrix.Row:
+    """Takes a row as stored (JSON). Returns the Row."""
+    return matrix.Row(**{**r, "problems": tuple(r.get("problems", ()))})
+
+
+def _stored_variant(row: matrix.Row, spec: dict[str, Any] | None) -> matrix.Row:
+    """Takes a stored row and its stored spec. Returns the row with its variant naming a
+    metadata store other than Mnesia (rows made before their variant said it did not)."""
+    store = ((spec or {}).get("broker") or {}).get("metadata_store")
+    return dataclasses.replace(row, variant=vary.with_store(row.variant, store))
+
+
 def _archived_lines(path: Path) -> list[tuple[matrix.Row, dict[str, Any]]]:
     """Takes an archive (.jsonl). Returns (row, the line's record) for each run in it."""
     out = []
@@ -219,8 +231,7 @@ def _archived_lines(path: Path) -> list[tuple[matrix.Row, dict[str, Any]]]:
             continue
         try:
             rec = json.loads(line)
-            r = rec["row"]
-            row = matrix.Row(**{**r, "problems": tuple(r.get("problems", ()))})
+            row = _row_of(rec["row"])
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not an archived run ({e})") from e
         out.append((row, rec))
@@ -240,15 +251,17 @@ def _runs(path: Path) -> Iterator[tuple[matrix.Row, dict[str, Any] | None, Path 
     if path.suffix == ".jsonl":
         for row, spec, results in read_archive(path):
             run_dir = STORE / row.run_dir  # an absolute run_dir (older lines) stays as it is
-            yield row, spec, run_dir if run_dir.is_dir() else None, results
+            yield (_stored_variant(row, spec), spec, run_dir if run_dir.is_dir() else None,
+                   results)
         return
     for row in matrix.read_rows(path):
         run_dir = Path(row.run_dir)
         test = _stored(run_dir, "test.json")
         if test is not None and test.get("interrupted"):
             continue  # an interrupted run (a series cut short) measured nothing
-        yield (row, None if test is None else test.get("spec") or {},
-               run_dir if run_dir.is_dir() else None, _stored(run_dir, "results.json"))
+        spec = None if test is None else test.get("spec") or {}
+        yield (_stored_variant(row, spec), spec, run_dir if run_dir.is_dir() else None,
+               _stored(run_dir, "results.json"))
 
 
 def _each_run_once(matrix_files: Sequence[Path]) -> Iterator[

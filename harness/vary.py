@@ -68,6 +68,19 @@ def label(variant: Variant) -> str:
     return ", ".join(f"{k}={v}" for k, v in variant if k != RABBITMQ_KEY)
 
 
+METADATA_KEY = "broker.metadata_store"  # a metadata store other than Mnesia, as a Row says it
+
+
+def with_store(variant: str, metadata_store: str | None) -> str:
+    """Takes a Row's variant and its run's metadata store (None when the spec names none).
+    Returns the variant, naming the store when it is not Mnesia, the default, and the variant
+    does not say it already: a Khepri run is a line of a table of its own, never counted with
+    the Mnesia runs of its scenario."""
+    if metadata_store in (None, "mnesia") or f"{METADATA_KEY}=" in variant:
+        return variant
+    return ", ".join(filter(None, [variant, f"{METADATA_KEY}={metadata_store}"]))
+
+
 def apply(spec: TestSpec, variant: Variant) -> TestSpec:
     """Takes a spec and a variant. Returns the spec with the variant's settings and its queue
     kind's check rules (`rekinded`; not validated). Raises SpecError naming a setting that does

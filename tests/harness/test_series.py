@@ -269,3 +269,41 @@ def test_an_archive_keeps_run_directories_relative_to_the_store_and_judgements_c
     assert row.run_dir == "a/20261125T000000Z"
     assert row.judgement == matrix.WEAK and results["strength"]["weak"] is True
     assert archive([out], out, {"a": matrix.Expectation()}, store=store) == (0, 0)
+
+
+def test_khepri_runs_are_a_line_of_their_own_in_rows_archives_and_tables(tmp_path):
+    from harness import vary
+    from harness.series import archive, read_archive
+
+    assert vary.with_store("", "khepri") == "broker.metadata_store=khepri"
+    assert vary.with_store("queue.type=stream", "khepri") == \
+        "queue.type=stream, broker.metadata_store=khepri"
+    assert vary.with_store("broker.metadata_store=khepri", "khepri") == \
+        "broker.metadata_store=khepri"  # varied on purpose: said once
+    assert vary.with_store("", "mnesia") == "" and vary.with_store("", None) == ""
+    on_40 = TestSpec(name="a", seed=1)
+    khepri = dc(on_40, broker=dc(on_40.broker, rabbitmq="4.0", metadata_store="khepri"))
+    mnesia = dc(khepri, broker=dc(khepri.broker, metadata_store="mnesia"))
+    # A new series' rows say the store.
+    s = Series([("a", khepri, matrix.Expectation())], 1, tmp_path / "s", base_seed=1)
+    new = s.make_row("a", khepri, 0, 60.0,
+                     SimpleNamespace(run_dir=tmp_path / "x", results=OK, error=None))
+    assert new.variant == "broker.metadata_store=khepri"
+    # Rows stored before they said it (a matrix.json, an archive) take it from their spec.
+    rows = []
+    for k, spec in enumerate([khepri, mnesia]):
+        run = tmp_path / "store" / f"r{k}"
+        run.mkdir(parents=True)
+        (run / "test.json").write_text(json.dumps({"spec": spec.to_dict()}))
+        (run / "results.json").write_text(json.dumps(OK))
+        rows.append(matrix.make_row("a", matrix.Expectation(), 0, 50, run, OK, seed=k,
+                                    rabbitmq="4.0"))
+    matrix.write(rows, [], tmp_path / "m")
+    got = rebuild([tmp_path / "m" / "matrix.json"], {"a": matrix.Expectation()})
+    assert [r.variant for r in got] == ["broker.metadata_store=khepri", ""]
+    names = [s.scenario + " " + s.variant
+             for s in matrix.summarize(got, {"a": matrix.Expectation()})]
+    assert names == ["a broker.metadata_store=khepri", "a "]  # two lines, never one of 2 runs
+    out = tmp_path / "a.jsonl"
+    archive([tmp_path / "m" / "matrix.json"], out, store=tmp_path / "store")
+    assert [r.variant for r, _s, _res in read_archive(out)] == ["broker.metadata_store=khepri", ""]
