@@ -491,6 +491,26 @@ def _require_files(paths: list[Path]) -> None:
         raise UsageError(f"no such file: {', '.join(missing)}")
 
 
+def _refused(rows: Sequence[Any], specs: dict[str, TestSpec]) -> list[Any]:
+    """Takes a table's rows and each scenario's spec. Returns, when the rows span several
+    release lines, every scenario of theirs that one of those lines cannot run (a mirrored
+    queue on 4.0), as matrix.NotApplicable with the release's reason, so a table rebuilt from
+    archives says "not applicable" where a series would have, never "-"."""
+    from harness.matrix import NotApplicable
+    from harness.series import on_release
+
+    lines = sorted({r.rabbitmq for r in rows})
+    if len(lines) < 2:
+        return []
+    out = []
+    for name in dict.fromkeys(r.scenario for r in rows if r.scenario in specs):
+        for line in lines:
+            why = on_release(specs[name], {"rabbitmq": line}).refusal()
+            if why:
+                out.append(NotApplicable(name, line, why))
+    return out
+
+
 def _cmd_table(a: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
@@ -514,7 +534,9 @@ def _cmd_table(a: argparse.Namespace) -> int:
     first = a.matrix_files[0]
     out = a.out or (first.parent.parent / stamp if first.name == "matrix.json"
                     else Path("store") / "matrix" / stamp)
-    _js, md = matrix.write(rows, summaries, out)
+    refused = _refused(rows, {n: sc.spec for n, sc in SCENARIOS.items()})
+    _js, md = matrix.write(rows, summaries, out,
+                           {"not_applicable": [dataclasses.asdict(n) for n in refused]})
     print(matrix.summary_table(summaries), end="")
     for problem in matrix.problems(summaries):
         print(f"- {problem}")

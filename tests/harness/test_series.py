@@ -1,5 +1,6 @@
 """Series of runs (no cluster): rounds, shared seeds for twins, tables kept and rebuilt."""
 
+import dataclasses
 import json
 from dataclasses import replace as dc
 from pathlib import Path
@@ -307,3 +308,24 @@ def test_khepri_runs_are_a_line_of_their_own_in_rows_archives_and_tables(tmp_pat
     out = tmp_path / "a.jsonl"
     archive([tmp_path / "m" / "matrix.json"], out, store=tmp_path / "store")
     assert [r.variant for r, _s, _res in read_archive(out)] == ["broker.metadata_store=khepri", ""]
+
+
+def test_a_table_rebuilt_across_release_lines_says_what_a_line_cannot_run(tmp_path):
+    from harness.cli import _refused
+    from harness.scenarios import SCENARIOS
+
+    specs = {n: sc.spec for n, sc in SCENARIOS.items()}
+    rows = [matrix.make_row(name, SCENARIOS[name].expect, 0, 90, tmp_path / name, OK,
+                            seed=1, rabbitmq=line)
+            for name, line in [("mirrored-master-partition", "3.10"),
+                               ("quorum-ignore", "3.10"), ("quorum-ignore", "4.0")]]
+    refused = _refused(rows, specs)
+    assert [(n.scenario, n.rabbitmq) for n in refused] == [("mirrored-master-partition", "4.0")]
+    assert "mirroring was removed" in refused[0].reason
+    assert _refused(rows[:2], specs) == []  # one release line: nothing to put side by side
+    out = tmp_path / "t"
+    matrix.write(rows, matrix.summarize(rows, {n: SCENARIOS[n].expect for n in SCENARIOS}), out,
+                 {"not_applicable": [dataclasses.asdict(n) for n in refused]})
+    cells = {line["scenario"]: line["cells"]
+             for line in json.loads((out / "matrix.json").read_text())["side_by_side"]["lines"]}
+    assert cells["mirrored-master-partition"][1].startswith("not applicable: ")
