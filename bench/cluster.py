@@ -78,11 +78,10 @@ def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
         timed("rootfs", lambda: broker.use(cluster.launcher(broker.release)))
         timed("namespaces", cluster.create)
         timed("boot", lambda: broker.start_all(120))
-        formed: list[bool] = []
-        timed("form", lambda: formed.append(broker.form_cluster()))
-        timed("store", broker.enable_metadata_store)
-        switched = broker.config.metadata_store != "mnesia"
-        timed("healthy", lambda: None if formed[0] and not switched else _wait_healthy(broker))
+        done: list[bool] = []  # form_cluster's and enable_metadata_store's answers
+        timed("form", lambda: done.append(broker.form_cluster()))
+        timed("store", lambda: done.append(not broker.enable_metadata_store()))
+        timed("healthy", lambda: None if all(done) else _wait_healthy(broker))
         timed("queue", lambda: _declare(cluster.nodes[0].ip))
     finally:
         broker.stop_all()

@@ -455,15 +455,17 @@ class RabbitBroker:
             log.warning("could not read versions: %s", e)
         return out
 
-    def enable_metadata_store(self, timeout: float = 120.0) -> None:
+    def enable_metadata_store(self, timeout: float = 120.0) -> bool:
         """Switches the formed cluster to the configured metadata store: Khepri through its
         feature flag (it migrates Mnesia's records); Mnesia, the default, needs nothing.
-        Raises RemoteError when the broker refuses."""
+        Returns whether it switched (a switched cluster's health is checked again). Raises
+        RemoteError when the broker refuses."""
         if self.config.metadata_store == "mnesia":
-            return
+            return False
         self.ctl(self.nodes[0], "enable_feature_flag", "--experimental", "khepri_db",
                  timeout=timeout)
         log.info("metadata store: khepri (feature flag khepri_db enabled)")
+        return True
 
     def collect_logs(self, dest: Path) -> None:
         """Copies each node's log directory and config into dest/<node>/ (best effort)."""

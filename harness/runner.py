@@ -216,8 +216,7 @@ class Run:
             self.cluster.create()
             self.broker.start_all(self.spec.boot_timeout_s)
             formed_healthy = self.broker.form_cluster()
-            self.broker.enable_metadata_store()
-            if not formed_healthy or self.spec.broker.metadata_store != "mnesia":
+            if self.broker.enable_metadata_store() or not formed_healthy:
                 rep = recover(self.broker, self.history, timeout=60, grace=60)
                 if not rep.healthy:
                     raise BrokerError(f"fresh cluster is not healthy: {rep.last_status}")

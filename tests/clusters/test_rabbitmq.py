@@ -263,3 +263,11 @@ def test_a_cluster_whose_second_boot_fails_too_is_an_error():
     with pytest.raises(BrokerError, match="n3 did not boot"):
         RabbitBroker(nodes, BrokerConfig(), "/data").start_all(timeout=5)
     assert all(len(_servers(n)) == 2 for n in nodes)  # once more, never a third time
+
+
+def test_enabling_the_metadata_store_says_whether_the_cluster_was_switched():
+    nodes, b = _broker()
+    assert b.enable_metadata_store() is False and nodes[0].remote.calls == []
+    khepri = RabbitBroker(nodes, BrokerConfig(rabbitmq="4.0", metadata_store="khepri"), "/data")
+    assert khepri.enable_metadata_store() is True
+    assert nodes[0].remote.calls[-1][-3:] == ("enable_feature_flag", "--experimental", "khepri_db")
