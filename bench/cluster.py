@@ -14,8 +14,13 @@ does it:
   for when the form phase's statuses said so and the store was not switched, as in the runner);
 - queue: a quorum queue declared with confirms.
 
-"ready" is the sum: namespaces to queue declared (rootfs apart: built once). Prints every round
-and the median, minimum and maximum of each phase per line; `--json FILE` keeps the raw
+"ready" is the sum: namespaces to queue declared (rootfs apart: built once). Beside the phases,
+each round says where the machine's CPU went until the queue was declared: "cpu_brokers", the
+CPU seconds of the nodes' Erlang VMs, and "cpu_cli", those of the CLI calls that booted, joined
+and checked them (each `rabbitmqctl` is an Erlang VM of its own); on a machine with C cores a
+cluster cannot be ready sooner than (cpu_brokers + cpu_cli) / C. "by_hand" counts the nodes
+that did not join at boot. Prints every round and the median, minimum and maximum of each
+phase per line; `--json FILE` keeps the raw
 figures. Run it as `make bench-cluster` (root: namespaces). Nothing else may run a cluster
 meanwhile.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -61,9 +67,21 @@ def _wait_healthy(broker: RabbitBroker, timeout: float = 60.0) -> None:
         time.sleep(0.2)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """Takes a pid. Returns the CPU seconds (user and system) that process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
     """Takes a release line, a node count and a metadata store. Boots a cluster, times each
-    phase, tears it down. Returns {phase: seconds} with "rootfs" and "ready"."""
+    phase, tears it down. Returns {phase: seconds} with "rootfs" and "ready", and the CPU
+    seconds the brokers and the CLI calls used until ready ("cpu_brokers", "cpu_cli")."""
     cluster = NetnsCluster(make_plan(nodes), data_root=str(STATE / "cluster" / "bench-cluster"))
     broker = RabbitBroker(cluster.nodes, BrokerConfig(rabbitmq=line, metadata_store=store),
                           cluster.data_root)
@@ -76,6 +94,7 @@ def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
 
     try:
         timed("rootfs", lambda: broker.use(cluster.launcher(broker.release)))
+        cli0 = _children_cpu()
         timed("namespaces", cluster.create)
         timed("boot", lambda: broker.start_all(120))
         done: list[bool] = []  # form_cluster's and enable_metadata_store's answers
@@ -83,6 +102,11 @@ def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
         timed("store", lambda: done.append(not broker.enable_metadata_store()))
         timed("healthy", lambda: None if all(done) else _wait_healthy(broker))
         timed("queue", lambda: _declare(cluster.nodes[0].ip))
+        # CLI calls are reaped children; the brokers run on until stopped, so are read live.
+        times["cpu_cli"] = round(_children_cpu() - cli0, 2)
+        pids = [broker.beam_pid(n) for n in broker.nodes]
+        times["cpu_brokers"] = round(sum(_cpu_seconds(p) for p in pids if p), 2)
+        times["by_hand"] = len(broker.joined_by_hand)
     finally:
         broker.stop_all()
         cluster.destroy()
@@ -92,14 +116,19 @@ def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
 
 
 def report(rounds: dict[str, list[dict[str, float]]]) -> str:
-    """Takes each line's rounds. Returns a table of each phase's median, min and max."""
-    out = ["| release | rounds | " + " | ".join(PHASES) + " | ready (median / min / max) |",
-           "|---|---|" + "---|" * (len(PHASES) + 1)]
+    """Takes each line's rounds. Returns a table of each phase's median, the median CPU
+    seconds of the brokers and the CLI calls, the nodes joined by hand in all rounds, and the
+    ready time's median, min and max."""
+    columns = (*PHASES, "cpu_brokers", "cpu_cli")
+    out = ["| release | rounds | " + " | ".join(columns) +
+           " | joined by hand | ready (median / min / max) |",
+           "|---|---|" + "---|" * (len(columns) + 2)]
     for line, rs in rounds.items():
-        cells = [f"{statistics.median(r[p] for r in rs):.1f}" for p in PHASES]
+        cells = [f"{statistics.median(r.get(c, 0.0) for r in rs):.1f}" for c in columns]
         ready = [r["ready"] for r in rs]
-        out.append(f"| {line} | {len(rs)} | " + " | ".join(cells) +
-                   f" | {statistics.median(ready):.1f} / {min(ready):.1f} / {max(ready):.1f} |")
+        by_hand = sum(int(r.get("by_hand", 0)) for r in rs)
+        out.append(f"| {line} | {len(rs)} | " + " | ".join(cells) + f" | {by_hand} | "
+                   f"{statistics.median(ready):.1f} / {min(ready):.1f} / {max(ready):.1f} |")
     return "\n".join(out)
 
 

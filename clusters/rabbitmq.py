@@ -245,6 +245,8 @@ class RabbitBroker:
         self.launcher: Launcher = launcher or HostLauncher()
         self._cookie = secrets.token_hex(24).upper()
         self._epmd: dict[str, int] = {}
+        # The nodes form_cluster had to join by hand: they did not join at boot.
+        self.joined_by_hand: tuple[str, ...] = ()
 
     # -- paths and CLI -------------------------------------------------------------
 
@@ -316,10 +318,16 @@ class RabbitBroker:
         refuse a join while the first node is still enabling its feature flags (the joining
         node dies with schema_integrity_check_failed, and the first node may then die too, with
         incompatible_feature_flags, "All replicas on diskfull nodes are not active yet"), and
-        a first node that is up before anyone joins it leaves no such window. Raises
-        BrokerError when the second boot fails as well."""
+        a first node that is up before anyone joins it leaves no such window. A release whose
+        peer discovery would have a joiner select itself (Release.joiners_wait_for_first) boots
+        its first node before the others every time. Raises BrokerError when the second boot
+        fails as well."""
         try:
-            _parallel(lambda n: self._boot(n, timeout), self.nodes)
+            if self.release.joiners_wait_for_first:
+                self._boot(self.nodes[0], timeout)
+                _parallel(lambda n: self._boot(n, timeout), self.nodes[1:])
+            else:
+                _parallel(lambda n: self._boot(n, timeout), self.nodes)
         except BrokerError as e:
             first = self.nodes[0]
             log.warning("the cluster's first boot failed (%s); booting it once more from empty "
@@ -356,6 +364,7 @@ class RabbitBroker:
         read = self.statuses()
         statuses = dict(zip((n.name for n in self.nodes), read, strict=True))
         joined = [n for n in self.nodes[1:] if seed.erlang_name not in statuses[n.name].running_nodes]
+        self.joined_by_hand = tuple(n.name for n in joined)
         for n in joined:
             log.info("%s did not join at boot; joining it to %s", n.name, seed.name)
             self.ctl(n, "stop_app", timeout=timeout)

@@ -47,6 +47,11 @@ class Release:
     placement_columns: the `list_queues` columns that say where a queue lives.
     partition_handling_applies: whether cluster_partition_handling governs its metadata store
       (Khepri is a Raft store: a minority stops serving metadata whatever the setting).
+    joiners_wait_for_first: whether a new cluster's other nodes start only once its first node
+      has booted. 4.0's peer discovery joins the oldest reachable node whose database is ready,
+      counting itself, so a joiner that cannot reach the first node yet (or whose VM started
+      first) selects itself and boots alone ("node 'rabbit@...' selected for auto-clustering"),
+      to be joined by hand later; 3.10 retries the nodes it lists until one answers.
     """
 
     line: str
@@ -56,6 +61,7 @@ class Release:
     delivery_limit: int | None = None
     placement_columns: tuple[str, ...] = (
         "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids")
+    joiners_wait_for_first: bool = False
 
     def refuses_kind(self, kind: str) -> str | None:
         """Takes a queue kind's name. Returns why this release cannot run it, or None."""
@@ -84,6 +90,7 @@ RELEASES: dict[str, Release] = {
         metadata_stores=("mnesia", "khepri"),
         delivery_limit=20,
         placement_columns=("name", "type", "leader", "members", "pid"),
+        joiners_wait_for_first=True,
     ),
 }
 

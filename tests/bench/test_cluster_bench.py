@@ -1,15 +1,27 @@
 """The cluster benchmark's table and its refusal of unknown release lines (no cluster)."""
 
+import os
+
 from bench.cluster import PHASES, main, report
 
 
-def test_the_table_gives_each_phase_median_and_the_ready_spread():
-    rounds = {"3.10": [dict.fromkeys(PHASES, 1.0) | {"ready": 6.0},
-                       dict.fromkeys(PHASES, 2.0) | {"ready": 12.0},
-                       dict.fromkeys(PHASES, 3.0) | {"ready": 18.0}]}
+def test_the_table_gives_each_phase_median_the_cpu_spent_and_the_ready_spread():
+    cpu = {"cpu_brokers": 9.0, "cpu_cli": 3.0}
+    rounds = {"3.10": [dict.fromkeys(PHASES, 1.0) | cpu | {"ready": 6.0, "by_hand": 1},
+                       dict.fromkeys(PHASES, 2.0) | cpu | {"ready": 12.0, "by_hand": 0},
+                       dict.fromkeys(PHASES, 3.0) | cpu | {"ready": 18.0, "by_hand": 2}]}
     lines = report(rounds).splitlines()
     assert lines[0].startswith("| release | rounds | namespaces | boot | form |")
-    assert lines[2] == "| 3.10 | 3 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 12.0 / 6.0 / 18.0 |"
+    assert lines[0].endswith("| cpu_brokers | cpu_cli | joined by hand | ready (median / min / max) |")
+    assert lines[2] == ("| 3.10 | 3 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 9.0 | 3.0 | 3 | "
+                        "12.0 / 6.0 / 18.0 |")
+
+
+def test_cpu_seconds_are_read_from_proc():
+    from bench.cluster import _cpu_seconds
+    t0 = _cpu_seconds(os.getpid())
+    sum(i * i for i in range(2_000_000))  # spend some CPU
+    assert _cpu_seconds(os.getpid()) > t0
 
 
 def test_an_unknown_release_line_exits_2(capsys):

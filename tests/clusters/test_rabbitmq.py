@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -16,6 +17,7 @@ from clusters.rabbitmq import (
     render_advanced_config,
     render_config,
 )
+from clusters.releases import HostLauncher
 from clusters.remote import CommandResult
 from tests.fakes import FakeRemote
 
@@ -271,3 +273,28 @@ def test_enabling_the_metadata_store_says_whether_the_cluster_was_switched():
     khepri = RabbitBroker(nodes, BrokerConfig(rabbitmq="4.0", metadata_store="khepri"), "/data")
     assert khepri.enable_metadata_store() is True
     assert nodes[0].remote.calls[-1][-3:] == ("enable_feature_flag", "--experimental", "khepri_db")
+
+
+@pytest.mark.parametrize("line, first_alone", [("3.10", False), ("4.0", True)])
+def test_a_release_whose_joiners_would_select_themselves_boots_its_first_node_first(
+        line, first_alone):
+    # 4.0's peer discovery lets a joiner that cannot reach the first node yet select itself;
+    # so on 4.0 no other node starts before the first has booted. 3.10 boots them together:
+    # while the first node's boot is awaited, the others start.
+    order: list[tuple[str, bool]] = []
+    nodes = _cluster("", order)
+    others_started_meanwhile: list[bool] = []
+    respond = nodes[0].remote.respond
+
+    def first(argv):
+        if "wait" in argv:
+            deadline = time.monotonic() + 1.0
+            while not all(_servers(n) for n in nodes[1:]) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            others_started_meanwhile.append(all(_servers(n) for n in nodes[1:]))
+        return respond(argv)
+    nodes[0].remote.respond = first
+    RabbitBroker(nodes, BrokerConfig(rabbitmq=line), "/data",
+                 launcher=HostLauncher()).start_all(timeout=5)
+    assert all(len(_servers(n)) == 1 for n in nodes)
+    assert others_started_meanwhile == [not first_alone]
