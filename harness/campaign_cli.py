@@ -60,6 +60,11 @@ def add_parsers(sub: Any, add_options: Callable[..., None],
                    help="partition handlings to draw (default: the test's)")
     g.add_argument("--fixed-workload", action="store_true",
                    help="keep the test's workload shape instead of drawing one")
+    g.add_argument("--shrink", action="store_true",
+                   help="stop at the first finding and shrink it (as `shrink RUN_DIR` does, "
+                        "with its default rule)")
+    g.add_argument("--shrink-max-runs", type=int, default=Rule.max_runs,
+                   help=f"replays that shrink may make ({Rule.max_runs})")
     add_options(x, "explore", {"explore": g})
     s = sub.add_parser("shrink", help="reduce a stored finding (an invalid run) to a minimal "
                                       "scenario file that still fails at a stated rate")
@@ -95,7 +100,8 @@ def cmd_explore(a: argparse.Namespace, tools: Tools) -> int:
     dims = vary.parse_vary(a.vary or ())
     try:
         explorer = Explorer(base, explore_space(a), seed, tools.store_root(base),
-                            Budget(a.runs, a.hours), a.pool, dims)
+                            Budget(a.runs, a.hours), a.pool, dims, stop_at_finding=a.shrink)
+        rule = Rule(max_runs=a.shrink_max_runs)
     except ValueError as e:
         raise SpecError(str(e)) from e
     tools.require_root([base])
@@ -108,6 +114,15 @@ def cmd_explore(a: argparse.Namespace, tools: Tools) -> int:
               + explorer.coverage.table().rstrip())
     tools.say(f"explore: {explorer.runs_done()} runs, seed {seed} (repeat: --seed {seed}); "
               f"record: {explorer.out_dir / EXPLORE_MD}; exit code {code}")
+    findings = explorer.findings()
+    if a.shrink and findings and not explorer.interrupted:
+        shrinker = Shrinker(Path(findings[0]), rule, explorer.out_dir.parent.parent)
+        _shrink(shrinker, tools)
+        explorer.record_shrink({
+            "dir": str(shrinker.out_dir), "finding": findings[0], "status": shrinker.status,
+            "minimal": str(shrinker.out_dir / MINIMAL_TOML) if shrinker.minimal else None,
+            "rate": shrinker.minimal.rate() if shrinker.minimal else None,
+            "replays": shrinker.spent()})
     return code
 
 
@@ -119,7 +134,13 @@ def cmd_shrink(a: argparse.Namespace, tools: Tools) -> int:
     except ValueError as e:
         raise SpecError(str(e)) from e
     root = Path(a.store).resolve() if a.store else run_dir.parent.parent
-    shrinker = Shrinker(run_dir, rule, root)
+    return _shrink(Shrinker(run_dir, rule, root), tools)
+
+
+def _shrink(shrinker: Shrinker, tools: Tools) -> int:
+    """Takes a shrinker (its store root: the finding's, where its replays go). Runs it and says
+    what it came to. Returns its exit code (harness.shrink)."""
+    root = shrinker.out_dir.parent.parent.resolve()
     if tools.store_root(shrinker.original).resolve() != root:  # replays beside the finding
         shrinker.original = dataclasses.replace(shrinker.original, store=str(root))
     tools.require_root([shrinker.original])

@@ -246,7 +246,8 @@ class Explorer:
 
     def __init__(self, base: TestSpec, space: Space, seed: int, store_root: Path, budget: Budget,
                  pool: int = 8, dims: Sequence[tuple[str, tuple[str, ...]]] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 stop_at_finding: bool = False) -> None:
         if pool < 1:
             raise ValueError(f"the pool must hold at least one candidate, got {pool}")
         self.base, self.seed, self.budget, self.pool = base, seed, budget, pool
@@ -263,6 +264,9 @@ class Explorer:
         self.not_applicable: list[matrix.NotApplicable] = []
         self.walls: list[tuple[float, float]] = []  # (wall s, time limit s) of each run
         self.interrupted = False
+        # Whether the search ends at its first invalid run (to shrink it: `explore --shrink`).
+        self.stop_at_finding = stop_at_finding
+        self.shrinks: list[dict[str, Any]] = []  # what became of the findings shrunk
         self.clock = clock
         self._t0 = clock()
 
@@ -315,6 +319,9 @@ class Explorer:
             self.not_applicable += refused
             self._step(number, candidate, scores, specs, run_spec, say)
             number += 1
+            if self.stop_at_finding and self.findings():
+                say(f"explore: a finding at candidate {number - 1}; the search stops there")
+                break
         self.write()
         return self.exit_code()
 
@@ -400,6 +407,16 @@ class Explorer:
                 "reached": sorted({m for f in faults for m in f["marks"]}),
                 "new_cells": sorted([list(c) for cells in new for c in cells]), "_new": new}
 
+    def findings(self) -> list[str]:
+        """Returns the run directories of the invalid runs, in the order they ran."""
+        return [r["run_dir"] for s in self.steps for r in s["runs"] if r["verdict"] == "invalid"]
+
+    def record_shrink(self, shrink: Mapping[str, Any]) -> None:
+        """Takes what a shrink of one of the findings came to (its directory, finding, status,
+        minimal scenario file and rate, replays). Keeps it in the record and rewrites it."""
+        self.shrinks.append(dict(shrink))
+        self.write()
+
     def exit_code(self) -> int:
         """Returns 1 when a run was invalid, else 2 when no run got a verdict (or none ran),
         else 0."""
@@ -415,7 +432,7 @@ class Explorer:
                 "base": self.base.to_dict(), "runs": self.runs_done(),
                 "interrupted": self.interrupted, "exit_code": self.exit_code(),
                 "steps": self.steps, "coverage": self.coverage.to_list(),
-                "features": self.guide.to_dict(),
+                "features": self.guide.to_dict(), "shrinks": self.shrinks,
                 "not_applicable": [dataclasses.asdict(n) for n in self.not_applicable]}
 
     def write(self) -> tuple[Path, Path]:
@@ -450,7 +467,12 @@ class Explorer:
                 lines.append(f"| {s['number']} | {r['variant'] or '-'} | {r['verdict']} | "
                              f"{sched} | {s['workload']} | {', '.join(r['reached']) or '-'} | "
                              f"{len(r['new_cells'])} | {r['run_dir']} |")
-        return head + "## Runs\n\n" + "\n".join(lines) + "\n"
+        shrunk = "".join(
+            f"- {x['finding']}: {x['status']}; {x['replays']} replays; "
+            f"{x.get('minimal') or 'no minimal scenario'} ({x['dir']}/shrink.html)\n"
+            for x in self.shrinks)
+        return (head + "## Runs\n\n" + "\n".join(lines) + "\n"
+                + (f"\n## Findings shrunk\n\n{shrunk}" if shrunk else ""))
 
 
 def _name(number: int) -> str:

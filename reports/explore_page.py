@@ -8,7 +8,8 @@ coverage cells; the variants a release line cannot run). This draws it
 effect, by fault kind), and when `--vary` held each schedule fixed across
 settings, the verdicts side by side, a line per candidate and a column per
 variant ("not applicable" with the release's reason where it cannot run, "-"
-where it did not); then a line per run linking to its report, relatively.
+where it did not); then a line per run linking to its report, relatively, and a line per
+finding the search shrank (`explore --shrink`), linking its shrink page.
 explore.json is read leniently: a missing field reads "-".
 """
 
@@ -133,6 +134,28 @@ def _link(out_dir: Path, run_dir: Any) -> Cell:
     return link_td(os.path.relpath(target, out_dir) + "/", "run directory")
 
 
+def shrinks_table(out_dir: Path, doc: Mapping[str, Any]) -> Table | None:
+    """Takes an explore directory and its explore.json content. Returns a line per finding the
+    search shrank (`explore --shrink`): the finding's run, what the shrink came to, its
+    replays, and links to its page and minimal scenario file; None when none was shrunk."""
+    rows: list[list[Cell]] = []
+    for x in doc.get("shrinks") or []:
+        if not isinstance(x, dict):
+            continue
+        page = Path(str(x.get("dir") or "")) / "shrink.html"
+        minimal = x.get("minimal")
+        rows.append([
+            _link(out_dir, x.get("finding")), td(x.get("status") or NA),
+            td(x.get("replays", NA), num=True),
+            link_td(os.path.relpath(page, out_dir), "shrink page") if x.get("dir") else td(NA),
+            link_td(os.path.relpath(str(minimal), out_dir), "minimal.toml") if minimal
+            else td(NA)])
+    if not rows:
+        return None
+    return table(["finding", "shrink", "replays", "page", "minimal scenario"], rows, len(rows),
+                 num_cols=[2])
+
+
 def explore_html(out_dir: Path, doc: Mapping[str, Any]) -> str:
     """Takes an explore directory and its explore.json content. Returns its page."""
     return render_template(
@@ -143,7 +166,7 @@ def explore_html(out_dir: Path, doc: Mapping[str, Any]) -> str:
               if isinstance(d, list) and len(d) == 2],
         files=[f for f in (EXPLORE_JSON, EXPLORE_MD) if (out_dir / f).is_file()],
         coverage=coverage_table(doc), variants=variants_table(doc),
-        run_table=runs_table(out_dir, doc))
+        run_table=runs_table(out_dir, doc), shrinks=shrinks_table(out_dir, doc))
 
 
 def write_explore_page(out_dir: Path) -> Path | None:

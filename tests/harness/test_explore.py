@@ -266,3 +266,48 @@ def test_explore_on_a_slower_detector_draws_longer_faults(tmp_path):
     ex = explorer(tmp_path, base=TestSpec(broker=BrokerConfig(net_ticktime=30)))
     c, _scores = ex.choose(0)
     assert all(i.duration_s >= 0.3 * 30 - 0.1 for i in c.items)
+
+
+def test_explore_shrink_stops_at_the_first_finding_and_shrinks_it(tmp_path, monkeypatch, capsys):
+    # A stand-in run: stored like a real one (scenario.toml, results.json); a schedule holding
+    # a kill loses messages, so the minimal test is one kill, nothing else.
+    from harness.scenario_file import write_scenario
+
+    def kills(spec):
+        return any(e.startswith("kill") for _s, e, _d in spec.nemesis.schedule)
+
+    specs: list[TestSpec] = []
+
+    def run(spec, progress=True):
+        specs.append(spec)
+        run_dir = tmp_path / "store" / spec.name / f"run{next(RUN_NUMBERS):04d}"
+        run_dir.mkdir(parents=True)
+        write_scenario(spec, run_dir / "scenario.toml")
+        bad = kills(spec)
+        results = {"valid": not bad, "faults": [],
+                   "queue": {"valid": not bad, "anomalies": ["lost"] if bad else []}}
+        (run_dir / "results.json").write_text(json.dumps(results))
+        return (1 if bad else 0), SimpleNamespace(run_dir=run_dir, results=results, error=None,
+                                                  interrupted=False)
+
+    monkeypatch.setattr(cli, "_run_and_report", run)
+    monkeypatch.setattr(cli, "_require_root", lambda specs=(): None)
+    args = ["explore", "--runs", "20", "--seed", "5", "--pool", "2", "--faults", "kill,stop",
+            "--max-faults", "3", "--fixed-workload", "--shrink", "--shrink-max-runs", "40",
+            "--store", str(tmp_path / "store")]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    explored = specs[:next(i for i, s in enumerate(specs) if kills(s)) + 1]
+    assert f"explore: {len(explored)} runs, seed 5" in out  # the search stopped at its finding
+    assert f"a finding at candidate {len(explored) - 1}; the search stops there" in out
+    [explore_dir] = (tmp_path / "store" / "explore").iterdir()
+    doc = json.loads((explore_dir / "explore.json").read_text())
+    [shrunk] = doc["shrinks"]
+    assert shrunk["finding"] == doc["steps"][-1]["runs"][0]["run_dir"]
+    assert shrunk["status"] == "minimal: fails 5 of 5" and shrunk["rate"] == "5 of 5"
+    minimal = read_scenario(Path(shrunk["minimal"]))
+    assert [e.split("@")[0] for _s, e, _d in minimal.nemesis.schedule] == ["kill"]
+    assert shrunk["replays"] == len(specs) - len(explored)
+    assert "## Findings shrunk" in (explore_dir / "explore.md").read_text()
+    page = (explore_dir / "explore.html").read_text()
+    assert "Findings shrunk" in page and "shrink page" in page and "minimal.toml" in page

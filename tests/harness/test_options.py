@@ -51,7 +51,8 @@ HELP = {
     "nightly": {"options": ["--budget", "--scenarios", "--no-twins"], **RUN_GROUPS},
     "explore": {"options": [], "explore": [
         "--runs", "--hours", "--pool", "--faults", "--targets", "--max-faults", "--queue-types",
-        "--partition-handlings", "--fixed-workload", "--vary", "--scenario-file"],
+        "--partition-handlings", "--fixed-workload", "--shrink", "--shrink-max-runs", "--vary",
+        "--scenario-file"],
         **RUN_GROUPS},
     "shrink": {"positional arguments": [], "options": [
         "--replays", "--min-fails", "--confirm", "--max-runs", "--any-anomaly", "--store",
