@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -174,21 +176,31 @@ def _side_lines(data: bytes) -> list[tuple[int, int]]:
     return spans
 
 
+def _newlines(data: bytes) -> np.ndarray:
+    """Returns the byte offsets of a block's newlines, ascending (one vectorised pass: counting
+    them with bytes.count, once for the block and again up to each side line, cost more)."""
+    return np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+
+
 def parse_block(data: bytes, names: list[str]) -> tuple[pa.Table, pa.Array]:
     """Takes a block of whole lines and the schema's field names. Returns its rows in file
     order (a `_pos` column, each row's rank in the block, then the fields as Spark's schema
     types them) and each row's client process number (null for nemesis and harness ops);
     raises NotFast where it cannot give what Spark would."""
-    if b"\r" in data or b"\n\n" in data or data.startswith(b"\n"):
+    newlines = _newlines(data)
+    if b"\r" in data or (len(newlines) and (newlines[0] == 0
+                                            or bool(np.any(np.diff(newlines) == 1)))):
         raise NotFast("a blank line or a carriage return")
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    lines = len(newlines) + (0 if data.endswith(b"\n") else 1)
     spans = _side_lines(data)
-    ranks, rank, at = [], 0, 0
-    for s, _ in spans:  # each side line's rank: the newlines before it
-        rank, at = rank + data.count(b"\n", at, s), s
-        ranks.append(rank)
-    cuts = [0, *(x for span in spans for x in span), len(data)]
-    client = b"".join(data[cuts[k]:cuts[k + 1]] for k in range(0, len(cuts), 2))
+    # Each side line's rank: the newlines before it.
+    ranks = np.searchsorted(newlines, [s for s, _ in spans]).tolist()
+    if spans:
+        cuts = [0, *(x for span in spans for x in span), len(data)]
+        view = memoryview(data)  # slices of a view are not copies; the join copies once
+        client = b"".join(view[cuts[k]:cuts[k + 1]] for k in range(0, len(cuts), 2))
+    else:
+        client = data
     schema = client_schema(names)
     try:
         t = pj.read_json(pa.BufferReader(client), parse_options=pj.ParseOptions(
@@ -343,17 +355,39 @@ def _learn(facts: Facts, t: pa.Table) -> None:
                                strict=True))
 
 
+def _write_block(i: int, offset: int, data: bytes, out_dir: Path, names: list[str]) -> pa.Table:
+    """Takes a block's number, offset and lines, the output directory and the schema's field
+    names. Writes the block's prepared rows as one Parquet file. Returns them."""
+    t, pid = parse_block(data, names)
+    t = t.add_column(0, "_block", pa.array(np.full(t.num_rows, offset), pa.int64()))
+    prepared = prepare(t, pid)
+    pq.write_table(prepared, out_dir / f"part-{i:05d}.parquet", use_dictionary=list(DICTIONARY))
+    return prepared
+
+
+# Blocks read, parsed and written at once. pyarrow's parser spreads one block over the cores,
+# but preparing and writing it run on one thread: a second block in hand keeps every core busy
+# (on 2 cores the 10M-op history's reading took about a third less time).
+IN_FLIGHT: Final = 2
+
+
 def to_parquet(path: Path, out_dir: Path, names: list[str]) -> Facts:
     """Takes a JSONL history, an output directory and the schema's field names (`_corrupt` not
     among them). Writes its prepared rows (`checkers.spark_io.PREPARED`), one Parquet file per
-    block. Returns what they say (Facts); raises NotFast where Spark must read it."""
+    block, IN_FLIGHT blocks at a time. Returns what they say (Facts, learnt in file order);
+    raises NotFast where Spark must read it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     facts = Facts()
-    for i, (offset, data) in enumerate(_blocks(path)):
-        t, pid = parse_block(data, names)
-        t = t.add_column(0, "_block", pa.array(np.full(t.num_rows, offset), pa.int64()))
-        prepared = prepare(t, pid)
-        _learn(facts, prepared)
-        pq.write_table(prepared, out_dir / f"part-{i:05d}.parquet",
-                       use_dictionary=list(DICTIONARY))
+    pending: deque[Future[pa.Table]] = deque()
+    with ThreadPoolExecutor(max_workers=IN_FLIGHT, thread_name_prefix="arrow-json") as pool:
+        try:
+            for i, (offset, data) in enumerate(_blocks(path)):
+                if len(pending) >= IN_FLIGHT:
+                    _learn(facts, pending.popleft().result())
+                pending.append(pool.submit(_write_block, i, offset, data, out_dir, names))
+            while pending:
+                _learn(facts, pending.popleft().result())
+        finally:  # NotFast in one block: the blocks not started yet are not read
+            for f in pending:
+                f.cancel()
     return facts

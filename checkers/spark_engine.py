@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -30,6 +31,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from checkers import class_archive
 from checkers.efficacy import Evidence, judge_faults, strength
 from checkers.faults import fault_windows
 from checkers.liveness import LivenessBound
@@ -290,6 +292,7 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
     derived from (None: unknown). Returns the results dict; raises HistoryError. A session it
     built is stopped at the end."""
     created = False
+    archive: class_archive.Plan | None = None
     tmp = None
     if options.work_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix="checkers-"))
@@ -301,8 +304,11 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reader") as pool:
             early = pool.submit(read_early, Path(path), work, MEMORY_LIMIT)
             if spark is None:
+                # The driver JVM maps the cached class archive, or writes it (class_archive).
+                archive = class_archive.plan(options)
                 with timed("started Spark"):
-                    spark, created = session(spark_master, options)
+                    spark, created = session(spark_master, options if archive is None else
+                                             replace(options, jvm_class_archive=archive.path))
             with timed(f"read {path}"):
                 h = load(spark, Path(path), work, MEMORY_LIMIT, early.result())
         try:
@@ -314,3 +320,5 @@ def check(path: Path, options: CheckOptions, spark_master: str | None = None,
             shutil.rmtree(tmp, ignore_errors=True)
         if created and spark is not None:
             spark.stop()
+            if archive is not None:
+                class_archive.keep(archive)

@@ -45,3 +45,6 @@ counts_section  # reports/report_results.py: idem
 anomalies_section
 other_checks_section
 faults_section  # reports/report_run.py: idem
+
+# pyspark's own class attribute, reset so that the next session starts a new JVM.
+_._jvm  # checkers/class_archive.py: SparkContext._jvm
