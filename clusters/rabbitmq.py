@@ -27,6 +27,7 @@ from clusters.base import Node
 from clusters.errors import ClusterError
 from clusters.releases import (
     DEFAULT_LINE,
+    DEFAULT_METADATA_STORE,
     RABBIT_BIN,
     HostLauncher,
     Launcher,
@@ -57,7 +58,7 @@ class BrokerConfig:
     # The release line (clusters.releases) and its metadata store, Khepri switched on through
     # its feature flag once the cluster has formed.
     rabbitmq: str = DEFAULT_LINE
-    metadata_store: str = "mnesia"
+    metadata_store: str = DEFAULT_METADATA_STORE
 
     def validate(self) -> None:
         """Raises ValueError for a setting the broker would reject (ReleaseError, a ValueError,
@@ -458,7 +459,7 @@ class RabbitBroker:
             out["erlang"] = erl.strip().splitlines()[-1] if erl.strip() else ""
             flags = enabled_flags(self.ctl(n, "list_feature_flags", "--silent", "--formatter",
                                            "json", "name", "state", timeout=20))
-            out["metadata_store"] = "khepri" if "khepri_db" in flags else "mnesia"
+            out["metadata_store"] = "khepri" if "khepri_db" in flags else DEFAULT_METADATA_STORE
             out["feature_flags"] = flags
         except (RemoteError, ValueError) as e:
             log.warning("could not read versions: %s", e)
@@ -469,7 +470,7 @@ class RabbitBroker:
         feature flag (it migrates Mnesia's records); Mnesia, the default, needs nothing.
         Returns whether it switched (a switched cluster's health is checked again). Raises
         RemoteError when the broker refuses."""
-        if self.config.metadata_store == "mnesia":
+        if self.config.metadata_store == DEFAULT_METADATA_STORE:
             return False
         self.ctl(self.nodes[0], "enable_feature_flag", "--experimental", "khepri_db",
                  timeout=timeout)

@@ -27,6 +27,7 @@ from clusters.errors import ClusterError
 DEFAULT_LINE = "3.10"
 RABBIT_BIN = "/usr/lib/rabbitmq/bin"
 METADATA_STORES: tuple[str, ...] = ("mnesia", "khepri")
+DEFAULT_METADATA_STORE = METADATA_STORES[0]  # every release's default: Mnesia
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -57,7 +58,7 @@ class Release:
     line: str
     rootfs: str | None
     removed_kinds: tuple[tuple[str, str], ...] = ()
-    metadata_stores: tuple[str, ...] = ("mnesia",)
+    metadata_stores: tuple[str, ...] = (DEFAULT_METADATA_STORE,)
     delivery_limit: int | None = None
     placement_columns: tuple[str, ...] = (
         "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids")
@@ -78,7 +79,7 @@ class Release:
 
     def partition_handling_applies(self, store: str) -> bool:
         """Takes the metadata store. Returns whether cluster_partition_handling governs it."""
-        return store == "mnesia"
+        return store == DEFAULT_METADATA_STORE
 
 
 RELEASES: dict[str, Release] = {

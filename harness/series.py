@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusters.releases import DEFAULT_LINE
+from clusters.releases import DEFAULT_LINE, DEFAULT_METADATA_STORE
 from harness import matrix, vary
 from harness.matrix import Expectation
 from harness.spec import SpecError, TestSpec, spec_from_dict
@@ -283,7 +283,7 @@ def on_release(spec: TestSpec, broker: dict[str, Any]) -> TestSpec:
     stored release line and metadata store (3.10 and Mnesia when it names none)."""
     return dataclasses.replace(spec, broker=dataclasses.replace(
         spec.broker, rabbitmq=broker.get("rabbitmq", DEFAULT_LINE),
-        metadata_store=broker.get("metadata_store", "mnesia")))
+        metadata_store=broker.get("metadata_store", DEFAULT_METADATA_STORE)))
 
 
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from checkers.options import CheckOptions
+from clusters.releases import DEFAULT_METADATA_STORE
 from harness.matrix import RABBITMQ_KEY
 from harness.scenario_file import with_setting
 from harness.spec import SpecError, TestSpec
@@ -76,7 +77,7 @@ def with_store(variant: str, metadata_store: str | None) -> str:
     Returns the variant, naming the store when it is not Mnesia, the default, and the variant
     does not say it already: a Khepri run is a line of a table of its own, never counted with
     the Mnesia runs of its scenario."""
-    if metadata_store in (None, "mnesia") or f"{METADATA_KEY}=" in variant:
+    if metadata_store in (None, DEFAULT_METADATA_STORE) or f"{METADATA_KEY}=" in variant:
         return variant
     return ", ".join(filter(None, [variant, f"{METADATA_KEY}={metadata_store}"]))
 
