@@ -118,11 +118,7 @@ def cmd_explore(a: argparse.Namespace, tools: Tools) -> int:
     if a.shrink and findings and not explorer.interrupted:
         shrinker = Shrinker(Path(findings[0]), rule, explorer.out_dir.parent.parent)
         _shrink(shrinker, tools)
-        explorer.record_shrink({
-            "dir": str(shrinker.out_dir), "finding": findings[0], "status": shrinker.status,
-            "minimal": str(shrinker.out_dir / MINIMAL_TOML) if shrinker.minimal else None,
-            "rate": shrinker.minimal.rate() if shrinker.minimal else None,
-            "replays": shrinker.spent()})
+        explorer.record_shrink(shrinker.summary())
     return code
 
 

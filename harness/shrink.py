@@ -383,6 +383,15 @@ class Shrinker:
                 "minimal_rate": m.rate() if m is not None else None,
                 "trials": [t.to_dict() for t in self.trials]}
 
+    def summary(self) -> dict[str, Any]:
+        """Returns what the shrink came to, for a record that links it (explore.json
+        `shrinks`): its directory, the finding, its status, the minimal scenario file's path
+        and rate (None without one) and the replays made."""
+        m = self.minimal
+        return {"dir": str(self.out_dir), "finding": str(self.run_dir), "status": self.status,
+                "minimal": str(self.out_dir / MINIMAL_TOML) if m is not None else None,
+                "rate": m.rate() if m is not None else None, "replays": self.spent()}
+
     def write(self) -> Path:
         """Writes minimal.toml (when there is one) and shrink.json, then the page. Returns the
         page's path."""
