@@ -41,6 +41,8 @@ PartitionHandling = Literal["ignore", "autoheal", "pause_minority"]
 PARTITION_HANDLINGS: tuple[str, ...] = ("ignore", "autoheal", "pause_minority")
 
 CLI_TIMEOUT = 30.0
+# The feature flag that switches a 4.0 cluster to Khepri, and says it runs on it once enabled.
+KHEPRI_FLAG = "khepri_db"
 T = TypeVar("T")
 
 
@@ -459,7 +461,7 @@ class RabbitBroker:
             out["erlang"] = erl.strip().splitlines()[-1] if erl.strip() else ""
             flags = enabled_flags(self.ctl(n, "list_feature_flags", "--silent", "--formatter",
                                            "json", "name", "state", timeout=20))
-            out["metadata_store"] = "khepri" if "khepri_db" in flags else DEFAULT_METADATA_STORE
+            out["metadata_store"] = "khepri" if KHEPRI_FLAG in flags else DEFAULT_METADATA_STORE
             out["feature_flags"] = flags
         except (RemoteError, ValueError) as e:
             log.warning("could not read versions: %s", e)
@@ -472,9 +474,9 @@ class RabbitBroker:
         RemoteError when the broker refuses."""
         if self.config.metadata_store == DEFAULT_METADATA_STORE:
             return False
-        self.ctl(self.nodes[0], "enable_feature_flag", "--experimental", "khepri_db",
+        self.ctl(self.nodes[0], "enable_feature_flag", "--experimental", KHEPRI_FLAG,
                  timeout=timeout)
-        log.info("metadata store: khepri (feature flag khepri_db enabled)")
+        log.info("metadata store: khepri (feature flag %s enabled)", KHEPRI_FLAG)
         return True
 
     def collect_logs(self, dest: Path) -> None:
