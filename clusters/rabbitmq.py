@@ -43,6 +43,7 @@ PARTITION_HANDLINGS: tuple[str, ...] = ("ignore", "autoheal", "pause_minority")
 CLI_TIMEOUT = 30.0
 # The feature flag that switches a 4.0 cluster to Khepri, and says it runs on it once enabled.
 KHEPRI_FLAG = "khepri_db"
+
 T = TypeVar("T")
 
 
