@@ -200,10 +200,11 @@ def cluster(nodes: int) -> Iterator[tuple[list[str], RabbitBroker]]:
     from harness.runner import run_lock
 
     with run_lock():
-        net = NetnsCluster(make_plan(nodes))
-        broker = RabbitBroker(net.nodes, BrokerConfig(),
-                              str(STATE / "cluster" / f"bench-{int(time.time())}"))
+        data = str(STATE / "cluster" / f"bench-{int(time.time())}")
+        net = NetnsCluster(make_plan(nodes), data_root=data)
+        broker = RabbitBroker(net.nodes, BrokerConfig(), data)
         try:
+            broker.use(net.launcher(broker.release))  # as a run's nodes: clusters.server_home
             net.create()
             broker.start_all()
             broker.form_cluster()

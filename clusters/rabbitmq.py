@@ -34,6 +34,7 @@ from clusters.releases import (
     release,
 )
 from clusters.remote import CommandTimeout, RemoteError
+from clusters.server_home import ENABLED_PLUGINS, scripts_env
 
 log = logging.getLogger(__name__)
 
@@ -270,9 +271,21 @@ class RabbitBroker:
 
         Raises CommandTimeout past the timeout (the call is killed), RemoteError on failure.
         """
+        argv = self._command(tool, "-n", node.erlang_name, *args)
+        return node.remote.run(argv, timeout=timeout, env=self._env(node), check=check).stdout
+
+    def _command(self, tool: str, *args: str) -> list[str]:
+        """Takes a broker script's name and its arguments. Returns the command that runs it
+        from the launcher's home, or the release's own."""
+        home = self.launcher.home
+        return self.launcher.wrap([f"{home}/bin/{tool}" if home else f"{RABBIT_BIN}/{tool}",
+                                   *args])
+
+    def _env(self, node: Node) -> dict[str, str]:
+        """Takes a node. Returns the environment its broker and CLI calls run with."""
         env = node_env(node, self.paths(node))
-        argv = self.launcher.wrap([f"{RABBIT_BIN}/{tool}", "-n", node.erlang_name, *args])
-        return node.remote.run(argv, timeout=timeout, env=env, check=check).stdout
+        home = self.launcher.home
+        return env | scripts_env(home) if home else env
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -283,7 +296,7 @@ class RabbitBroker:
         seed = self.nodes[0]
         peers = [] if node.name == seed.name else [seed.erlang_name]
         r.write_file(p.config_file, render_config(self.config, node.ip, peers))
-        r.write_file(f"{p.etc}/enabled_plugins", "[].\n")
+        r.write_file(f"{p.etc}/enabled_plugins", f"[{','.join(ENABLED_PLUGINS)}].\n")
         r.write_file(f"{p.etc}/rabbitmq-env.conf", "")
         r.write_file(f"{p.etc}/advanced.config", render_advanced_config(node.ip))
         r.write_file(f"{p.home}/.erlang.cookie", self._cookie, mode=0o400)
@@ -301,8 +314,8 @@ class RabbitBroker:
         p = self.paths(node)
         node.remote.run(["rm", "-f", p.pid_file], timeout=10)
         node.remote.spawn(
-            self.launcher.wrap([f"{RABBIT_BIN}/rabbitmq-server"]),
-            env=node_env(node, p),
+            self._command("rabbitmq-server"),
+            env=self._env(node),
             log_path=f"{p.log_dir}/startup.out",
         )
         self.wait_booted(node, timeout)

@@ -138,15 +138,25 @@ def default_delivery_limit(version: str) -> int | None:
 
 class Launcher(Protocol):
     """Wraps a broker command (rabbitmq-server, rabbitmqctl, ...) so it runs the release's
-    binaries."""
+    binaries, and says which RabbitMQ home they run from."""
+
+    @property
+    def home(self) -> str | None:
+        """A home of the node's applications (clusters.server_home), where the node sees it;
+        None: the release's own, at RABBIT_BIN."""
+        ...
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """Takes a broker command. Returns the command to run in its place."""
         ...
 
 
+@dataclass(frozen=True)
 class HostLauncher:
-    """The host's (or container's) own RabbitMQ: commands run as they are."""
+    """The host's (or container's) own RabbitMQ: commands run as they are, from `home` when
+    given (clusters.server_home), else from the release's own."""
+
+    home: str | None = None
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """Returns argv unchanged."""
@@ -179,10 +189,12 @@ def chroot_argv(root: str, binds: Sequence[str], argv: Sequence[str]) -> list[st
 @dataclass(frozen=True)
 class ChrootLauncher:
     """A release run from a root filesystem: every broker command chrooted into `root`, with
-    `binds` (the run's broker data folder) visible at the same paths."""
+    `binds` (the run's broker data folder) visible at the same paths; from `home` when given
+    (clusters.server_home: in a bound folder, its links naming the tree's files)."""
 
     root: str
     binds: tuple[str, ...]
+    home: str | None = None
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """Returns argv wrapped by chroot_argv."""

@@ -44,6 +44,7 @@ from clusters.local.remote import NetnsRemote
 from clusters.releases import ChrootLauncher, HostLauncher, Launcher, Release
 from clusters.remote import RemoteError, run_local
 from clusters.rootfs import RootfsError, ensure_rootfs
+from clusters.server_home import ServerHomeError, make_home
 
 if TYPE_CHECKING:
     from clusters.backend import LogCollector
@@ -54,6 +55,8 @@ DEFAULT_PREFIX = "rmqh"
 DEFAULT_SUBNET = "10.213.0.0/24"
 HOST_TIMEOUT = 10.0
 PR_SET_CHILD_SUBREAPER = 36
+# The folder of the run's data folder the nodes' RabbitMQ home is made in (clusters.server_home).
+SERVER_HOME = "rabbitmq-home"
 
 
 @dataclass(frozen=True)
@@ -263,10 +266,15 @@ class NetnsCluster:
     def launcher(self, release: Release) -> Launcher:
         """Returns how broker commands reach the release's binaries: this host's packages, or a
         Debian root filesystem (built on first use, clusters.rootfs) entered with chroot, the
-        run's data folder bound at its own path inside. Raises BackendError when the tree cannot
-        be built."""
+        run's data folder bound at its own path inside. Either way the nodes run from a home of
+        the applications they use (clusters.server_home), made in the data folder. Raises
+        BackendError when the tree cannot be built or has no broker."""
+        data = os.path.abspath(self.data_root)
+        os.makedirs(data, exist_ok=True)
+        home = f"{data}/{SERVER_HOME}"
         if release.rootfs is None:
-            return HostLauncher()
+            self._make_home(Path("/"), home)
+            return HostLauncher(home)
         t0 = time.monotonic()
         try:
             root = ensure_rootfs(release.rootfs)
@@ -276,10 +284,17 @@ class NetnsCluster:
                  time.monotonic() - t0)
         # Node names are addresses, but the broker's scripts look up this host's name.
         shutil.copyfile("/etc/hosts", root / "etc" / "hosts")
-        data = os.path.abspath(self.data_root)
-        os.makedirs(data, exist_ok=True)
+        self._make_home(root, home)
         self._mountpoint = f"{root}{data}"  # made by the launcher; removed by destroy
-        return ChrootLauncher(str(root), (data,))
+        return ChrootLauncher(str(root), (data,), home)
+
+    @staticmethod
+    def _make_home(tree: Path, home: str) -> None:
+        try:
+            apps = make_home(tree, Path(home))
+        except ServerHomeError as e:
+            raise BackendError(str(e)) from e
+        log.debug("nodes run from %s: %d applications (%s)", home, len(apps), ", ".join(apps))
 
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
         """Copies the brokers' logs into dest/<node>/ (they are files on this machine)."""

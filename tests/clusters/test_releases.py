@@ -157,11 +157,15 @@ def test_the_local_backend_runs_a_rootfs_release_chrooted_with_its_data_bound(tm
     (root / "etc").mkdir(parents=True)
     monkeypatch.setattr(netns, "ensure_rootfs", lambda version: root)
     monkeypatch.setattr(netns, "cleanup", lambda prefix: [])
+    made = []
+    monkeypatch.setattr(netns, "make_home", lambda tree, dest: made.append(tree) or [])
     data = tmp_path / "state" / "cluster" / "run1"
     cluster = NetnsCluster(make_plan(3), data_root=str(data))
     assert isinstance(cluster.launcher(release("3.10")), HostLauncher)
     launcher = cluster.launcher(release("4.0"))
-    assert launcher == ChrootLauncher(str(root), (str(data),))
+    # The nodes' home is made from the tree's broker, in the data folder the chroot binds.
+    assert launcher == ChrootLauncher(str(root), (str(data),), f"{data}/rabbitmq-home")
+    assert made == [Path("/"), root]
     assert (root / "etc" / "hosts").read_text() == Path("/etc/hosts").read_text()
     # The launcher's script makes the mount point; destroy removes it once empty.
     mountpoint = root / str(data).lstrip("/")
