@@ -8,9 +8,12 @@ import pytest
 
 from clusters.base import Node
 from clusters.rabbitmq import (
+    ERL_CALL_SH,
     BrokerConfig,
+    BrokerError,
     NodeStatus,
     RabbitBroker,
+    atoms,
     healthy,
     node_env,
     parse_cluster_status,
@@ -96,50 +99,117 @@ def test_ctl_runs_the_unwrapped_cli_with_the_node_env():
     assert env is not None and env["HOME"] == "/data/n2/home"
 
 
-def _status_saying(running: dict[str, list[str]]):
-    """Returns a responder whose cluster_status shows, per node ip, the nodes it sees running."""
+def _erl_call(argv):
+    """Returns (node, "module function args") when argv is an erl_call, else None."""
+    if argv[:3] == ("sh", "-c", ERL_CALL_SH):
+        return argv[argv.index("-name") + 1], argv[argv.index("-a") + 1]
+    return None
+
+
+def _status_saying(running: dict[str, list[str]], via: str = "erl_call",
+                   partitions: dict[str, list[str]] | None = None):
+    """Returns a responder whose nodes say, per node ip, the nodes they see running and those
+    they are partitioned from: through erl_call (via="erl_call"), or only through the CLI's
+    cluster_status, erl_call giving no answer ("no answer") or missing ("missing")."""
+    partitions = partitions or {}
+
     def respond(argv):
+        call = _erl_call(argv)
+        if call and via == "missing":
+            return CommandResult(argv, 127, "", "sh: 1: exec: erl_call: not found")
+        if call and via == "no answer":
+            return CommandResult(argv, 1, "", "erl_call: failed to connect to node")
+        if call:
+            ip = call[0].removeprefix("rabbit@")
+            answer = {
+                "rabbit_nodes all_running []": [f"'rabbit@{x}'" for x in running.get(ip, [])],
+                "rabbit_node_monitor partitions []": [f"'rabbit@{x}'"
+                                                      for x in partitions.get(ip, [])],
+                "rabbit_alarm get_alarms []": []}[call[1]]
+            return CommandResult(argv, 0, f"[{','.join(answer)}]", "")
         if "cluster_status" in argv:
             ip = argv[argv.index("-n") + 1].removeprefix("rabbit@")
             seen = [f"rabbit@{x}" for x in running.get(ip, [])]
-            return CommandResult(argv, 0, json.dumps({"running_nodes": seen, "partitions": {}}),
-                                 "")
+            apart = {f"rabbit@{ip}": [f"rabbit@{x}" for x in partitions[ip]]} \
+                if partitions.get(ip) else {}
+            return CommandResult(argv, 0, json.dumps({"running_nodes": seen,
+                                                      "partitions": apart}), "")
         return None
     return respond
 
 
-def test_form_cluster_joins_by_hand_only_the_nodes_that_did_not_join_at_boot():
+def _verbs(node):
+    """The CLI verbs a fake node was given, cluster_status and erl_call apart."""
+    return [c[3:] for c in node.remote.calls if "cluster_status" not in c and not _erl_call(c)]
+
+
+VIAS = ["erl_call", "no answer", "missing"]
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_form_cluster_joins_by_hand_only_the_nodes_that_did_not_join_at_boot(via):
     all3 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _status_saying(
-        {"10.0.0.1": all3[:2], "10.0.0.2": all3[:2], "10.0.0.3": ["10.0.0.3"]})))
+        {"10.0.0.1": all3[:2], "10.0.0.2": all3[:2], "10.0.0.3": ["10.0.0.3"]}, via)))
         for i in (1, 2, 3)]
     b = RabbitBroker(nodes, BrokerConfig(), "/data")
     assert b.form_cluster() is False  # joined by hand: its health is checked again
-    verbs = {n.name: [c[3:] for c in n.remote.calls if "cluster_status" not in c] for n in nodes}
     # n2 found n1 at boot (peer discovery); n3 formed a cluster of its own and is joined.
-    assert verbs == {"n1": [], "n2": [],
-                     "n3": [("stop_app",), ("join_cluster", "rabbit@10.0.0.1"), ("start_app",)]}
+    assert {n.name: _verbs(n) for n in nodes} == {
+        "n1": [], "n2": [],
+        "n3": [("stop_app",), ("join_cluster", "rabbit@10.0.0.1"), ("start_app",)]}
+    assert b.joined_by_hand == ("n3",)
+    asked_cli = [any("cluster_status" in c for c in n.remote.calls) for n in nodes]
+    assert asked_cli == [via != "erl_call"] * 3  # the CLI only when erl_call gave no answer
 
 
-def test_nodes_that_all_joined_at_boot_are_left_alone():
+@pytest.mark.parametrize("via", VIAS)
+def test_nodes_that_all_joined_at_boot_are_left_alone(via):
     all3 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _status_saying(
-        {ip: all3 for ip in all3}))) for i in (1, 2, 3)]
+        {ip: all3 for ip in all3}, via))) for i in (1, 2, 3)]
     assert RabbitBroker(nodes, BrokerConfig(), "/data").form_cluster() is True
-    assert all(c[3] == "cluster_status" for n in nodes for c in n.remote.calls)
+    assert all(_verbs(n) == [] for n in nodes)
 
 
-def test_a_cluster_formed_at_boot_but_partitioned_is_not_called_healthy():
+@pytest.mark.parametrize("via", VIAS)
+def test_a_cluster_formed_at_boot_but_partitioned_is_not_called_healthy(via):
     all3 = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", _status_saying(
+        {ip: all3 for ip in all3}, via, partitions={"10.0.0.1": ["10.0.0.3"]})))
+        for i in (1, 2, 3)]
+    assert RabbitBroker(nodes, BrokerConfig(), "/data").form_cluster() is False
+
+
+def test_quick_status_reads_what_erl_call_prints():
+    assert atoms("['rabbit@10.0.0.1',\n 'rabbit@10.0.0.2']") == ["rabbit@10.0.0.1",
+                                                                  "rabbit@10.0.0.2"]
+    assert atoms("[]") == [] and atoms("[nonode@nohost]") == ["nonode@nohost"]
+    alarm = "[{{resource_limit,disk,'rabbit@10.0.0.1'},[]}]"
 
     def respond(argv):
-        if "cluster_status" in argv:
-            return CommandResult(argv, 0, json.dumps({
-                "running_nodes": [f"rabbit@{x}" for x in all3],
-                "partitions": {"rabbit@10.0.0.1": ["rabbit@10.0.0.3"]}}), "")
+        call = _erl_call(argv)
+        if call:
+            return CommandResult(argv, 0, {
+                "rabbit_nodes all_running []": "['rabbit@10.0.0.1','rabbit@10.0.0.2']",
+                "rabbit_node_monitor partitions []": "['rabbit@10.0.0.3']",
+                "rabbit_alarm get_alarms []": alarm}[call[1]], "")
         return None
-    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", respond)) for i in (1, 2, 3)]
-    assert RabbitBroker(nodes, BrokerConfig(), "/data").form_cluster() is False
+    nodes, b = _broker(respond)
+    assert b.quick_status(nodes[0]) == NodeStatus(
+        "rabbit@10.0.0.1", True, frozenset({"rabbit@10.0.0.1", "rabbit@10.0.0.2"}),
+        {"rabbit@10.0.0.1": ["rabbit@10.0.0.3"]}, (alarm,))
+    call = nodes[0].remote.calls[0]
+    assert call[:3] == ("sh", "-c", ERL_CALL_SH)
+    assert call[3:] == ("sh", "-name", "rabbit@10.0.0.1", "-timeout", "5",
+                        "-a", "rabbit_nodes all_running []")
+    assert nodes[0].remote.envs[0]["HOME"] == "/data/n1/home"  # its cookie is there
+    # A call that failed on the node is no answer, nor is one that timed out.
+    nodes, b = _broker(lambda argv: CommandResult(
+        argv, 0, "{badrpc, {'EXIT', {undef, [{rabbit_nodes, all_running, [], []}]}}}", ""))
+    assert b.quick_status(nodes[0]) is None
+    nodes, b = _broker(lambda argv: CommandResult(argv, -14, "", ""))
+    assert b.erl_call(nodes[0], "rabbit", "is_booted") is None
 
 
 def test_every_node_but_the_first_joins_the_first_at_boot():
@@ -201,9 +271,11 @@ SCHEMA_FAILURE = ('Kernel pid terminated (application_controller) ({application_
 
 
 def _waits_fail(name, order, failures=1):
-    """A responder whose node's first `failures` `rabbitmqctl wait` calls fail (its boot died);
-    every node's waits are noted in `order`, as (node, failed). Its beam runs until killed."""
-    waits = []
+    """A responder whose node's first `failures` boots die (its broker exits before it
+    answers rabbit:is_booted()); every node's boots are noted in `order`, as (node, failed).
+    A broker that boots runs until killed. Waits are erl_call asks, one a boot here: a booted
+    node says true at once, a dead one is seen dead at once (/proc has no such process)."""
+    boots = []
     killed = []
 
     def respond(argv):
@@ -211,14 +283,48 @@ def _waits_fail(name, order, failures=1):
             killed.append(argv)
         if argv[:2] == ("kill", "-0") and killed:
             return CommandResult(argv, 1, "", "no such process")
-        if "wait" in argv and argv[2] == f"rabbit@10.0.0.{name[1]}":
-            waits.append(argv)
-            failed = len(waits) <= failures
+        call = _erl_call(argv)
+        if call == (f"rabbit@10.0.0.{name[1]}", "rabbit is_booted []"):
+            boots.append(argv)
+            failed = len(boots) <= failures
             order.append((name, failed))
-            if failed:
-                return CommandResult(argv, 69, "", "Error: unable to perform an operation")
+            if failed:  # and its /proc/PID/stat is missing: FakeRemote has no such file
+                return CommandResult(argv, 1, "", "erl_call: failed to connect to node")
+            return CommandResult(argv, 0, "true", "")
         return None
     return respond
+
+
+def test_a_booting_node_is_asked_until_it_has_booted_and_without_erl_call_the_cli_waits():
+    answers = iter(["", "false", "true"])  # not up yet, booting, booted
+
+    def respond(argv):
+        if _erl_call(argv):
+            out = next(answers)
+            return CommandResult(argv, 0 if out else 1, out, "")
+        return None
+    nodes, b = _broker(respond)
+    nodes[0].remote.files["/proc/1001/stat"] = "1001 (beam.smp) S 1 1001 1001 0 -1 4194560"
+    b.start(nodes[0], timeout=5)
+    assert len([c for c in nodes[0].remote.calls if _erl_call(c)]) == 3
+    assert not [c for c in nodes[0].remote.calls if "wait" in c]  # no CLI VM
+    # Its process still runs but it never boots: the timeout.
+    nodes, b = _broker(lambda argv: CommandResult(argv, 0, "false", "") if _erl_call(argv)
+                       else None)
+    nodes[0].remote.files["/proc/1001/stat"] = "1001 (beam.smp) S 1 1001 1001 0 -1 4194560"
+    with pytest.raises(BrokerError, match="n1 did not boot within 0s"):
+        b.start(nodes[0], timeout=0.3)
+    # A zombie has exited.
+    nodes[0].remote.files["/proc/1002/stat"] = "1002 (beam.smp) Z 1 1001 1001 0 -1 4194560"
+    with pytest.raises(BrokerError, match="its broker exited"):
+        b.start(nodes[0], timeout=5)
+    # A runtime without erl_call: `rabbitmqctl wait` on the pid file, for what time is left.
+    nodes, b = _broker(lambda argv: CommandResult(argv, 127, "", "erl_call: not found")
+                       if _erl_call(argv) else None)
+    b.start(nodes[0], timeout=60)
+    waits = [c for c in nodes[0].remote.calls if "wait" in c]
+    assert waits == [("/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", "rabbit@10.0.0.1", "wait",
+                      "--timeout", "59", "/data/n1/rabbit.pid")]
 
 
 def _servers(node):
@@ -262,7 +368,7 @@ def test_a_cluster_whose_second_boot_fails_too_is_an_error():
     from clusters.rabbitmq import BrokerError
     order: list[tuple[str, bool]] = []
     nodes = _cluster("n3", order, failures=2)
-    with pytest.raises(BrokerError, match="n3 did not boot"):
+    with pytest.raises(BrokerError, match=r"n3 did not boot: its broker exited \(see its startup"):
         RabbitBroker(nodes, BrokerConfig(), "/data").start_all(timeout=5)
     assert all(len(_servers(n)) == 2 for n in nodes)  # once more, never a third time
 
@@ -287,7 +393,7 @@ def test_a_release_whose_joiners_would_select_themselves_boots_its_first_node_fi
     respond = nodes[0].remote.respond
 
     def first(argv):
-        if "wait" in argv:
+        if _erl_call(argv):
             deadline = time.monotonic() + 1.0
             while not all(_servers(n) for n in nodes[1:]) and time.monotonic() < deadline:
                 time.sleep(0.01)
