@@ -6,8 +6,8 @@ does it:
 
 - rootfs: the release's binaries ready (a Debian root filesystem for 4.0; nothing for 3.10);
 - namespaces: the bridge and one namespace per node;
-- boot: every node configured and started in parallel, until each answers `rabbitmqctl wait`
-  (the nodes find each other as they boot: peer discovery);
+- boot: every node configured and started in parallel, until each says it has booted (asked
+  with erl_call; the nodes find each other as they boot: peer discovery);
 - form: every node confirmed in the first one's cluster (a node that did not join is joined);
 - store: the metadata store switched (Khepri; nothing for Mnesia);
 - healthy: every node running, seeing all the others, no partition (nothing more to wait
@@ -16,8 +16,9 @@ does it:
 
 "ready" is the sum: namespaces to queue declared (rootfs apart: built once). Beside the phases,
 each round says where the machine's CPU went until the queue was declared: "cpu_brokers", the
-CPU seconds of the nodes' Erlang VMs, and "cpu_cli", those of the CLI calls that booted, joined
-and checked them (each `rabbitmqctl` is an Erlang VM of its own); on a machine with C cores a
+CPU seconds of the nodes' Erlang VMs, and "cpu_cli", those of the harness's calls that awaited,
+joined and checked them (erl_call, or the CLI: each `rabbitmqctl` is an Erlang VM of its own,
+about 0.45 CPU seconds); on a machine with C cores a
 cluster cannot be ready sooner than (cpu_brokers + cpu_cli) / C. "by_hand" counts the nodes
 that did not join at boot. Prints every round and the median, minimum and maximum of each
 phase per line; `--json FILE` keeps the raw

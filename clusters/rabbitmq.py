@@ -50,6 +50,7 @@ CLI_TIMEOUT = 30.0
 ERL_CALL_SH = 'for c in /usr/lib/erlang/erts-*/bin/erl_call; do exec "$c" "$@"; done; exit 127'
 ERL_CALL_TIMEOUT = 5.0
 BOOT_POLL = 0.1
+ERL_CALL_GRACE = 15.0
 _ATOM = re.compile(r"'([^']+)'|([a-z][A-Za-z0-9_@.]*)")
 # The feature flag that switches a 4.0 cluster to Khepri, and says it runs on it once enabled.
 KHEPRI_FLAG = "khepri_db"
@@ -370,15 +371,25 @@ class RabbitBroker:
         """Takes a node and the pid its broker was started as, if known. Waits until the broker
         has booted: rabbit:is_booted() asked with erl_call every BOOT_POLL s (no CPU to speak
         of while the nodes boot, where `rabbitmqctl wait` is an Erlang VM per node), or
-        `rabbitmqctl wait` where the node's runtime has no erl_call. Raises BrokerError past
+        `rabbitmqctl wait` where the node's runtime has no erl_call, or where erl_call has
+        had no answer at all (not even "false": the node's distribution starts within a second
+        or two of its VM) for ERL_CALL_GRACE s while the process runs. Raises BrokerError past
         the timeout, or once the started process has exited."""
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
+        answered = False
         while True:
             try:
-                if self.erl_call(node, "rabbit", "is_booted") == "true":
-                    return
+                booted = self.erl_call(node, "rabbit", "is_booted")
             except ErlCallUnavailable:
-                self._wait_booted_cli(node, max(1.0, deadline - time.monotonic()))
+                self._wait_booted_cli(node, deadline)
+                return
+            if booted == "true":
+                return
+            answered = answered or booted is not None
+            if not answered and time.monotonic() - started >= ERL_CALL_GRACE:
+                log.info("%s: no answer from erl_call; waiting with rabbitmqctl", node.name)
+                self._wait_booted_cli(node, deadline)
                 return
             if pid is not None and not _running(node, pid):
                 out = node.remote.read_file(f"{self.paths(node).log_dir}/startup.out")
@@ -388,7 +399,8 @@ class RabbitBroker:
                 raise BrokerError(f"{node.name} did not boot within {timeout:.0f}s")
             time.sleep(BOOT_POLL)
 
-    def _wait_booted_cli(self, node: Node, timeout: float) -> None:
+    def _wait_booted_cli(self, node: Node, deadline: float) -> None:
+        timeout = max(1.0, deadline - time.monotonic())
         try:
             self.ctl(node, "wait", "--timeout", str(int(timeout)), self.paths(node).pid_file,
                      timeout=timeout + 15)

@@ -295,7 +295,10 @@ def _waits_fail(name, order, failures=1):
     return respond
 
 
-def test_a_booting_node_is_asked_until_it_has_booted_and_without_erl_call_the_cli_waits():
+def test_a_booting_node_is_asked_until_it_has_booted_and_without_erl_call_the_cli_waits(
+        monkeypatch):
+    from clusters import rabbitmq
+
     answers = iter(["", "false", "true"])  # not up yet, booting, booted
 
     def respond(argv):
@@ -325,6 +328,14 @@ def test_a_booting_node_is_asked_until_it_has_booted_and_without_erl_call_the_cl
     waits = [c for c in nodes[0].remote.calls if "wait" in c]
     assert waits == [("/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", "rabbit@10.0.0.1", "wait",
                       "--timeout", "59", "/data/n1/rabbit.pid")]
+    # erl_call there, but no answer at all while the process runs: the CLI after the grace.
+    monkeypatch.setattr(rabbitmq, "ERL_CALL_GRACE", 0.3)
+    nodes, b = _broker(lambda argv: CommandResult(argv, 1, "", "erl_call: failed to connect")
+                       if _erl_call(argv) else None)
+    nodes[0].remote.files["/proc/1001/stat"] = "1001 (beam.smp) S 1 1001 1001 0 -1 4194560"
+    b.start(nodes[0], timeout=60)
+    assert len([c for c in nodes[0].remote.calls if "wait" in c]) == 1
+    assert len([c for c in nodes[0].remote.calls if _erl_call(c)]) >= 3
 
 
 def _servers(node):
