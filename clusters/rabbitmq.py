@@ -2,11 +2,13 @@
 
 `render_config` and `node_env` are pure. `RabbitBroker` runs the Debian
 broker's own scripts (`/usr/lib/rabbitmq/bin/...`: the `/usr/sbin` wrappers
-switch user and drop the environment) through each node's Remote, every CLI
-call with a hard timeout because CLI calls hang while a partition is still
-undetected. It is the nodes' lifecycle (the `Broker` protocol the nemeses
-use for process faults); what the broker says about queues, and the policies
-it is given, are clusters.rabbitmq_admin's.
+switch user and drop the environment, or the same scripts from the launcher's
+home, clusters.server_home) through each node's Remote, every CLI call with a
+hard timeout because CLI calls hang while a partition is still undetected.
+While a cluster boots and forms, it asks the nodes with erl_call instead (a
+few milliseconds, no Erlang VM of its own). It is the nodes' lifecycle (the
+`Broker` protocol the nemeses use for process faults); what the broker says
+about queues, and the policies it is given, are clusters.rabbitmq_admin's.
 """
 
 from __future__ import annotations
@@ -179,7 +181,8 @@ def node_env(node: Node, paths: NodePaths) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class NodeStatus:
-    """One node's view of the cluster, from `rabbitmqctl cluster_status`."""
+    """One node's view of the cluster, from `rabbitmqctl cluster_status` (or erl_call:
+    RabbitBroker.quick_status)."""
 
     node: str
     running: bool

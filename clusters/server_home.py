@@ -7,9 +7,9 @@ dependencies, 71 applications on 3.10 and 78 on 4.0, while a node that enables n
 about twenty of them: rabbit and its dependencies. The rest cost boot time all the same: a 3.10
 node alone booted in 6.0 s on 5.0 CPU seconds from Debian's home, in 3.0 s on 2.5 from a home
 whose plugins folder held rabbit's dependencies only, loading the same 958 modules of the same
-34 applications either way (the code path is walked for every module an interactive node
-loads, and for the config schemas it reads). On a 2-core machine booting three nodes at once,
-that CPU is the cluster's ready time.
+34 applications either way: the difference is the other 51 folders on the code path, which
+the node looks through as it boots. On a 2-core machine booting three nodes at once, that CPU
+is the cluster's ready time.
 
 `make_home` builds such a home in a folder of the run's: `bin/` and `escript/` link the
 release's own scripts, `plugins/` links the application folders of rabbit, the enabled
