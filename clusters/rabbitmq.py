@@ -52,6 +52,7 @@ CLI_TIMEOUT = 30.0
 ERL_CALL_SH = 'for c in /usr/lib/erlang/erts-*/bin/erl_call; do exec "$c" "$@"; done; exit 127'
 ERL_CALL_TIMEOUT = 5.0
 BOOT_POLL = 0.1
+ALIVE_EVERY = 1.0  # while a node boots, whether its process still runs: every second
 ERL_CALL_GRACE = 15.0
 _ATOM = re.compile(r"'([^']+)'|([a-z][A-Za-z0-9_@.]*)")
 # The feature flag that switches a 4.0 cluster to Khepri, and says it runs on it once enabled.
@@ -243,11 +244,13 @@ def died_joining(startup_out: str | None) -> str | None:
 
 def _running(node: Node, pid: int) -> bool:
     """Takes a node and a pid on it. Returns False when that process has exited (gone, or a
-    zombie not yet reaped); True while it runs or when its host will not say."""
-    stat = node.remote.read_file(f"/proc/{pid}/stat")
-    if stat is None:
+    zombie not yet reaped); True while it runs. Read with `cat`, run where the pid means
+    that process (this host, the SSH host, the container: procfs is not a file Docker's
+    archive API copies)."""
+    res = node.remote.run(["cat", f"/proc/{pid}/stat"], timeout=10, check=False)
+    if not res.ok:
         return False
-    fields = stat.rsplit(")", 1)[-1].split()
+    fields = res.stdout.rsplit(")", 1)[-1].split()
     return not fields or fields[0] != "Z"
 
 
@@ -373,7 +376,8 @@ class RabbitBroker:
     def wait_booted(self, node: Node, timeout: float = 120.0, pid: int | None = None) -> None:
         """Takes a node and the pid its broker was started as, if known. Waits until the broker
         has booted: rabbit:is_booted() asked with erl_call every BOOT_POLL s (no CPU to speak
-        of while the nodes boot, where `rabbitmqctl wait` is an Erlang VM per node), or
+        of while the nodes boot, where `rabbitmqctl wait` is an Erlang VM per node), whether
+        the started process still runs every ALIVE_EVERY s; or
         `rabbitmqctl wait` where the node's runtime has no erl_call, or where erl_call has
         had no answer at all (not even "false": the node's distribution starts within a second
         or two of its VM) for ERL_CALL_GRACE s while the process runs. Raises BrokerError past
@@ -381,6 +385,7 @@ class RabbitBroker:
         started = time.monotonic()
         deadline = started + timeout
         answered = False
+        next_alive_check = started
         while True:
             try:
                 booted = self.erl_call(node, "rabbit", "is_booted")
@@ -390,15 +395,18 @@ class RabbitBroker:
             if booted == "true":
                 return
             answered = answered or booted is not None
-            if not answered and time.monotonic() - started >= ERL_CALL_GRACE:
+            now = time.monotonic()
+            if not answered and now - started >= ERL_CALL_GRACE:
                 log.info("%s: no answer from erl_call; waiting with rabbitmqctl", node.name)
                 self._wait_booted_cli(node, deadline)
                 return
-            if pid is not None and not _running(node, pid):
-                out = node.remote.read_file(f"{self.paths(node).log_dir}/startup.out")
-                raise BrokerError(f"{node.name} did not boot: its broker exited "
-                                  f"({died_joining(out) or 'see its startup.out'})")
-            if time.monotonic() >= deadline:
+            if pid is not None and now >= next_alive_check:
+                next_alive_check = now + ALIVE_EVERY
+                if not _running(node, pid):
+                    out = node.remote.read_file(f"{self.paths(node).log_dir}/startup.out")
+                    raise BrokerError(f"{node.name} did not boot: its broker exited "
+                                      f"({died_joining(out) or 'see its startup.out'})")
+            if now >= deadline:
                 raise BrokerError(f"{node.name} did not boot within {timeout:.0f}s")
             time.sleep(BOOT_POLL)
 

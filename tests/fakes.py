@@ -29,10 +29,19 @@ class FakeRemote:
         a = tuple(argv)
         self.calls.append(a)
         self.envs.append(env)
-        res = self.respond(a) or CommandResult(a, 0, "", "")
+        res = self.respond(a) or self._cat(a) or CommandResult(a, 0, "", "")
         if check and not res.ok:
             raise RemoteError(f"{a} failed")
         return res
+
+    def _cat(self, argv: tuple[str, ...]) -> CommandResult | None:
+        """`cat FILE` of a file under /proc answers from `files`: exit 1 when it is not there
+        (a process that is gone)."""
+        if len(argv) == 2 and argv[0] == "cat" and argv[1].startswith("/proc/"):
+            text = self.files.get(argv[1])
+            return (CommandResult(argv, 0, text, "") if text is not None
+                    else CommandResult(argv, 1, "", f"cat: {argv[1]}: No such file or directory"))
+        return None
 
     def spawn(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
               log_path: str) -> int:

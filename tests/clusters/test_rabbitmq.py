@@ -274,7 +274,7 @@ def _waits_fail(name, order, failures=1):
     """A responder whose node's first `failures` boots die (its broker exits before it
     answers rabbit:is_booted()); every node's boots are noted in `order`, as (node, failed).
     A broker that boots runs until killed. Waits are erl_call asks, one a boot here: a booted
-    node says true at once, a dead one is seen dead at once (/proc has no such process)."""
+    node says true at once, a dead one is seen dead at once (no /proc/PID/stat)."""
     boots = []
     killed = []
 
@@ -288,7 +288,7 @@ def _waits_fail(name, order, failures=1):
             boots.append(argv)
             failed = len(boots) <= failures
             order.append((name, failed))
-            if failed:  # and its /proc/PID/stat is missing: FakeRemote has no such file
+            if failed:  # and `cat /proc/PID/stat` fails: FakeRemote has no such file
                 return CommandResult(argv, 1, "", "erl_call: failed to connect to node")
             return CommandResult(argv, 0, "true", "")
         return None

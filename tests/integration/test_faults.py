@@ -60,10 +60,11 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> Iterator[Env]:
     tmp = tmp_path_factory.mktemp("faults")
-    cluster = NetnsCluster(make_plan(3))
-    broker = RabbitBroker(cluster.nodes, BrokerConfig(net_ticktime=5), str(tmp / "data"))
+    cluster = NetnsCluster(make_plan(3), data_root=str(tmp / "data"))
+    broker = RabbitBroker(cluster.nodes, BrokerConfig(net_ticktime=5), cluster.data_root)
     history = HistoryWriter(tmp / "history.jsonl")
     try:
+        broker.use(cluster.launcher(broker.release))  # as a run's nodes: clusters.server_home
         cluster.create()
         broker.start_all()
         broker.form_cluster()
