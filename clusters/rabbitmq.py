@@ -322,15 +322,15 @@ class RabbitBroker:
         home = self.launcher.home
         return env | scripts_env(home) if home else env
 
-    def erl_call(self, node: Node, module: str, function: str, args: str = "[]",
+    def erl_call(self, node: Node, module: str, function: str,
                  timeout: float = ERL_CALL_TIMEOUT) -> str | None:
-        """Applies module:function(args) on the node with erl_call. Returns the result as the
+        """Applies module:function() on the node with erl_call. Returns the result as the
         text of an Erlang term, or None when there is none: the node is not up (yet), did
         not answer within the timeout, or the call failed there (`{badrpc, ...}`). Raises
         ErlCallUnavailable when the node's Erlang runtime has no erl_call."""
         argv = self.launcher.wrap(["sh", "-c", ERL_CALL_SH, "sh", "-name", node.erlang_name,
                                    "-timeout", str(max(1, round(timeout))),
-                                   "-a", f"{module} {function} {args}"])
+                                   "-a", f"{module} {function} []"])
         try:
             res = node.remote.run(argv, timeout=timeout + 5, env=self._env(node), check=False)
         except CommandTimeout:
