@@ -135,7 +135,10 @@ PATTERNS_4_0: Final[tuple[Pattern, ...]] = (
     _p("member-deleted", "operation", r"^Deleted a replica of quorum queue '(?P<queue>[^']*)' in "
        r"vhost '[^']*' on node '?(?P<peer>rabbit@[\w.\-]+)'?"),
 )
-PATTERNS: Final[Mapping[str, tuple[Pattern, ...]]] = {"3.10": PATTERNS_3_10, "4.0": PATTERNS_4_0}
+# RabbitMQ 4.3 (Khepri only): the lines of 4.0, to be checked against captured 4.3 logs.
+PATTERNS_4_3: Final[tuple[Pattern, ...]] = PATTERNS_4_0
+PATTERNS: Final[Mapping[str, tuple[Pattern, ...]]] = {
+    "3.10": PATTERNS_3_10, "4.0": PATTERNS_4_0, "4.3": PATTERNS_4_3}
 
 
 def patterns_for(line: str | None) -> tuple[Pattern, ...]:

@@ -138,11 +138,15 @@ def classic_depth_eval(queue: str) -> str:
         "rabbit_amqqueue:info(Q, [messages_ready, messages_unacknowledged])"))
 
 
-def quorum_depth_eval(queue: str, timeout_ms: int) -> str:
-    """Asks a quorum queue's Raft leader for its ready and checked-out counts."""
-    leader = "ra:leader_query(amqqueue:get_pid(Q), fun rabbit_fifo:query_messages_{}/1, {})"
-    both = (f'[{{ready, element(2, element(2, {leader.format("ready", timeout_ms)}))}}, '
-            f'{{checked_out, element(2, element(2, {leader.format("checked_out", timeout_ms)}))}}]')
+def quorum_depth_eval(queue: str, timeout_ms: int, mfa: bool = False) -> str:
+    """Asks a quorum queue's Raft leader for its ready and checked-out counts, each query with
+    a timeout (ra:leader_query/3), the query a fun, or an {M, F, A} tuple when `mfa` (Ra 3,
+    RabbitMQ 4.3: its leader_query takes only a tuple, and a fun raises function_clause)."""
+    query = ("{{rabbit_fifo, query_messages_{}, []}}" if mfa
+             else "fun rabbit_fifo:query_messages_{}/1")
+    leader = f"ra:leader_query(amqqueue:get_pid(Q), {query}, {timeout_ms})"
+    both = (f'[{{ready, element(2, element(2, {leader.format("ready")}))}}, '
+            f'{{checked_out, element(2, element(2, {leader.format("checked_out")}))}}]')
     return _queue_eval(queue, _counts_or_say(both))
 
 
@@ -305,8 +309,9 @@ class RabbitAdmin:
         """Asks a quorum queue's Raft leader, through the node, for its ready and checked-out
         counts. Returns the QueueDepth (exists False when the queue's record is gone). Raises
         CommandTimeout, RemoteError or BrokerError when the leader does not answer."""
-        return self._parsed(node, lambda out: parse_depth(out, "quorum"),
-                            "eval", quorum_depth_eval(queue, int(timeout * 1000 / 3)),
+        return self._parsed(node, lambda out: parse_depth(out, "quorum"), "eval",
+                            quorum_depth_eval(queue, int(timeout * 1000 / 3),
+                                              self.broker.release.ra_query_mfa),
                             timeout=timeout)
 
     def queue_exists(self, node: Node, queue: str, timeout: float = 20.0) -> bool:

@@ -27,7 +27,12 @@ from clusters.errors import ClusterError
 DEFAULT_LINE = "3.10"
 RABBIT_BIN = "/usr/lib/rabbitmq/bin"
 METADATA_STORES: tuple[str, ...] = ("mnesia", "khepri")
-DEFAULT_METADATA_STORE = METADATA_STORES[0]  # every release's default: Mnesia
+# The store a run used when its record names none (runs stored before 4.3, whose lines all
+# defaulted to Mnesia); a line's own default is `Release.default_metadata_store`.
+DEFAULT_METADATA_STORE = METADATA_STORES[0]
+# The partition handling the harness gives a line that has the setting when a spec names none:
+# RabbitMQ's recommendation for three or more nodes (its own default is ignore).
+DEFAULT_PARTITION_HANDLING = "pause_minority"
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
@@ -53,6 +58,15 @@ class Release:
       counting itself, so a joiner that cannot reach the first node yet (or whose VM started
       first) selects itself and boots alone ("node 'rabbit@...' selected for auto-clustering"),
       to be joined by hand later; 3.10 retries the nodes it lists until one answers.
+    no_partition_handling: why the line has no cluster_partition_handling at all, or None when
+      it has it (4.3 removed Mnesia and its partition handling strategies: the key is accepted
+      and ignored, so a spec that sets it is refused rather than run as if it applied).
+    transient_queues_denied: why the line refuses transient (non-durable) non-exclusive queues
+      unless every node permits the deprecated feature, or None when it takes them as they are.
+    ra_query_mfa: whether Ra's leader_query takes its query only as an {M, F, A} tuple (Ra 3,
+      RabbitMQ 4.3: a fun raises function_clause there), not as a fun (Ra 2).
+    caveat: what every result of the line should say beside its version (4.3: the Erlang it
+      runs on is one RabbitMQ does not list as supported), or None.
     """
 
     line: str
@@ -63,23 +77,70 @@ class Release:
     placement_columns: tuple[str, ...] = (
         "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids")
     joiners_wait_for_first: bool = False
+    no_partition_handling: str | None = None
+    transient_queues_denied: str | None = None
+    ra_query_mfa: bool = False
+    caveat: str | None = None
+
+    @property
+    def default_metadata_store(self) -> str:
+        """Returns the metadata store a run of this line uses when its spec names none."""
+        return self.metadata_stores[0]
 
     def refuses_kind(self, kind: str) -> str | None:
         """Takes a queue kind's name. Returns why this release cannot run it, or None."""
         return dict(self.removed_kinds).get(kind)
 
+    def metadata_store_refusal(self, store: str) -> str | None:
+        """Takes a metadata store's name. Returns why this release cannot run it, or None."""
+        if store not in METADATA_STORES:
+            return f"unknown metadata store {store!r}; known: {', '.join(METADATA_STORES)}"
+        if store in self.metadata_stores:
+            return None
+        if self.no_partition_handling is not None and store == "mnesia":
+            return (f"--metadata-store mnesia: RabbitMQ {self.line} has no Mnesia; Khepri, its "
+                    f"Raft metadata store, is the only one")
+        can = [line for line, r in RELEASES.items() if store in r.metadata_stores]
+        return (f"--metadata-store {store}: RabbitMQ {self.line} has no {store} metadata store "
+                f"(it needs {' or '.join(can)})")
+
     def check_metadata_store(self, store: str) -> None:
         """Raises ReleaseError when this release cannot run the metadata store."""
-        if store not in METADATA_STORES:
-            raise ReleaseError(f"unknown metadata store {store!r}; known: "
-                               f"{', '.join(METADATA_STORES)}")
-        if store not in self.metadata_stores:
-            raise ReleaseError(f"RabbitMQ {self.line} has no {store} metadata store "
-                               f"(--metadata-store {store} needs 4.0)")
+        why = self.metadata_store_refusal(store)
+        if why:
+            raise ReleaseError(why)
+
+    def partition_handling_refusal(self, handling: str | None) -> str | None:
+        """Takes the partition handling a spec sets (None: none set). Returns why this line
+        refuses it, or None."""
+        if handling is None or self.no_partition_handling is None:
+            return None
+        return f"--partition-handling {handling}: {self.no_partition_handling}"
+
+    def partition_handling_of(self, handling: str | None) -> str | None:
+        """Takes the partition handling a spec sets (None: none set). Returns the one the nodes
+        run with: the spec's, else the harness's default on a line that has the setting, else
+        None (the line has none)."""
+        if self.no_partition_handling is not None:
+            return None
+        return handling or DEFAULT_PARTITION_HANDLING
 
     def partition_handling_applies(self, store: str) -> bool:
         """Takes the metadata store. Returns whether cluster_partition_handling governs it."""
-        return store == DEFAULT_METADATA_STORE
+        return self.no_partition_handling is None and store == DEFAULT_METADATA_STORE
+
+    def transient_queue_refusal(self, permitted: bool) -> str | None:
+        """Takes whether the spec permits the deprecated transient non-exclusive queues on every
+        node. Returns why a transient non-exclusive queue cannot run, or None."""
+        return None if permitted else self.transient_queues_denied
+
+    def permission_refusal(self) -> str | None:
+        """Returns why --permit-transient-queues does not apply to this line (it takes such
+        queues without a permission), or None where it does."""
+        if self.transient_queues_denied is not None:
+            return None
+        return (f"--permit-transient-queues: RabbitMQ {self.line} takes transient non-exclusive "
+                f"queues without a permission; the setting would be ignored")
 
 
 RELEASES: dict[str, Release] = {
@@ -92,6 +153,27 @@ RELEASES: dict[str, Release] = {
         delivery_limit=20,
         placement_columns=("name", "type", "leader", "members", "pid"),
         joiners_wait_for_first=True,
+    ),
+    "4.3": Release(
+        "4.3", rootfs="4.3",
+        removed_kinds=(("mirrored", "classic queue mirroring was removed in RabbitMQ 4.0; "
+                                    "test quorum queues or streams, or choose --rabbitmq 3.10"),),
+        metadata_stores=("khepri",),
+        delivery_limit=20,
+        placement_columns=("name", "type", "leader", "members", "pid"),
+        joiners_wait_for_first=True,
+        no_partition_handling=(
+            "RabbitMQ 4.3 has no cluster_partition_handling: Mnesia and its partition handling "
+            "strategies were removed, and the key is accepted and ignored. Khepri, a Raft "
+            "store, serves metadata only on the side with a majority; choose --rabbitmq 3.10 "
+            "or 4.0 to test a strategy"),
+        transient_queues_denied=(
+            "RabbitMQ 4.3 refuses transient (non-durable) non-exclusive queues unless every "
+            "node permits the deprecated feature transient_nonexcl_queues; add "
+            "--permit-transient-queues to set that permission"),
+        ra_query_mfa=True,
+        caveat=("Debian unstable's RabbitMQ 4.3 runs on Erlang 29, which RabbitMQ's "
+                "compatibility page does not list as supported for 4.3"),
     ),
 }
 

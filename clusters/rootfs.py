@@ -58,12 +58,16 @@ class Recipe:
     suite: str
     packages: tuple[str, ...]
     build: int
+    check_valid_until: bool = True
 
     def canonical(self) -> str:
-        """Returns the recipe's canonical text, the one scripts/build-rootfs.sh hashes too."""
+        """Returns the recipe's canonical text, the one scripts/build-rootfs.sh hashes too
+        (`check_valid_until=false` only where the recipe says so, so older recipes keep their
+        hash)."""
+        extra = "" if self.check_valid_until else "check_valid_until=false\n"
         return (
             f"name={self.name}\nsuite={self.suite}\n"
-            f"packages={' '.join(self.packages)}\nbuild={self.build}\n"
+            f"packages={' '.join(self.packages)}\nbuild={self.build}\n{extra}"
         )
 
     def digest(self) -> str:
@@ -82,14 +86,16 @@ def recipe_name(version: str) -> str:
 
 
 def parse_recipe(name: str, text: str) -> Recipe:
-    """Takes a recipe's name and the text of its file (key=value lines: suite, packages, build;
-    `#` comments). Returns the Recipe. Raises RootfsError naming what is wrong."""
+    """Takes a recipe's name and the text of its file (key=value lines: suite, packages, build,
+    and optionally check_valid_until=false for a suite whose Release file the mirror serves past
+    its Valid-Until date, as Debian testing's and unstable's are here; `#` comments). Returns
+    the Recipe. Raises RootfsError naming what is wrong."""
     fields: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         key, sep, value = line.partition("=")
-        if not sep or key not in ("suite", "packages", "build"):
+        if not sep or key not in ("suite", "packages", "build", "check_valid_until"):
             raise RootfsError(f"recipe {name}, line {lineno}: unknown key {key!r}")
         fields[key] = value
     missing = [k for k in ("suite", "packages", "build") if k not in fields]
@@ -103,7 +109,10 @@ def parse_recipe(name: str, text: str) -> Recipe:
         raise RootfsError(f"recipe {name}: not Debian package names: {bad or 'none given'}")
     if not fields["build"].isdigit():
         raise RootfsError(f"recipe {name}: build {fields['build']!r} is not a number")
-    return Recipe(name, suite, packages, int(fields["build"]))
+    check = fields.get("check_valid_until", "true")
+    if check not in ("true", "false"):
+        raise RootfsError(f"recipe {name}: check_valid_until {check!r} is not true or false")
+    return Recipe(name, suite, packages, int(fields["build"]), check == "true")
 
 
 def known_versions(recipes: Path = RECIPES) -> list[str]:

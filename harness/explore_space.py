@@ -145,7 +145,7 @@ class Space:
     targets: tuple[str, ...] = DEFAULT_TARGETS
     max_faults: int = 3
     queue_types: tuple[str, ...] = ()
-    partition_handlings: tuple[str, ...] = ()
+    partition_handlings: tuple[str | None, ...] = ()
     workload: bool = True
     backlogs: tuple[int, ...] = (0, 500, 2000, 8000)
     consume_rates: tuple[float | None, ...] = (None, 25.0, 50.0, 150.0)
@@ -184,9 +184,13 @@ class Space:
         replicated = all(k.replicated for k in suited)
         targets = tuple(t for t in self.targets if replicated or t not in REPLICA_TARGETS)
         least = max(k.min_prefetch for k in suited)
+        handlings = self.partition_handlings or (base.broker.partition_handling,)
+        refused = [why for h in handlings if (why := line.partition_handling_refusal(h))]
+        if refused:
+            raise SpecError(refused[0])
         return dataclasses.replace(
             self, faults=faults, targets=targets or ("one",), queue_types=kinds,
-            partition_handlings=self.partition_handlings or (base.broker.partition_handling,),
+            partition_handlings=handlings,
             prefetches=tuple(p for p in self.prefetches if p >= least) or (max(least, 1),))
 
 

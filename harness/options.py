@@ -238,21 +238,27 @@ OPTIONS: tuple[Option, ...] = (
     # -- broker ----------------------------------------------------------------------------------
     Option("--partition-handling", "broker.partition_handling", group=_B,
            choices=PARTITION_HANDLINGS,
-           help="cluster_partition_handling (default {default}, RabbitMQ's recommendation for "
-                "3+ nodes; RabbitMQ's own default is ignore)"),
+           help="cluster_partition_handling (default pause_minority, RabbitMQ's recommendation "
+                "for 3+ nodes; RabbitMQ's own default is ignore); refused on 4.3, which has "
+                "none"),
     Option("--net-ticktime", "broker.net_ticktime", group=_B, parse=int,
            help="seconds (default {default}, so partitions are noticed in 7.5-12.5 s and runs "
                 "stay short; RabbitMQ's own is 60)"),
     Option("--rabbitmq", "broker.rabbitmq", group=_B, parse=releases, apply=_one_release,
            metavar="|".join(RELEASES),
            help="the RabbitMQ release line (default {default}, this host's Debian package; "
-                "4.0 runs Debian 13's 4.0.5 on Erlang 27 from a root filesystem built on first "
-                "use, about a minute); matrix and nightly take several, 3.10,4.0, and put each "
-                "scenario's verdicts side by side"),
+                "4.0 runs Debian 13's 4.0.5 on Erlang 27 and 4.3 Debian unstable's 4.3.6 on "
+                "Erlang 29, each from a root filesystem built on first use, about a minute); "
+                "matrix and nightly take several, 3.10,4.0,4.3, and put each scenario's "
+                "verdicts side by side"),
     Option("--metadata-store", "broker.metadata_store", group=_B, choices=METADATA_STORES,
-           help="4.0: mnesia (default) or khepri, the Raft metadata store (enabled through its "
-                "feature flag once the cluster has formed; cluster_partition_handling does not "
-                "apply to it)"),
+           help="the line's own by default (mnesia; khepri on 4.3, its only store); 4.0 takes "
+                "khepri, the Raft metadata store (enabled through its feature flag once the "
+                "cluster has formed; cluster_partition_handling does not apply to it)"),
+    Option("--permit-transient-queues", "broker.permit_transient_queues", group=_B,
+           switch=True,
+           help="4.3: permit the deprecated feature transient_nonexcl_queues on every node, so "
+                "that a --transient-queue can be declared (4.3 refuses it otherwise)"),
     # -- queue -----------------------------------------------------------------------------------
     Option("--queue", "queue.name", group=_Q, dest="queue_name",
            help="queue name (default {default})"),

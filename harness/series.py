@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusters.releases import DEFAULT_LINE, DEFAULT_METADATA_STORE
+from clusters.releases import DEFAULT_LINE
 from harness import matrix, vary
 from harness.matrix import Expectation
 from harness.spec import SpecError, TestSpec, spec_from_dict
@@ -78,7 +78,7 @@ class Series:
             outcome.error, seed=spec.seed, infrastructure=infrastructure, tries=tries,
             rabbitmq=spec.broker.rabbitmq,
             variant=vary.with_store(vary.label(vary.settings(spec, self.varied)),
-                                    spec.broker.metadata_store))
+                                    spec.broker.metadata_store, spec.broker.rabbitmq))
 
     def write(self, code: int | None = None) -> None:
         """Rewrites matrix.json (with `extra`) and matrix.md; `code` overrides the exit code
@@ -220,7 +220,7 @@ def _stored_variant(row: matrix.Row, spec: dict[str, Any] | None) -> matrix.Row:
     """Takes a stored row and its stored spec. Returns the row with its variant naming a
     metadata store other than Mnesia (rows made before their variant said it did not)."""
     store = ((spec or {}).get("broker") or {}).get("metadata_store")
-    return dataclasses.replace(row, variant=vary.with_store(row.variant, store))
+    return dataclasses.replace(row, variant=vary.with_store(row.variant, store, row.rabbitmq))
 
 
 def _archived_lines(path: Path) -> list[tuple[matrix.Row, dict[str, Any]]]:
@@ -283,7 +283,7 @@ def on_release(spec: TestSpec, broker: dict[str, Any]) -> TestSpec:
     stored release line and metadata store (3.10 and Mnesia when it names none)."""
     return dataclasses.replace(spec, broker=dataclasses.replace(
         spec.broker, rabbitmq=broker.get("rabbitmq", DEFAULT_LINE),
-        metadata_store=broker.get("metadata_store", DEFAULT_METADATA_STORE)))
+        metadata_store=broker.get("metadata_store")))
 
 
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],

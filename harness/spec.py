@@ -118,10 +118,15 @@ class TestSpec:
             raise SpecError(str(e)) from e
 
     def refusal(self) -> str | None:
-        """Returns why the spec's release line cannot run its queue kind (a mirrored queue on
-        4.0: the release table's sentence), or None when it can. `validate` refuses such a
-        spec; a matrix or an explorer lists it as not applicable instead of running it."""
-        return release(self.broker.rabbitmq).refuses_kind(kind_of(self.queue).name)
+        """Returns why the spec's release line cannot run it, in the release table's sentence
+        (a mirrored queue on 4.0 or 4.3; on 4.3 a partition handling, the Mnesia store, a
+        transient queue without the permission), or None when it can. `validate` refuses
+        such a spec; a matrix or an explorer lists it as not applicable instead of running it."""
+        line = release(self.broker.rabbitmq)
+        transient = None if self.queue.durable else line.transient_queue_refusal(
+            self.broker.permit_transient_queues)
+        return (line.refuses_kind(kind_of(self.queue).name) or self.broker.refusal()
+                or transient)
 
     def _check_own(self) -> None:
         """Raises SpecError for an impossible name, node count, time limit, interval or
@@ -169,12 +174,14 @@ class TestSpec:
                                 f"queue; this test's queue is {kind}")
 
     def resolved(self) -> TestSpec:
-        """Returns the spec with the faults nobody timed lasting DETECTION_FACTOR x net_ticktime
-        (the module's docstring); idempotent."""
-        if self.nemesis.duration_s is not None:
-            return self
-        auto = DETECTION_FACTOR * self.broker.net_ticktime
-        return dataclasses.replace(self, nemesis=dataclasses.replace(self.nemesis,
+        """Returns the spec as it runs: the faults nobody timed lasting DETECTION_FACTOR x
+        net_ticktime (the module's docstring), the broker settings nobody set the release
+        line's own (BrokerConfig.resolved); idempotent."""
+        spec = dataclasses.replace(self, broker=self.broker.resolved())
+        if spec.nemesis.duration_s is not None:
+            return spec
+        auto = DETECTION_FACTOR * spec.broker.net_ticktime
+        return dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis,
                                                                      duration_s=auto))
 
     def liveness_bound(self) -> LivenessBound:
@@ -221,10 +228,10 @@ class TestSpec:
         """Returns a sentence for each broker setting that does not apply to the run's release
         and metadata store (test.json keeps them with the warnings), rather than passing it
         silently."""
-        store = self.broker.metadata_store
-        if release(self.broker.rabbitmq).partition_handling_applies(store):
+        store, handling = self.broker.store, self.broker.handling
+        if handling is None or release(self.broker.rabbitmq).partition_handling_applies(store):
             return []
-        return [f"cluster_partition_handling = {self.broker.partition_handling} does not apply "
+        return [f"cluster_partition_handling = {handling} does not apply "
                 f"to the {store} metadata store: it is a Raft store, and a minority stops "
                 f"serving metadata whatever the setting (RabbitMQ documents that Khepri behaves "
                 f"like pause_minority); quorum queues and streams are Raft too"]
@@ -233,9 +240,10 @@ class TestSpec:
         """Returns where the broker settings differ from RabbitMQ's own defaults: each
         {"setting", "harness", "rabbitmq", "why"} (test.json's `broker_differences`)."""
         out = []
+        ran = self.broker.resolved()
         for name, (theirs, why) in RABBITMQ_DEFAULTS.items():
-            ours = getattr(self.broker, name)
-            if ours != theirs:
+            ours = getattr(ran, name)
+            if ours is not None and ours != theirs:
                 out.append({"setting": name, "harness": ours, "rabbitmq": theirs, "why": why})
         return out
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from checkers.options import CheckOptions
-from clusters.releases import DEFAULT_METADATA_STORE
+from clusters.releases import DEFAULT_LINE, DEFAULT_METADATA_STORE, RELEASES, known_line
 from harness.matrix import RABBITMQ_KEY
 from harness.scenario_file import with_setting
 from harness.spec import SpecError, TestSpec
@@ -72,12 +72,15 @@ def label(variant: Variant) -> str:
 METADATA_KEY = "broker.metadata_store"  # a metadata store other than Mnesia, as a Row says it
 
 
-def with_store(variant: str, metadata_store: str | None) -> str:
-    """Takes a Row's variant and its run's metadata store (None when the spec names none).
-    Returns the variant, naming the store when it is not Mnesia, the default, and the variant
-    does not say it already: a Khepri run is a line of a table of its own, never counted with
-    the Mnesia runs of its scenario."""
-    if metadata_store in (None, DEFAULT_METADATA_STORE) or f"{METADATA_KEY}=" in variant:
+def with_store(variant: str, metadata_store: str | None, line: str | None = None) -> str:
+    """Takes a Row's variant, its run's metadata store (None when the spec names none) and its
+    release line (None: 3.10). Returns the variant, naming the store when it is not the line's
+    default (Mnesia, but Khepri on 4.3, its only store) and the variant does not say it
+    already: a Khepri run on 4.0 is a line of a table of its own, never counted with the Mnesia
+    runs of its scenario."""
+    known = known_line(line or DEFAULT_LINE)
+    default = RELEASES[known].default_metadata_store if known else DEFAULT_METADATA_STORE
+    if metadata_store in (None, default) or f"{METADATA_KEY}=" in variant:
         return variant
     return ", ".join(filter(None, [variant, f"{METADATA_KEY}={metadata_store}"]))
 

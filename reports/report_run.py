@@ -516,7 +516,9 @@ def spec_rows(info: dict[str, Any], scan: HistoryScan | None, results: Any) -> l
         ("versions", versions_line(versions) or NOT_IN_SPEC),
         ("time limit", _num(_get(info, "spec.time_limit_s", "time_limit_s", "time_limit"), " s")),
         ("queue", _queue_text(info)),
-        ("partition handling", str(handling or NOT_IN_SPEC)
+        ("partition handling", str(handling or ("none: the release line has none"
+                                                if isinstance(broker, dict) and "partition_handling"
+                                                in broker else NOT_IN_SPEC))
          + (f" (net_ticktime {ticktime} s)" if ticktime else "")),
         ("workload", _workload_text(info)),
         ("nemesis faults", _nemesis_text(info)),

@@ -42,8 +42,9 @@ if [ ! -f "$RECIPE" ]; then
 fi
 
 # The recipe: key=value lines, # comments. Its canonical text (what the hash names) is the
-# same text clusters/rootfs.py hashes: name, suite, packages (single spaces), build.
-suite= packages= build=
+# same text clusters/rootfs.py hashes: name, suite, packages (single spaces), build, and
+# check_valid_until=false where the recipe says so (a suite served past its Valid-Until date).
+suite= packages= build= check_valid_until=true
 while IFS= read -r line || [ -n "$line" ]; do
   case "$line" in ''|'#'*) continue ;; esac
   key=${line%%=*} value=${line#*=}
@@ -51,6 +52,7 @@ while IFS= read -r line || [ -n "$line" ]; do
     suite) suite=$value ;;
     packages) read -r -a words <<<"$value"; packages="${words[*]}" ;;
     build) build=$value ;;
+    check_valid_until) check_valid_until=$value ;;
     *) fail "$RECIPE: unknown key '$key'" ;;
   esac
 done <"$RECIPE"
@@ -58,8 +60,13 @@ done <"$RECIPE"
 [[ "$packages" =~ ^[a-z0-9][a-z0-9.+-]*( [a-z0-9][a-z0-9.+-]*)*$ ]] \
   || fail "$RECIPE: packages '$packages' is not a list of Debian package names"
 [[ "$build" =~ ^[0-9]+$ ]] || fail "$RECIPE: build '$build' is not a number"
+[[ "$check_valid_until" =~ ^(true|false)$ ]] \
+  || fail "$RECIPE: check_valid_until '$check_valid_until' is not true or false"
 read -r -a PKGS <<<"$packages"
 canonical=$(printf 'name=%s\nsuite=%s\npackages=%s\nbuild=%s\n' "$NAME" "$suite" "$packages" "$build")
+# Only a recipe that says so names it, so that older recipes keep their hash.
+[ "$check_valid_until" = true ] || canonical+=$'\ncheck_valid_until=false'
+export ROOTFS_CHECK_VALID_UNTIL=$check_valid_until
 HASH=$(printf '%s\n' "$canonical" | sha256sum | cut -c1-12)
 
 BASE=$(realpath -m "${RMQH_ROOTFS_DIR:-$HERE/../.state/rootfs}")

@@ -43,7 +43,7 @@ from clusters.backend import (
 )
 from clusters.base import Node, node_named
 from clusters.rabbitmq import RABBIT_BIN
-from clusters.releases import DEFAULT_LINE, HostLauncher, Launcher, Release
+from clusters.releases import DEFAULT_LINE, RELEASES, HostLauncher, Launcher, Release
 from clusters.remote import RemoteError
 
 log = logging.getLogger(__name__)
@@ -346,4 +346,4 @@ def clean(state_dir: Path, connector: Any = None) -> list[str]:
             close()
 
 
-BACKEND = Backend(check=check, make=make, cleanup=clean, lines=("3.10", "4.0"))
+BACKEND = Backend(check=check, make=make, cleanup=clean, lines=tuple(RELEASES))

@@ -41,7 +41,7 @@ from clusters.backend import (
 )
 from clusters.base import Node, node_named
 from clusters.local.remote import NetnsRemote
-from clusters.releases import ChrootLauncher, HostLauncher, Launcher, Release
+from clusters.releases import RELEASES, ChrootLauncher, HostLauncher, Launcher, Release
 from clusters.remote import RemoteError, run_local
 from clusters.rootfs import RootfsError, ensure_rootfs
 from clusters.server_home import ServerHomeError, make_home
@@ -331,4 +331,4 @@ def clean(state_dir: Path) -> list[str]:
     return [f"local: {x}" for x in cleanup(DEFAULT_PREFIX)]
 
 
-BACKEND = Backend(check=check, make=make, cleanup=clean, lines=("3.10", "4.0"))
+BACKEND = Backend(check=check, make=make, cleanup=clean, lines=tuple(RELEASES))

@@ -32,6 +32,12 @@ rootfs_bootstrap() {
   rootfs_logged "$logbase.debootstrap.log" debootstrap \
     debootstrap --variant=minbase "$suite" "$root" "$mirror"
 
+  # A suite whose Release file the mirror serves past its Valid-Until date (Debian testing and
+  # unstable here) is read anyway when the recipe says so (ROOTFS_CHECK_VALID_UNTIL=false):
+  # apt inside the tree refuses it otherwise. The setting stays in the tree for later apt runs.
+  if [ "${ROOTFS_CHECK_VALID_UNTIL:-true}" = false ]; then
+    echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99rmqh-valid-until"
+  fi
   # No service may start inside the chroot while packages install.
   printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod +x "$root/usr/sbin/policy-rc.d"
