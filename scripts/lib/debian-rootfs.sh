@@ -36,6 +36,7 @@ rootfs_bootstrap() {
   # unstable here) is read anyway when the recipe says so (ROOTFS_CHECK_VALID_UNTIL=false):
   # apt inside the tree refuses it otherwise. The setting stays in the tree for later apt runs.
   if [ "${ROOTFS_CHECK_VALID_UNTIL:-true}" = false ]; then
+    mkdir -p "$root/etc/apt/apt.conf.d"
     echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99rmqh-valid-until"
   fi
   # No service may start inside the chroot while packages install.

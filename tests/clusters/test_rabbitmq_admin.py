@@ -78,6 +78,11 @@ def test_depth_evals_ask_the_record_then_the_queue_itself():
     quorum = quorum_depth_eval("q", 6000)
     assert quorum.count("ra:leader_query(amqqueue:get_pid(Q), fun rabbit_fifo:") == 2
     assert "6000" in quorum and 'no counts: ~0p' in quorum
+    # Ra 3 (RabbitMQ 4.3): leader_query takes the query only as {M, F, A}, still with a timeout
+    ra3 = quorum_depth_eval("q", 6000, mfa=True)
+    assert "ra:leader_query(amqqueue:get_pid(Q), {rabbit_fifo, query_messages_ready, []}, " \
+           "6000)" in ra3
+    assert "{rabbit_fifo, query_messages_checked_out, []}, 6000)" in ra3 and "fun " not in ra3
     assert '<<"a\\"b">>' in exists_eval('a"b')
 
 

@@ -22,7 +22,7 @@ from clusters.releases import (
 
 
 def test_every_line_says_what_it_offers():
-    assert set(RELEASES) == {"3.10", "4.0"}
+    assert set(RELEASES) == {"3.10", "4.0", "4.3"}
     old, new = release("3.10"), release("4.0")
     assert old.rootfs is None and new.rootfs == "4.0"  # 3.10 is this host's package
     assert old.refuses_kind("mirrored") is None
@@ -32,10 +32,42 @@ def test_every_line_says_what_it_offers():
     assert "slave_pids" in old.placement_columns and "slave_pids" not in new.placement_columns
 
 
+def test_4_3_is_khepri_only_without_partition_handling_or_transient_queues():
+    line = release("4.3")
+    assert line.rootfs == "4.3" and line.metadata_stores == ("khepri",)
+    assert line.default_metadata_store == "khepri" and release("4.0").default_metadata_store == \
+        "mnesia"
+    assert "classic queue mirroring was removed" in line.refuses_kind("mirrored")
+    assert line.delivery_limit == 20 and line.ra_query_mfa and not release("4.0").ra_query_mfa
+    # every partition handling is refused, none set is none run
+    for handling in ("ignore", "autoheal", "pause_minority"):
+        why = line.partition_handling_refusal(handling)
+        assert why.startswith(f"--partition-handling {handling}: RabbitMQ 4.3 has no "
+                              "cluster_partition_handling")
+    assert line.partition_handling_refusal(None) is None
+    assert line.partition_handling_of(None) is None and line.partition_handling_of("ignore") is None
+    assert not line.partition_handling_applies("khepri")
+    assert release("3.10").partition_handling_of(None) == "pause_minority"
+    assert release("4.0").partition_handling_of("ignore") == "ignore"
+    assert release("4.0").partition_handling_refusal("ignore") is None
+    # Mnesia is gone
+    assert line.metadata_store_refusal("mnesia") == (
+        "--metadata-store mnesia: RabbitMQ 4.3 has no Mnesia; Khepri, its Raft metadata store, "
+        "is the only one")
+    # transient non-exclusive queues need the deprecated feature's permission on 4.3 only
+    assert "--permit-transient-queues" in line.transient_queue_refusal(False)
+    assert line.transient_queue_refusal(True) is None and line.permission_refusal() is None
+    assert release("4.0").transient_queue_refusal(False) is None
+    assert "takes transient non-exclusive queues without a permission" in \
+        release("4.0").permission_refusal()
+    assert "Erlang 29" in line.caveat and release("4.0").caveat is None
+
+
 def test_an_unknown_line_or_store_is_refused_naming_what_is_known():
-    with pytest.raises(ReleaseError, match="unknown RabbitMQ release '3.8'; known: 3.10, 4.0"):
+    with pytest.raises(ReleaseError, match="unknown RabbitMQ release '3.8'; known: 3.10, 4.0, 4.3"):
         release("3.8")
-    with pytest.raises(ReleaseError, match=r"RabbitMQ 3.10 has no khepri metadata store"):
+    with pytest.raises(ReleaseError, match=r"RabbitMQ 3.10 has no khepri metadata store \(it "
+                       r"needs 4.0 or 4.3\)"):
         release("3.10").check_metadata_store("khepri")
     with pytest.raises(ReleaseError, match="unknown metadata store 'etcd'"):
         release("4.0").check_metadata_store("etcd")
@@ -66,7 +98,8 @@ def test_the_brokers_default_delivery_limit_by_the_nearest_line_at_or_below(line
 
 
 @pytest.mark.parametrize("version,line", [
-    ("3.10.8", "3.10"), ("3.13.7", "3.10"), ("4.0.5", "4.0"), ("4.1.0", "4.0"), ("3.8.9", None),
+    ("3.10.8", "3.10"), ("3.13.7", "3.10"), ("4.0.5", "4.0"), ("4.1.0", "4.0"), ("4.3.6", "4.3"),
+    ("4.4.0", "4.3"), ("3.8.9", None),
     ("", None), ("unknown", None),
 ])
 def test_a_version_is_answered_by_the_nearest_known_line_at_or_below(version, line):
@@ -114,8 +147,8 @@ def test_the_broker_runs_its_cli_through_the_launcher():
     assert broker.release.line == "4.0"
 
 
-def test_the_local_backend_provides_both_lines():
-    assert LOCAL.lines == ("3.10", "4.0")
+def test_the_local_backend_provides_every_line():
+    assert LOCAL.lines == ("3.10", "4.0", "4.3")
 
 
 def test_enabled_feature_flags_from_the_cli_json():

@@ -164,8 +164,21 @@ def test_recipe_canonical_text_and_hash_are_fixed():
         assert other.digest() != r.digest()
 
 
+def test_a_recipe_may_read_a_suite_past_its_valid_until_and_says_so_in_its_hash():
+    r = parse_recipe("rabbitmq-4.3", "suite=sid\npackages=a\nbuild=1\ncheck_valid_until=false\n")
+    assert r.check_valid_until is False
+    assert r.canonical() == ("name=rabbitmq-4.3\nsuite=sid\npackages=a\nbuild=1\n"
+                             "check_valid_until=false\n")
+    checked = parse_recipe("rabbitmq-4.3", "suite=sid\npackages=a\nbuild=1\n"
+                                           "check_valid_until=true\n")
+    # the default names no key, so recipes written before keep their hash
+    assert checked.canonical() == "name=rabbitmq-4.3\nsuite=sid\npackages=a\nbuild=1\n"
+    assert checked.digest() != r.digest()
+
+
 @pytest.mark.parametrize("text, message", [
     ("suite=trixie\npackages=a\nbuild=1\nmirror=x\n", "unknown key 'mirror'"),
+    ("suite=sid\npackages=a\nbuild=1\ncheck_valid_until=no\n", "is not true or false"),
     ("suite=trixie\npackages=a\n", "lacks build"),
     ("suite=Trixie!\npackages=a\nbuild=1\n", "not a Debian suite"),
     ("suite=trixie\npackages=a B\nbuild=1\n", "not Debian package names"),
@@ -179,8 +192,13 @@ def test_bad_recipes_are_refused(text, message):
 
 def test_the_project_recipe_for_4_0_is_debian_13_with_the_broker():
     r = load_recipe("4.0")
-    assert r.suite == "trixie" and "rabbitmq-server" in r.packages
-    assert rootfs.known_versions() == ["4.0"]
+    assert r.suite == "trixie" and "rabbitmq-server" in r.packages and r.check_valid_until
+    assert rootfs.known_versions() == ["4.0", "4.3"]
+
+
+def test_the_project_recipe_for_4_3_is_debian_unstable_read_past_its_valid_until():
+    r = load_recipe("4.3")
+    assert r.suite == "sid" and "rabbitmq-server" in r.packages and not r.check_valid_until
 
 
 def test_an_unknown_version_is_refused_naming_the_known_ones(kit):
@@ -199,6 +217,22 @@ def test_the_script_and_the_module_agree_on_the_place(kit, tmp_path):
                           env={k: v for k, v in os.environ.items() if k != rootfs.BASE_ENV},
                           check=True)
     assert real.stdout.strip() == str(rootfs_path(load_recipe("4.0"), rootfs.DEFAULT_BASE))
+    real = subprocess.run(["bash", str(rootfs.SCRIPT), "--path", "4.3"], capture_output=True,
+                          text=True, check=True,
+                          env={k: v for k, v in os.environ.items() if k != rootfs.BASE_ENV})
+    assert real.stdout.strip() == str(rootfs_path(load_recipe("4.3"), rootfs.DEFAULT_BASE))
+
+
+@needs_root
+def test_a_suite_past_its_valid_until_is_read_by_apt_in_the_tree(kit):
+    (kit.scripts / "rootfs" / "rabbitmq-4.0.recipe").write_text(
+        RECIPE + "check_valid_until=false\n")
+    recipe = kit.recipe()
+    path = kit.ensure(FAKE_DEST=str(rootfs_path(recipe, kit.base)))
+    assert is_complete(path, recipe)
+    conf = path / "etc/apt/apt.conf.d/99rmqh-valid-until"
+    assert conf.read_text() == 'Acquire::Check-Valid-Until "false";\n'
+    assert read_marker(path)["check_valid_until"] == "false"
 
 
 def test_base_comes_from_the_environment_made_absolute(tmp_path, monkeypatch):

@@ -34,9 +34,16 @@ def _scenario(tmp_path: Path, broker: str, queue: str = 'type = "quorum"') -> st
 
 
 @pytest.mark.parametrize("broker, queue, msg", [
-    ('rabbitmq = "5.0"', 'type = "quorum"', "unknown RabbitMQ release '5.0'; known: 3.10, 4.0"),
+    ('rabbitmq = "5.0"', 'type = "quorum"', "unknown RabbitMQ release '5.0'; known: 3.10, 4.0, 4.3"),
     ('rabbitmq = "3.10"\nmetadata_store = "khepri"', 'type = "quorum"',
-     "RabbitMQ 3.10 has no khepri metadata store (--metadata-store khepri needs 4.0)"),
+     "RabbitMQ 3.10 has no khepri metadata store (it needs 4.0 or 4.3)"),
+    ('rabbitmq = "4.3"\npartition_handling = "pause_minority"', 'type = "quorum"',
+     "--partition-handling pause_minority: RabbitMQ 4.3 has no cluster_partition_handling"),
+    ('rabbitmq = "4.3"\nmetadata_store = "mnesia"', 'type = "quorum"',
+     "--metadata-store mnesia: RabbitMQ 4.3 has no Mnesia"),
+    ('rabbitmq = "4.3"', 'type = "mirrored"', MIRRORED_REMOVED),
+    ('rabbitmq = "4.3"', 'type = "classic"\ndurable = false',
+     "RabbitMQ 4.3 refuses transient (non-durable) non-exclusive queues"),
     ('rabbitmq = "4.0"', 'type = "mirrored"', MIRRORED_REMOVED),
     ('rabbitmq = "4.0"\nmetadata_store = "etcd"', 'type = "quorum"',
      "unknown metadata store 'etcd'"),
@@ -71,11 +78,48 @@ def test_a_matrix_of_mirrored_scenarios_on_4_0_alone_has_nothing_to_run(capsys, 
 
 @pytest.mark.parametrize("argv, msg", [
     (["matrix", "--scenarios", "partition", "--rabbitmq", "3.10,5.0"],
-     "unknown RabbitMQ release 5.0; known: 3.10, 4.0"),
-    (["run", "--rabbitmq", "4"], "unknown RabbitMQ release 4; known: 3.10, 4.0"),
-    (["run", "--rabbitmq", "4.0.5"], "unknown RabbitMQ release 4.0.5; known: 3.10, 4.0"),
+     "unknown RabbitMQ release 5.0; known: 3.10, 4.0, 4.3"),
+    (["run", "--rabbitmq", "4"], "unknown RabbitMQ release 4; known: 3.10, 4.0, 4.3"),
+    (["run", "--rabbitmq", "4.0.5"], "unknown RabbitMQ release 4.0.5; known: 3.10, 4.0, 4.3"),
 ])
 def test_an_unknown_release_in_any_command_exits_2_naming_the_known(argv, msg, capsys,
                                                                     nothing_starts):
     assert main(argv) == 2
     assert msg in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, msg", [
+    *[(["run", "--rabbitmq", "4.3", "--partition-handling", h],
+       f"--partition-handling {h}: RabbitMQ 4.3 has no cluster_partition_handling")
+      for h in ("ignore", "autoheal", "pause_minority")],
+    (["run", "--rabbitmq", "4.3", "--metadata-store", "mnesia"],
+     "--metadata-store mnesia: RabbitMQ 4.3 has no Mnesia; Khepri, its Raft metadata store, is "
+     "the only one"),
+    (["run", "--rabbitmq", "4.3", "--queue-type", "mirrored"], MIRRORED_REMOVED),
+    (["run", "--rabbitmq", "4.3", "--queue-type", "classic", "--transient-queue"],
+     "add --permit-transient-queues to set that permission"),
+    (["run", "--rabbitmq", "4.0", "--queue-type", "classic", "--transient-queue",
+      "--permit-transient-queues"],
+     "--permit-transient-queues: RabbitMQ 4.0 takes transient non-exclusive queues without a "
+     "permission"),
+    (["run", "--rabbitmq", "4.4"], "unknown RabbitMQ release 4.4; known: 3.10, 4.0, 4.3"),
+])
+def test_what_4_3_lacks_is_refused_before_anything_starts(argv, msg, capsys, nothing_starts):
+    assert main(argv) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_a_transient_queue_on_4_3_with_the_permission_sets_it_on_every_node():
+    from clusters.rabbitmq import BrokerConfig, render_config
+    from harness.spec import TestSpec
+    from workloads.queue_spec import QueueSpec
+
+    broker = BrokerConfig(rabbitmq="4.3", permit_transient_queues=True)
+    spec = TestSpec(broker=broker, queue=QueueSpec(type="classic", durable=False))
+    spec.validate()
+    assert spec.resolved().to_dict()["broker"]["permit_transient_queues"] is True
+    text = render_config(broker, "10.0.0.1")
+    assert "deprecated_features.permit.transient_nonexcl_queues = true" in text
+    assert "cluster_partition_handling" not in text
+    assert "cluster_partition_handling = pause_minority" in render_config(BrokerConfig(),
+                                                                          "10.0.0.1")
