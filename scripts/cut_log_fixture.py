@@ -1,7 +1,7 @@
 """Cuts a stored run down to a broker-log fixture for the efficacy tests
 (tests/checkers/fixtures/broker_logs/, whose README says what a fixture holds).
 
-    .venv/bin/python scripts/cut_log_fixture.py RUN_DIR OUT_DIR
+    .venv/bin/python -m scripts.cut_log_fixture RUN_DIR OUT_DIR
 
 Writes OUT_DIR/run.json (test.json's clock, nodes, versions and net_ticktime, the queue and
 its placement at the start, and the history's nemesis and harness ops) and
