@@ -295,6 +295,69 @@ def test_a_real_4_0_partition_of_the_leader_is_noticed_with_its_failover_and_pau
     assert st["noticed"] == 1 and st["weak"] is False
 
 
+RABBITMQ_4_3 = FIXTURES / "rabbitmq-4.3-partition"
+RABBITMQ_4_3_PROCESS = FIXTURES / "rabbitmq-4.3-process-faults"
+
+
+def test_rabbitmq_4_3_lines_read_with_4_3_patterns():
+    from checkers.broker_log import PATTERNS_4_0, PATTERNS_4_3
+
+    assert patterns_for("4.3") is PATTERNS_4_3
+    # Erlang 29's distribution says when it gives up on a silent peer
+    gave_up = ("** Node 'rabbit@10.213.0.12': 4 consecutive net ticks missed (tick 1/4) \u2014 "
+               "net_tick_timeout **")
+    pattern, m = parse_line(gave_up, PATTERNS_4_3)  # type: ignore[misc]
+    assert (pattern.kind, pattern.detector, m.group("peer")) == \
+        ("node-down", "distribution", "rabbit@10.213.0.12")
+    assert parse_line(gave_up, PATTERNS_4_0) is None
+    # its warnings before that are no declaration
+    assert parse_line("** Node 'rabbit@10.213.0.12': net tick 2/4 missed (1 consecutive, 3 "
+                      "until timeout) **", PATTERNS_4_3) is None
+    waiting = ("queue 'jepsen.queue' in vhost '/': await_condition - Leader node "
+               "'rabbit@10.213.0.13' might be down. Re-entering follower state.")
+    pattern, m = parse_line(waiting, PATTERNS_4_3)  # type: ignore[misc]
+    assert (pattern.kind, pattern.detector, m.group("queue")) == \
+        ("leader-down", "raft", "jepsen.queue")
+    # a quorum queue's own lines on 4.3.6 (machine version 8) and the metadata store's
+    hit = parse_line("queue 'jepsen.queue' in vhost '/': candidate -> leader in term: 2 machine "
+                     "version: 8, last applied 2442", PATTERNS_4_3)
+    assert hit is not None and hit[0].kind == "leader-elected"
+    hit = parse_line("RabbitMQ metadata store: candidate -> leader in term: 3 machine version: "
+                     "3, last applied 105", PATTERNS_4_3)
+    assert hit is not None and hit[0].kind == "metadata-leader"
+
+
+def test_a_real_4_3_partition_is_noticed_with_its_failover_and_new_metadata_leader():
+    meta = json.loads((RABBITMQ_4_3 / "run.json").read_text())
+    assert meta["versions"]["rabbitmq"] == "4.3.6" and meta["versions"]["metadata_store"] == \
+        "khepri"
+    faults, st, ev = load(RABBITMQ_4_3)
+    assert ev is not None and len(faults) == 1
+    f = faults[0]
+    assert f["noticed"] is True and f["noticed_when"] == "during"
+    assert {d["detector"] for d in f["detections"]} == {"raft", "distribution"}
+    effects = {e["kind"] for e in f["effects"]}
+    assert {"failover", "metadata-store-leader-elected"} <= effects
+    # no partition handling on 4.3: nothing paused, nothing autohealed
+    assert not effects & {"pause-minority", "autoheal-restart"}
+    assert st["noticed"] == 1 and st["faults"] == 1 and st["weak"] is False
+
+
+def test_real_4_3_process_faults_are_noticed_but_a_light_packet_loss():
+    faults, st, _ev = load(RABBITMQ_4_3_PROCESS)
+    assert [f["f"] for f in faults] == ["kill", "pause", "stop", "start-packet"]
+    noticed = {f["f"]: f["noticed"] for f in faults}
+    assert noticed == {"kill": True, "pause": True, "stop": True, "start-packet": False}
+    by = {f["f"]: {e["kind"] for e in f["effects"]} for f in faults}
+    assert {"failover", "node-restart"} <= by["kill"] and {"failover", "node-restart"} <= by["stop"]
+    # a paused node is found silent by the distribution, 0.75-1.25 x net_ticktime in
+    pause = next(f for f in faults if f["f"] == "pause")
+    assert {d["detector"] for d in pause["detections"]} >= {"distribution"}
+    assert 7500 <= pause["noticed_ms"] <= 12500
+    # 20% loss on one node's cluster traffic for 16 s: not noticed, as on 3.10
+    assert st["noticed"] == 3 and st["faults"] == 4
+
+
 def test_raft_lines_of_other_queues_are_not_the_tested_queues_elections(tmp_path):
     from harness.check import run_evidence
 
