@@ -79,9 +79,9 @@ def _children_cpu() -> float:
     return t.children_user + t.children_system
 
 
-def one_round(line: str, nodes: int, store: str) -> dict[str, float]:
-    """Takes a release line, a node count and a metadata store. Boots a cluster, times each
-    phase, tears it down. Returns {phase: seconds} with "rootfs" and "ready", and the CPU
+def one_round(line: str, nodes: int, store: str | None) -> dict[str, float]:
+    """Takes a release line, a node count and a metadata store (None: the line's own). Boots a
+    cluster, times each phase, tears it down. Returns {phase: seconds} with "rootfs" and "ready", and the CPU
     seconds the brokers and the CLI calls used until ready ("cpu_brokers", "cpu_cli")."""
     cluster = NetnsCluster(make_plan(nodes), data_root=str(STATE / "cluster" / "bench-cluster"))
     broker = RabbitBroker(cluster.nodes, BrokerConfig(rabbitmq=line, metadata_store=store),
@@ -136,10 +136,12 @@ def report(rounds: dict[str, list[dict[str, float]]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the benchmark. Returns 0, or 2 when a cluster would not come up."""
     p = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.splitlines()[0])
-    p.add_argument("--rabbitmq", default="3.10,4.0", help="release lines, comma-separated")
+    p.add_argument("--rabbitmq", default=",".join(RELEASES),
+                   help="release lines, comma-separated (default every line)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--metadata-store", default="mnesia")
+    p.add_argument("--metadata-store", default=None,
+                   help="the metadata store (default each line's own: Mnesia, Khepri on 4.3)")
     p.add_argument("--json", type=Path, help="write the raw figures here")
     a = p.parse_args(argv)
     lines = [x for x in a.rabbitmq.split(",") if x]

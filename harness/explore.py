@@ -233,7 +233,8 @@ def workload_text(spec: TestSpec) -> str:
     """Returns a spec's queue and workload shape in one line."""
     w = spec.workload
     rate = "unlimited" if w.consume_rate is None else f"{w.consume_rate:g}/s"
-    return (f"{spec.queue.type}, {spec.broker.partition_handling}; backlog {w.backlog}, "
+    return (f"{spec.queue.type}, {spec.broker.handling or 'no partition handling'}; "
+            f"backlog {w.backlog}, "
             f"{w.publishers} publishers at {w.rate:g}/s window {w.client.window}, "
             f"{w.consumers} consumers at {rate} prefetch {w.client.prefetch}"
             + (", paused in faults" if w.pause_consumers_in_faults else ""))

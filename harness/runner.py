@@ -252,8 +252,8 @@ class Run:
             raise BrokerError(f"asked for RabbitMQ {asked} (--rabbitmq), but the nodes run "
                               f"{versions.get('rabbitmq') or 'an unknown version'}")
         store = versions.get("metadata_store")
-        if store != self.spec.broker.metadata_store:
-            raise BrokerError(f"asked for the {self.spec.broker.metadata_store} metadata store, "
+        if store != self.spec.broker.store:
+            raise BrokerError(f"asked for the {self.spec.broker.store} metadata store, "
                               f"but the nodes use {store or 'an unknown one'}")
 
     def main(self) -> None:
