@@ -184,7 +184,7 @@ class Space:
         replicated = all(k.replicated for k in suited)
         targets = tuple(t for t in self.targets if replicated or t not in REPLICA_TARGETS)
         least = max(k.min_prefetch for k in suited)
-        handlings = self.partition_handlings or (base.broker.partition_handling,)
+        handlings = self.partition_handlings or (base.broker.handling,)
         refused = [why for h in handlings if (why := line.partition_handling_refusal(h))]
         if refused:
             raise SpecError(refused[0])

@@ -22,6 +22,7 @@ from harness.explore_space import (
     Space,
     Whole,
     candidate_rng,
+    build,
     candidates,
     draw_candidate,
 )
@@ -110,6 +111,20 @@ def test_the_space_leaves_out_what_the_cluster_or_release_cannot_play():
         Space(faults=("kill", "unplug")).fitted(TestSpec())
     with pytest.raises(SpecError, match="not in the cluster"):
         Space(targets=("leader", "n7")).fitted(TestSpec())
+
+
+def test_on_4_3_the_space_draws_no_partition_handling_and_refuses_one_asked_for():
+    base = TestSpec(broker=BrokerConfig(rabbitmq="4.3"))
+    fitted = Space(queue_types=("mirrored", "quorum", "stream")).fitted(base)
+    assert fitted.queue_types == ("quorum", "stream") and fitted.partition_handlings == (None,)
+    rng = random.Random(7)
+    for _ in range(20):
+        cand = build(lambda dim: dim.sample(rng), base, fitted)
+        cand.spec.validate()  # nothing 4.3 lacks is drawn
+        assert cand.spec.broker.partition_handling is None
+    with pytest.raises(SpecError, match="--partition-handling ignore: RabbitMQ 4.3 has no "
+                                        "cluster_partition_handling"):
+        Space(partition_handlings=("ignore", "autoheal")).fitted(base)
 
 
 def test_a_fixed_workload_keeps_the_base_shape():
