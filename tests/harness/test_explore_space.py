@@ -21,8 +21,8 @@ from harness.explore_space import (
     Real,
     Space,
     Whole,
-    candidate_rng,
     build,
+    candidate_rng,
     candidates,
     draw_candidate,
 )
