@@ -35,6 +35,7 @@ the broker holds it unread and may still take it when the alarm clears.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import threading
@@ -167,11 +168,13 @@ class HistoryWriter:
 
 
 def iter_history(path: Path) -> Iterator[Op]:
-    """Takes a history path. Yields its ops in file order (blank lines skipped).
+    """Takes a history path (`history.jsonl`, or gzip-compressed, `history.jsonl.gz`, as
+    archived findings keep it). Yields its ops in file order (blank lines skipped).
 
     Raises ValueError naming the line for a line that is not a JSON object.
     """
-    with open(path, encoding="utf-8") as fh:
+    gz = Path(path).suffix == ".gz"
+    with (gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

@@ -34,3 +34,16 @@ def test_a_history_written_before_delivery_count_reads_it_as_null(tmp_path: Path
                  '"error": null}\n')
     [op] = read_history(p)
     assert op.delivery_count is None and op.extra == {} and op.value == "1-0"
+
+
+def test_a_gzip_compressed_history_reads_as_the_plain_one(tmp_path: Path) -> None:
+    import gzip
+
+    plain = tmp_path / "history.jsonl"
+    with HistoryWriter(plain, start_ns=0) as w:
+        w.append(Op(type="invoke", process=0, f="publish", value="0-0", publisher=0, seq=0))
+        w.append(Op(type="ok", process=0, f="publish", value="0-0", publisher=0, seq=0))
+    packed = tmp_path / "history.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_history(packed) == read_history(plain)
+    assert [op.type for op in read_history(packed)] == ["invoke", "ok"]
