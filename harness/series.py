@@ -278,6 +278,16 @@ def _each_run_once(matrix_files: Sequence[Path]) -> Iterator[
                 yield key, row, spec, run_dir, results
 
 
+def listed(matrix_files: Sequence[Path]) -> list[dict[str, Any]]:
+    """Takes matrix.json files or archives. Returns every run they list, once, as an archive
+    line holds it: {"row": its row as JSON, "spec": its stored spec, "results": its stored
+    results (None when gone)}, for pages that count runs without judging them again (a finding
+    report's replay rate, reports.finding_replays)."""
+    return [{"row": json.loads(json.dumps(dataclasses.asdict(row))), "spec": spec,
+             "results": results}
+            for _key, row, spec, _run_dir, results in _each_run_once(matrix_files)]
+
+
 def on_release(spec: TestSpec, broker: dict[str, Any]) -> TestSpec:
     """Takes a scenario's spec and a stored spec's broker section. Returns the spec on the
     stored release line and metadata store (3.10 and Mnesia when it names none)."""
