@@ -1,4 +1,4 @@
-"""The command line: `python -m harness run|matrix|nightly|explore|shrink|table|archive|check|report|clean|scenarios`.
+"""The command line: `python -m harness run|matrix|nightly|explore|shrink|table|archive|check|report|finding|clean|scenarios`.
 
 Only this module prints. Bad options exit 2 with a clear message before
 anything starts; a run exits 0 valid, 1 invalid, 2 unknown or error. A run
@@ -11,7 +11,8 @@ judges a stored run (or a bare history) again; it is the one command that
 checks. `nightly` is the scenario matrix within a time budget, with JUnit XML
 and an HTML page for CI (harness.nightly). `matrix --scenario-file F --vary
 queue.type=quorum,mirrored` holds one test's faults fixed and varies settings
-(harness.vary). `explore` and `shrink` are harness.campaign_cli's. Every
+(harness.vary). `explore` and `shrink` are harness.campaign_cli's, `finding` (a stored
+finding's Markdown report) harness.finding_cli's. Every
 option that sets the spec or that several commands share is a row of
 harness.options's table, which makes the parsers and the spec; adding one is
 one row there.
@@ -34,7 +35,7 @@ from typing import Any
 
 from checkers.verdict import is_weak
 from clusters.spark_master import check_spark_master
-from harness import campaign_cli, options
+from harness import campaign_cli, finding_cli, options
 from harness.errors import HarnessError
 from harness.scenario_file import read_scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_options(n, "nightly")
     _add_table_parsers(sub)
     campaign_cli.add_parsers(sub, options.add_options, options.csv)
+    finding_cli.add_parser(sub)
     sub.add_parser("clean", help="remove every namespace, link and broker process a run left")
     sc = sub.add_parser("scenarios", help="list the named scenarios")
     sc.add_argument("--write", type=Path, metavar="DIR",
@@ -584,6 +586,11 @@ def _cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_finding(a: argparse.Namespace) -> int:
+    print(finding_cli.finding(a.run_dir, a.replays, a.out))
+    return 0
+
+
 def _cmd_clean(_a: argparse.Namespace) -> int:
     from harness.cleanup import clean_all
 
@@ -666,6 +673,7 @@ def _cmd_shrink(a: argparse.Namespace) -> int:
 COMMANDS = {"run": _cmd_run, "matrix": _cmd_matrix, "nightly": _cmd_nightly, "table": _cmd_table,
             "explore": _cmd_explore, "shrink": _cmd_shrink,
             "archive": _cmd_archive, "check": _cmd_check, "report": _cmd_report,
+            "finding": _cmd_finding,
             "clean": _cmd_clean, "scenarios": _cmd_scenarios}
 
 

@@ -121,8 +121,9 @@ def test_a_flag_several_commands_take_is_a_row_of_the_table():
                 seen.setdefault(flag, []).append(command)
     shared = {f for f, commands in seen.items() if len(commands) > 1} - {"-h", "--help"}
     # --out is each command's own output file (check: results.json, table: its tables,
-    # archive: the archive), not one setting.
-    assert shared - table == {"--out"}
+    # archive: the archive), not one setting; --replays is shrink's count of replays of each
+    # candidate and finding's series files to count replays in, not one setting either.
+    assert shared - table == {"--out", "--replays"}
     for o in OPTIONS:
         assert sorted(seen[o.flag]) == sorted(o.commands), o.flag
 
