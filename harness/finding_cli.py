@@ -86,7 +86,7 @@ def rebuilt_scenario(run_dir: Path) -> str | None:
     except (OSError, KeyError, TypeError, ValueError, SpecError) as e:
         log.warning("could not rebuild a scenario file for %s: %s", run_dir, e)
         return None
-    header = (f"Rebuilt from {TEST} of {run_dir.name} ({spec.name}, seed {spec.seed}): its "
-              "faults as its history shows them played.\nRun it again: python -m harness run "
+    header = (f"Rebuilt from the run's {TEST} ({spec.name}, seed {spec.seed}): its faults as "
+              "its history shows them played.\nRun it again: python -m harness run "
               f"--scenario-file {SCENARIO}.")
     return dumps_scenario(played, header, notes)
