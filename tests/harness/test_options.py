@@ -23,7 +23,8 @@ from harness.spec import TestSpec
 
 TEST = ["--scenario", "--name", "--nodes", "--time-limit", "--seed", "--store",
         "--recovery-timeout", "--no-progress"]
-BROKER = ["--partition-handling", "--net-ticktime", "--rabbitmq", "--metadata-store"]
+BROKER = ["--partition-handling", "--net-ticktime", "--rabbitmq", "--metadata-store",
+          "--permit-transient-queues"]
 QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group-size",
          "--delivery-limit", "--ha-mode", "--ha-params", "--ha-sync-mode",
          "--ha-promote-on-shutdown", "--ha-promote-on-failure", "--queue-master-locator",
