@@ -3,7 +3,8 @@
 PY := .venv/bin/python
 SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-ignore \
              quorum-majorities-ring quorum-rolling-restart quorum-packet-loss quorum-sac-fifo \
-             quorum-crashing-consumers stream-partition mirrored-master-partition \
+             quorum-crashing-consumers stream-partition khepri-minority khepri-minority-leader \
+             mirrored-master-partition \
              quorum-autoheal-leader-partition mirrored-ignore-split-brain mirrored-partition \
              mirrored-pause-minority mirrored-unsynced-promotion mirrored-synced-promotion \
              mirrored-manual-sync-rejoin quorum-followers-restart transient-node-restart \

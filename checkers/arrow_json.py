@@ -39,7 +39,16 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from checkers.errors import CheckerError
-from checkers.model import ACK, DEAD_LETTER, DELIVERY_FS, HARNESS, NEMESIS, OUTCOME_CODES, PUBLISH
+from checkers.model import (
+    ACK,
+    DEAD_LETTER,
+    DELIVERY_FS,
+    HARNESS,
+    NEMESIS,
+    OUTCOME_CODES,
+    PROBE_FS,
+    PUBLISH,
+)
 
 log = logging.getLogger(__name__)
 
@@ -282,14 +291,16 @@ def prepare(t: pa.Table, pid: pa.Array) -> pa.Table:
     pub = pc.coalesce(col("publisher"), _int_from(pc.struct_field(ids, "pub")))
     seq = pc.coalesce(col("seq"), _int_from(pc.struct_field(ids, "seq")))
     failed = pc.and_(publish, pc.equal(code, OUTCOME_CODES["fail"]))
+    probe = pc.and_(pc.invert(side), pc.is_in(f, pa.array(PROBE_FS)))  # keeps f, node, error
     n = t.num_rows
     return pa.table({
         "_block": col("_block"), "_pos": col("_pos"), "index": col("index"), "time": col("time"),
         "code": code, "pid": pid, "value": col("value"), "cls": cls,
         "problem": pa.nulls(n, pa.string()),
-        "proc": _where(side, col("process")), "f": _where(pc.or_(side, dlv), f),
-        "node": _where(pc.or_(side, pc.or_(publish, dlv)), col("node")),
-        "error": _where(pc.or_(side, pc.and_(publish, pc.greater(code, 0))), col("error")),
+        "proc": _where(side, col("process")), "f": _where(pc.or_(pc.or_(side, dlv), probe), f),
+        "node": _where(pc.or_(pc.or_(side, pc.or_(publish, dlv)), probe), col("node")),
+        "error": _where(pc.or_(pc.or_(side, pc.and_(publish, pc.greater(code, 0))), probe),
+                        col("error")),
         "consumer": _where(pc.or_(dlv, ack), pc.coalesce(col("consumer"), "")),
         "pub": _where(dlv, pub), "seq": _where(dlv, seq),
         "redelivered": _where(dlv, pc.coalesce(col("redelivered"), False)),

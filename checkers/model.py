@@ -22,6 +22,10 @@ a few kinds, and this module is the one place that says how:
   back; by "user", not) and under which limits;
 - *nemesis ops* (process "nemesis") and *harness events* (process "harness")
   are few and are read on the driver;
+- a *probe op* is a client op with f "connect", "declare", "bind" or "delete"
+  (PROBE_FS): the metadata probe's (workloads.metadata_probe), an invoke then
+  its outcome, with its node and error; judged by checkers.metadata when the
+  harness observed the probe (f "metadata-probe");
 - every other client op (another f, a consume that is not "ok") is ignored.
 
 It also fixes the quantile definition and the millisecond rounding of
@@ -48,6 +52,10 @@ NO_REASON: Final = "(none)"
 
 # Outcome codes of a publish, as the Spark job stores them (small ints aggregate fast).
 OUTCOME_CODES: Final = {"invoke": 0, "ok": 1, "fail": 2, "info": 3}
+
+# The metadata probe's ops (history.PROBE_FS), and the harness observation that a probe ran.
+PROBE_FS: Final = ("connect", "declare", "bind", "delete")
+METADATA_PROBE: Final = "metadata-probe"
 
 # Patterns for Spark's regexp functions (Java syntax): a client process, a message id.
 PROCESS_INT_PATTERN: Final = r"^-?[0-9]+$"

@@ -18,7 +18,11 @@ out "resumed". `ResumeWatch` follows the ops as they are recorded and says when:
   "not-resumed"); skipped when the clients publish without confirms;
 - deliveries resumed: no consumer was fed before H (the check says "not
   applicable"), or some consumer fed at or after H acked at or after that
-  delivery.
+  delivery;
+- metadata served again (a run with the metadata probe, workloads.metadata_probe):
+  every node a probe op was invoked through at or after H had a declare
+  answered ok at or after H (checkers.metadata's rule; a node still refusing is
+  waited for, as a publisher's is).
 
 Nodes no client publishes through after the heal are not waited for: the check
 calls them unknown whatever the tail's length (a refused connection leaves no
@@ -32,13 +36,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from history import NEMESIS, Op
+from history import NEMESIS, PROBE_FS, Op
 from history.faults import WindowTracker
 
-Kind = Literal["invoke", "confirm", "consume", "ack"]
+Kind = Literal["invoke", "confirm", "consume", "ack", "probe", "served"]
 _KINDS: Final[dict[tuple[str, str], Kind]] = {
     ("invoke", "publish"): "invoke", ("ok", "publish"): "confirm",
-    ("ok", "consume"): "consume", ("ok", "ack"): "ack"}
+    ("ok", "consume"): "consume", ("ok", "ack"): "ack",
+    **{("invoke", f): "probe" for f in PROBE_FS}, ("ok", "declare"): "served"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ class ResumeWatch:
             fed_before = self._fed_earlier or any(
                 s.kind == "consume" and s.time < heal for s in self._seen)
         return _confirms_resumed(after, self.confirms) and (
-            not fed_before or _deliveries_resumed(after))
+            not fed_before or _deliveries_resumed(after)) and _metadata_served(after)
 
     def wait(self, now: Callable[[], int], deadline_ns: int, poll_s: float = 0.5,
              stop: threading.Event | None = None) -> bool:
@@ -124,6 +129,11 @@ def _confirms_resumed(after: list[_Seen], confirms: bool) -> bool:
     confirmed = {s.node for s in after if s.kind == "confirm"}
     invoked = {s.node for s in after if s.kind == "invoke"}
     return bool(confirmed) and invoked <= confirmed
+
+
+def _metadata_served(after: list[_Seen]) -> bool:
+    probed = {s.node for s in after if s.kind == "probe"}
+    return probed <= {s.node for s in after if s.kind == "served"}
 
 
 def _deliveries_resumed(after: list[_Seen]) -> bool:

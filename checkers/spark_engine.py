@@ -11,6 +11,8 @@ connection held (one small group-by), find the first line breaking the
 contract (raising HistoryError naming it), then the four sections, each
 guarded so that one failing checker leaves the others' verdicts (Jepsen's
 compose). Each stage logs its time.
+When the harness observed a metadata probe, its section follows, composed in
+like the others (checkers.spark_metadata).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from checkers import class_archive
 from checkers.efficacy import Evidence, judge_faults, strength
 from checkers.faults import fault_windows
 from checkers.liveness import LivenessBound
+from checkers.metadata import SECTION as METADATA
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
 from checkers.phases import HarnessEvent, dead_lettering, drain_state, main_phase, phase_start
@@ -62,6 +65,7 @@ from checkers.spark_io import (
     summarize,
 )
 from checkers.spark_liveness import liveness_check
+from checkers.spark_metadata import metadata_check
 from checkers.spark_order import ordering_facts
 from checkers.spark_perf import perf_facts
 from checkers.spark_queue import (
@@ -183,6 +187,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
 
     results, reordered = _sections(spark, h, msgs, totals, harness, windows, (first, last),
                                    acks, options, bound, workers)
+    results = _with_metadata(results, h, windows, harness, (first, last), bound)
     # Test strength: informational, outside the verdict's composition.
     faults = judge_faults(windows, risk, harness, evidence)
     results["faults"] = faults
@@ -242,6 +247,21 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
                         zip(names, (queue, ordering, perf, liveness), strict=True)], workers)
     sections[-1].setdefault(FALSE_ONLY, True)  # a liveness check that raised cannot be false
     return compose(dict(zip(names, sections, strict=True))), reordered
+
+
+def _with_metadata(results: dict[str, Any], h: History, windows: list[FaultWindow],
+                   harness: list[HarnessEvent], span: tuple[int, int],
+                   bound: LivenessBound | None) -> dict[str, Any]:
+    """Takes the composed results and what the metadata check reads. Returns them with the
+    "metadata" section (checkers.spark_metadata), composed in, when the harness observed a
+    metadata probe and the history has its ops; else unchanged."""
+    with timed("checked metadata"):
+        section = check_safe(METADATA, lambda: metadata_check(
+            h, windows, main_phase(harness, *span), harness, bound) or {})
+    if not section:
+        return results
+    section.setdefault(FALSE_ONLY, True)  # a metadata check that raised cannot be false
+    return compose({**{k: v for k, v in results.items() if k != "valid"}, METADATA: section})
 
 
 def _problems(h: History, summary: Summary, msgs: DataFrame, totals: Row,

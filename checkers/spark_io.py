@@ -49,6 +49,7 @@ from checkers.model import (
     MESSAGE_ID_PATTERN,
     NEMESIS,
     OUTCOME_CODES,
+    PROBE_FS,
     PROCESS_INT_PATTERN,
     PUBLISH,
 )
@@ -171,7 +172,9 @@ def prepare(raw: DataFrame) -> DataFrame:
     and acks; `pub`, `seq` (from the fields, else the id), `redelivered` and
     `phase` for deliveries; `reason` for failed publish completions (the error
     text) and for dead letters (why the queue dead-lettered the message); `queue` for
-    publish ops and deliveries (checkers.spark_liveness judges per queue and node). (The
+    publish ops and deliveries (checkers.spark_liveness judges per queue and node). Probe ops
+    (client ops f in PROBE_FS, checkers.model) keep their `f`, `node` and `error`
+    (checkers.spark_metadata). (The
     node, f, error and phase of client ops are otherwise read only for the few messages an
     explanation tells: checkers.evidence.)
     """
@@ -193,15 +196,16 @@ def prepare(raw: DataFrame) -> DataFrame:
     publish = F.col("cls") == PUBLISH_ROW
     failed = publish & (F.col("code") == OUTCOME_CODES["fail"])
     dead = F.col("cls") == DEAD_ROW
+    probe = F.col("pid").isNotNull() & F.col("problem").isNull() & F.col("f").isin(*PROBE_FS)
 
     def only(cond: Column, col: str | Column) -> Column:
         return F.when(cond, F.col(col) if isinstance(col, str) else col)
 
     return classed.select(
         "_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem",
-        only(side, "process").alias("proc"), only(side | dlv, "f").alias("f"),
-        only(side | publish | dlv, "node").alias("node"),
-        only(side | (publish & (F.col("code") > 0)), "error").alias("error"),
+        only(side, "process").alias("proc"), only(side | dlv | probe, "f").alias("f"),
+        only(side | publish | dlv | probe, "node").alias("node"),
+        only(side | (publish & (F.col("code") > 0)) | probe, "error").alias("error"),
         only(dlv | (F.col("cls") == ACK_ROW),
              F.coalesce(F.col("consumer"), F.lit(""))).alias("consumer"),
         only(dlv, F.coalesce(F.col("publisher"), _from_id(1))).alias("pub"),

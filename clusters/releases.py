@@ -187,6 +187,18 @@ def release(line: str) -> Release:
                            f"{', '.join(RELEASES)}") from None
 
 
+def lines_with_store(store: str) -> str:
+    """Takes a metadata store's name. Returns where it runs, from the table, as a refusal says
+    it: the lines whose default it is, then those that take it when asked ("RabbitMQ 4.3, or
+    4.0 with --metadata-store khepri"); "no release line" when none has it."""
+    own = [k for k, r in RELEASES.items() if r.default_metadata_store == store]
+    asked = [k for k, r in RELEASES.items()
+             if store in r.metadata_stores and r.default_metadata_store != store]
+    parts = ([" or ".join(own)] if own else []) + (
+        [f"{' or '.join(asked)} with --metadata-store {store}"] if asked else [])
+    return "RabbitMQ " + ", or ".join(parts) if parts else "no release line"
+
+
 def line_of(version: str) -> str | None:
     """Takes a version as a broker or a package manager reports it ("4.0.5", "3.10.8",
     "4.0.5-6"). Returns its release line ("4.0"), or None when it names none."""

@@ -600,10 +600,8 @@ def _cmd_clean(_a: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(a: argparse.Namespace) -> int:
-    from clusters.releases import RELEASES
     from harness.scenario_file import write_catalogue
-    from harness.scenarios import SCENARIOS
-    from harness.series import on_release
+    from harness.scenarios import SCENARIOS, not_applicable
 
     if a.write is not None:
         for path in write_catalogue(a.write, {n: sc.spec for n, sc in SCENARIOS.items()}):
@@ -614,10 +612,11 @@ def _cmd_scenarios(a: argparse.Namespace) -> int:
         print(f"{name:32} {sc.spec.description}")
         twin = f" (safe twin: {sc.twin})" if sc.twin else ""
         print(f"{'':32} predicts {sc.expect.describe()}: {sc.expect_text}{twin}")
-        for line in RELEASES:
-            why = on_release(sc.spec, {"rabbitmq": line}).refusal()
-            if why:
-                print(f"{'':32} not applicable on {line}: {why}")
+        where: dict[str, list[str]] = {}
+        for line, why in not_applicable(sc.spec):
+            where.setdefault(why, []).append(line)
+        for why, lines in where.items():
+            print(f"{'':32} not applicable on RabbitMQ {', '.join(lines)}: {why}")
     return 0
 
 

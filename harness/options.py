@@ -329,6 +329,15 @@ OPTIONS: tuple[Option, ...] = (
            help="publish without the mandatory flag"),
     Option("--consumer-crash-after", "workload.client.crash_after", group=_W, parse=int,
            help="consumers close their channel unacked every N deliveries"),
+    Option("--metadata-probe-interval", "workload.metadata_probe_interval_s", group=_W,
+           parse=float,
+           help="seconds between two rounds of each node's metadata probe: a new connection, "
+                "then declare, bind and delete of a quorum queue, each op recorded and judged "
+                "in results.json's metadata section (default {default}: no probe)"),
+    Option("--metadata-probe-timeout", "workload.metadata_probe_timeout_s", group=_W,
+           parse=float,
+           help="seconds a metadata probe's op may take before it is recorded unknown "
+                "(default {default})"),
     Option("--placement-interval", "placement_interval_s", group=_W, parse=float,
            help="seconds between samples of the queue's leader/members (0: off)"),
     # -- nemesis ---------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
 from workloads.kinds import kind_of
+from workloads.metadata_probe import MetadataProbe, ProbeSettings
 from workloads.queue_spec import ha_policy
 from workloads.queue_workload import QueueWorkload
 
@@ -156,6 +157,7 @@ class Run:
         self.admin = RabbitAdmin(self.broker)
         self.workload: Workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes,
                                                 self.history)
+        self.probe = self.metadata_probe()
         self.nemesis: NemesisInterpreter | None = None
         self.test_info: dict[str, Any] = {
             "name": spec.name,
@@ -178,6 +180,18 @@ class Run:
                            "bound_s": spec.liveness_bound().bound_ns / 1e9,
                            "asked_s": spec.after_heal_s},
         }
+
+    def metadata_probe(self) -> MetadataProbe | None:
+        """Returns the metadata probe of every node the spec asks for (its workload's
+        `metadata_probe_interval_s` above 0), numbering its processes in the queue workload's
+        sequence, or None."""
+        w = self.spec.workload
+        if not w.metadata_probe_interval_s > 0 or not isinstance(self.workload, QueueWorkload):
+            return None
+        return MetadataProbe(self.cluster.nodes, self.history,
+                             ProbeSettings(w.metadata_probe_interval_s,
+                                           w.metadata_probe_timeout_s, w.client),
+                             self.workload.pids)
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -276,6 +290,8 @@ class Run:
         nemesis = self.nemesis
         with self.phase("main"):
             self.workload.start(stop, fault_active=lambda: nemesis.active is not None)
+            if self.probe is not None:
+                self.probe.start(stop)
             # No fault starts that the time limit would cut short.
             self.nemesis.start(deadline=time.monotonic() + self.spec.time_limit_s)
             sampler.start()
@@ -288,6 +304,8 @@ class Run:
                 faults_over.set()
                 stop.set()
                 self.workload.join()
+                if self.probe is not None:
+                    self.probe.join()
                 self.nemesis.join()
                 sampler.join()
 
@@ -361,6 +379,12 @@ class Run:
         self.history.append(Op(type="info", process=HARNESS, f="phase",
                                value={"phase": "drain", "state": state, **rep.__dict__}))
 
+    def clean_probe(self) -> None:
+        """Deletes the metadata probe's leftover queues (after the drain, which they cannot
+        touch) and records what it did in test.json's `metadata_probe`; never raises."""
+        if self.probe is not None:
+            self.test_info["metadata_probe"] = self.probe.cleanup()
+
     def teardown(self) -> None:
         """Stops brokers, copies node logs into the run directory, removes the cluster."""
         t0 = time.monotonic()
@@ -387,6 +411,7 @@ class Run:
                 self.heal()
                 self.recover()
                 self.drain()
+                self.clean_probe()
         except (KeyboardInterrupt, Interrupted) as e:
             self.outcome.interrupted = True
             self.outcome.error = f"interrupted ({type(e).__name__})"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from checkers.options import CheckOptions
 from clusters.rabbitmq import BrokerConfig
+from clusters.releases import RELEASES
 from harness.matrix import Expectation, loss
 from harness.spec import SpecError, TestSpec
 from nemesis import NemesisOptions
@@ -64,6 +65,12 @@ PATIENT_PUBLISHERS = WorkloadOptions(client=ClientOptions(publish_timeout_s=30.0
 PROMOTE_UNSYNCED = QueueSpec(type="mirrored", ha_mode="exactly", ha_params=2,
                              ha_sync_mode="manual", ha_promote_on_failure="always",
                              ha_promote_on_shutdown="always")
+# Khepri's minority: RabbitMQ 4.3 (Khepri its only metadata store), the metadata probe of every
+# node once a second, and publishers that stay connected to a node cut off (a confirm may wait
+# out the fault) rather than retiring to the majority after 5 s.
+KHEPRI = {"broker": BrokerConfig(rabbitmq="4.3"), "needs_metadata_store": "khepri",
+          "workload": WorkloadOptions(client=ClientOptions(publish_timeout_s=30.0),
+                                      metadata_probe_interval_s=1.0)}
 RESTART_LEADER = _faults("kill@leader", interval=20, duration=10)
 FULL_RESTART = _faults("full-restart", interval=15, duration=10)
 
@@ -119,6 +126,22 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      VALID, None,
      {"queue": QueueSpec(type="stream"),
       "nemesis": _faults("partition-random-halves", "partition-one")}),
+    ("khepri-minority",
+     "quorum queue on the Khepri metadata store (RabbitMQ 4.3, or 4.0 with --metadata-store "
+     "khepri): a node that does not host the queue's leader is cut off from the other two, and "
+     "its clients stay connected to it; every node's metadata probe opens a connection, "
+     "declares, binds and deletes a quorum queue once a second",
+     "no confirmed message lost; cut off, the minority cannot change metadata (its declarations "
+     "are refused with 541 or not answered, reported per fault), and it serves metadata again "
+     "within the liveness bound after the heal", VALID, None,
+     {**KHEPRI, "nemesis": _faults("partition-one@follower")}),
+    ("khepri-minority-leader",
+     "as khepri-minority, but the node cut off hosts the queue's leader: the majority elects a "
+     "new leader, and publishes and consumers on the minority stall until the heal",
+     "no confirmed message lost; the minority's declarations are refused or not answered while "
+     "it is cut off, and it serves metadata again within the liveness bound after the heal",
+     VALID, None,
+     {**KHEPRI, "nemesis": _faults("partition-leader")}),
     # -- documented losses, each with its safe twin under the same fault schedule ----------------
     ("mirrored-master-partition",
      "mirrored queue (ha-mode all), autoheal, the master's node isolated: both sides accept "
@@ -216,6 +239,23 @@ SCENARIOS: dict[str, Scenario] = {
     )
     for name, desc, text, expect, twin, changes in _CATALOGUE
 }
+
+
+def not_applicable(spec: TestSpec) -> list[tuple[str, str]]:
+    """Takes a scenario's spec. Returns where it cannot run, from the release table: each
+    release line, and each metadata store a line runs only when asked, whose refusal
+    (TestSpec.refusal) says why, as ("4.0", why) or ("4.0 with --metadata-store khepri", why),
+    in the table's order."""
+    out = []
+    for line, rel in RELEASES.items():
+        for store in rel.metadata_stores:
+            asked = store != rel.default_metadata_store
+            there = dataclasses.replace(spec, broker=dataclasses.replace(
+                spec.broker, rabbitmq=line, metadata_store=store if asked else None))
+            why = there.refusal()
+            if why:
+                out.append((f"{line} with --metadata-store {store}" if asked else line, why))
+    return out
 
 
 def scenario(name: str) -> TestSpec:

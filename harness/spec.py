@@ -35,7 +35,7 @@ from checkers.options import CheckOptions
 from clusters.backend import BackendConfigError, BackendOptions
 from clusters.rabbitmq import BrokerConfig
 from clusters.registry import check_options
-from clusters.releases import release
+from clusters.releases import METADATA_STORES, lines_with_store, release
 from harness.errors import HarnessError
 from harness.recovery import liveness_bound
 from nemesis import NemesisConfigError, NemesisOptions
@@ -85,6 +85,9 @@ class TestSpec:
     boot_timeout_s: float = 120.0
     store: str = "store"
     description: str = ""
+    # The metadata store the test is about (the Khepri minority's scenarios), None: any. A
+    # release line or store without it refuses the spec (`refusal`).
+    needs_metadata_store: str | None = None
 
     def with_seed(self) -> TestSpec:
         """Returns the spec with a seed drawn at random when none was given."""
@@ -120,13 +123,24 @@ class TestSpec:
     def refusal(self) -> str | None:
         """Returns why the spec's release line cannot run it, in the release table's sentence
         (a mirrored queue on 4.0 or 4.3; on 4.3 a partition handling, the Mnesia store, a
-        transient queue without the permission), or None when it can. `validate` refuses
+        transient queue without the permission; a test about a metadata store the run does not
+        have, `store_refusal`), or None when it can. `validate` refuses
         such a spec; a matrix or an explorer lists it as not applicable instead of running it."""
         line = release(self.broker.rabbitmq)
         transient = None if self.queue.durable else line.transient_queue_refusal(
             self.broker.permit_transient_queues)
         return (line.refuses_kind(kind_of(self.queue).name) or self.broker.refusal()
-                or transient)
+                or transient or self.store_refusal())
+
+    def store_refusal(self) -> str | None:
+        """Returns why the run's metadata store is not the one the test is about
+        (`needs_metadata_store`), naming the release lines that have it (from the release
+        table), or None."""
+        need, store = self.needs_metadata_store, self.broker.store
+        if need is None or store == need:
+            return None
+        return (f"{self.name} needs the {need.capitalize()} metadata store "
+                f"({lines_with_store(need)}), not {store.capitalize()}")
 
     def _check_own(self) -> None:
         """Raises SpecError for an impossible name, node count, time limit, interval or
@@ -141,6 +155,9 @@ class TestSpec:
             raise SpecError("placement interval must be >= 0 (0: no sampling)")
         if self.recovery_timeout_s <= 0 or self.boot_timeout_s <= 0:
             raise SpecError("recovery and boot timeouts must be > 0")
+        if self.needs_metadata_store not in (None, *METADATA_STORES):
+            raise SpecError(f"needs_metadata_store {self.needs_metadata_store!r} is no metadata "
+                            f"store; known: {', '.join(METADATA_STORES)}")
         if self.after_heal_s is not None and not self.after_heal_s >= 0:
             raise SpecError(f"after_heal_s must be >= 0 seconds (0: no time after the last "
                             f"heal), got {self.after_heal_s}")

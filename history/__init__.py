@@ -31,6 +31,20 @@ reason, e.g. "low on memory"), and `f "unblocked"` (UNBLOCKED) when the broker
 lifts it. A publish whose confirm does not come while its connection is
 blocked is completed `info` with error "blocked" (BLOCKED_ERROR), never `fail`:
 the broker holds it unread and may still take it when the alarm clears.
+
+Metadata probe ops (workloads.metadata_probe, when the spec asks for the probe):
+a probe of one node, on a timer, opens a new connection and channel to it (f
+"connect"), declares a fresh durable quorum queue (f "declare"), binds it to
+amq.direct (f "bind") and deletes it (f "delete"): PROBE_FS, each an `invoke`
+then `ok`, `fail` (the broker refused: `error` is its reply code and text,
+"541 INTERNAL_ERROR - ...", and `reply_code` the code; or the node refused the
+TCP connection) or `info` (no answer within the probe's timeout, or the
+connection was lost: unknown; the probe's process is then retired), with
+`node`, `process` (numbers of the run's own sequence, never a queue client's),
+`phase` "main", and `value` and `queue` the round's probe queue name. The probe
+records at its start a harness observation `f "metadata-probe"`
+(METADATA_PROBE: its nodes, interval, timeout and queue name prefix), which
+tells the checker to judge the probe's ops (checkers.metadata).
 """
 
 from __future__ import annotations
@@ -54,6 +68,9 @@ NEMESIS = "nemesis"
 HARNESS = "harness"
 # A message the harness read back from the queue's dead-letter queue.
 DEAD_LETTER = "dead-letter"
+# The metadata probe's ops, and the harness observation that a probe ran.
+PROBE_FS = ("connect", "declare", "bind", "delete")
+METADATA_PROBE = "metadata-probe"
 # Harness observations of a publisher's connection blocked and unblocked by the broker, and the
 # error of a publish left unconfirmed while its connection was blocked.
 BLOCKED = "blocked"

@@ -100,6 +100,11 @@ class WorkloadOptions:
     drain_idle_s: float = 2.0
     drain_timeout_s: float = 120.0
     reconnect_delay_s: float = 0.5
+    # Seconds between two rounds of the metadata probe of each node (connect, declare, bind,
+    # delete: workloads.metadata_probe), started beside the clients; 0: no probe.
+    metadata_probe_interval_s: float = 0.0
+    # Seconds each op of the probe may take before it is recorded unknown (info).
+    metadata_probe_timeout_s: float = 5.0
 
     def validate(self) -> None:
         """Raises WorkloadConfigError for an impossible option."""
@@ -115,6 +120,17 @@ class WorkloadOptions:
         if self.drain_idle_s <= 0 or self.drain_timeout_s <= 0:
             raise WorkloadConfigError("drain idle time and timeout must be > 0")
         self._check_client()
+        self._check_probe()
+
+    def _check_probe(self) -> None:
+        """Raises WorkloadConfigError for a metadata probe interval below 0 or a timeout not
+        above 0."""
+        if not self.metadata_probe_interval_s >= 0:
+            raise WorkloadConfigError(f"metadata probe interval must be >= 0 seconds (0: no "
+                                      f"probe), got {self.metadata_probe_interval_s}")
+        if not self.metadata_probe_timeout_s > 0:
+            raise WorkloadConfigError(f"metadata probe timeout must be > 0 seconds, got "
+                                      f"{self.metadata_probe_timeout_s}")
 
     def _check_consuming(self) -> None:
         """Raises WorkloadConfigError for a consume rate or consumers paused in faults

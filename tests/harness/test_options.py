@@ -32,7 +32,8 @@ QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group
 WORKLOAD = ["--publishers", "--consumers", "--rate", "--consume-rate",
             "--pause-consumers-in-faults", "--backlog", "--publish-timeout", "--window",
             "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
-            "--consumer-crash-after", "--placement-interval"]
+            "--consumer-crash-after", "--metadata-probe-interval", "--metadata-probe-timeout",
+            "--placement-interval"]
 NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-duration",
            "--nemesis-targets", "--packet-loss", "--packet-scope", "--bandwidth-kbit",
            "--delay-ms"]
@@ -195,6 +196,8 @@ def test_every_option_sets_its_spec_field(o):
     (["--consumer-crash-after", "7"], "workload.client.crash_after", 7),
     (["--publish-timeout", "9"], "workload.client.publish_timeout_s", 9.0),
     (["--placement-interval", "0"], "placement_interval_s", 0.0),
+    (["--metadata-probe-interval", "1"], "workload.metadata_probe_interval_s", 1.0),
+    (["--metadata-probe-timeout", "2.5"], "workload.metadata_probe_timeout_s", 2.5),
     (["--time-limit", "30"], "time_limit_s", 30.0),
     (["--nemesis-interval", "3"], "nemesis.interval_s", 3.0),
     (["--backend", "docker"], "backend.kind", "docker"),
