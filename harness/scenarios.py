@@ -68,9 +68,14 @@ PROMOTE_UNSYNCED = QueueSpec(type="mirrored", ha_mode="exactly", ha_params=2,
 # Khepri's minority: RabbitMQ 4.3 (Khepri its only metadata store), the metadata probe of every
 # node once a second, and publishers that stay connected to a node cut off (a confirm may wait
 # out the fault) rather than retiring to the majority after 5 s.
+# The probe waits past Khepri's own command timeout (30 s) for the broker's answer, so that a
+# minority's refusal (541 INTERNAL_ERROR) is recorded as the broker's, and the cut lasts long
+# enough (45 s) for it to come while the node is still cut off.
 KHEPRI = {"broker": BrokerConfig(rabbitmq="4.3"), "needs_metadata_store": "khepri",
           "workload": WorkloadOptions(client=ClientOptions(publish_timeout_s=30.0),
-                                      metadata_probe_interval_s=1.0)}
+                                      metadata_probe_interval_s=1.0,
+                                      metadata_probe_timeout_s=35.0)}
+KHEPRI_CUT_S = 45.0
 RESTART_LEADER = _faults("kill@leader", interval=20, duration=10)
 FULL_RESTART = _faults("full-restart", interval=15, duration=10)
 
@@ -134,14 +139,16 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "no confirmed message lost; cut off, the minority cannot change metadata (its declarations "
      "are refused with 541 or not answered, reported per fault), and it serves metadata again "
      "within the liveness bound after the heal", VALID, None,
-     {**KHEPRI, "nemesis": _faults("partition-one@follower")}),
+     {**KHEPRI, "nemesis": _faults("partition-one@follower", duration=KHEPRI_CUT_S),
+      "time_limit_s": 70.0}),
     ("khepri-minority-leader",
      "as khepri-minority, but the node cut off hosts the queue's leader: the majority elects a "
      "new leader, and publishes and consumers on the minority stall until the heal",
      "no confirmed message lost; the minority's declarations are refused or not answered while "
      "it is cut off, and it serves metadata again within the liveness bound after the heal",
      VALID, None,
-     {**KHEPRI, "nemesis": _faults("partition-leader")}),
+     {**KHEPRI, "nemesis": _faults("partition-leader", duration=KHEPRI_CUT_S),
+      "time_limit_s": 70.0}),
     # -- documented losses, each with its safe twin under the same fault schedule ----------------
     ("mirrored-master-partition",
      "mirrored queue (ha-mode all), autoheal, the master's node isolated: both sides accept "

@@ -12,9 +12,10 @@ metadata.
 
 One `NodeProbe` per node runs on a timer (`interval_s`, start to start): a
 round opens a new connection and channel to its node (f "connect"), declares a
-fresh durable quorum queue with a unique name, "harness-probe-<node>-<round>"
-(f "declare"), binds it to amq.direct (f "bind") and deletes it (f "delete"),
-each op recorded as `invoke` then:
+fresh durable fanout exchange with a unique name, "harness-probe-<node>-<round>"
+(f "declare"), binds it to amq.direct (f "bind", an exchange-to-exchange
+binding) and deletes it (f "delete"), each op recorded (the exchange's name in
+the op's `queue` field, the history's entity name) as `invoke` then:
 
 - `ok`: the broker answered it;
 - `fail`: the broker refused it, with its reply code and text in `error`
@@ -35,14 +36,21 @@ queue client's. The probe records a harness observation f "metadata-probe" when
 it starts (its nodes, interval, timeout, queue name prefix and exchange), which
 tells the checker to judge its ops (checkers.metadata).
 
-Leftover probe queues: a round's queue is deleted by the round itself; every
-queue whose delete did not succeed is remembered (its declare may have taken
-effect even when refused or unanswered), and `cleanup` (run after the drain)
-deletes each through any node that answers (queue.delete of a queue that does
-not exist succeeds). What it
-cannot delete lives until the teardown destroys the cluster, and harms nothing
-the run judges: the main queue's drain, depth and placement name their queue,
-and a probe queue holds no message.
+Exchanges, not queues: they are metadata only, as RabbitMQ's own Khepri guide
+shows a minority's declaration timing out ("operation exchange.declare caused a
+connection exception internal_error: ... because the operation timed out"). A
+quorum queue's declaration also waits for its members to start on every node,
+so while one node is cut off it stalls on the majority's side too (the first
+real 4.3 run of khepri-minority: 3 of 4 quorum-queue declarations through the
+majority's nodes unanswered in 5 s), which says nothing of the metadata store.
+
+Leftover probe exchanges: a round's exchange is deleted by the round itself;
+every exchange whose delete did not succeed is remembered (its declare may have
+taken effect even when refused or unanswered), and `cleanup` (run after the
+drain) deletes each through any node that answers (exchange.delete of an
+exchange that does not exist succeeds). What it cannot delete lives until the
+teardown destroys the cluster, and harms nothing the run judges: nothing is
+bound to a probe exchange, and the main queue's routing does not pass it.
 """
 
 from __future__ import annotations
@@ -131,24 +139,24 @@ class ProbeSettings:
 
 
 class Leftovers:
-    """The probe queues that may exist: declared (or maybe declared) and not deleted yet."""
+    """The probe exchanges that may exist: declared (or maybe declared) and not deleted yet."""
 
     def __init__(self) -> None:
-        self._names: dict[str, str] = {}  # queue name -> node it was declared through
+        self._names: dict[str, str] = {}  # exchange name -> node it was declared through
         self._lock = threading.Lock()
 
     def add(self, name: str, node: str) -> None:
-        """Remembers a queue that may exist."""
+        """Remembers an exchange that may exist."""
         with self._lock:
             self._names[name] = node
 
     def discard(self, name: str) -> None:
-        """Forgets a queue that certainly does not exist."""
+        """Forgets an exchange that certainly does not exist."""
         with self._lock:
             self._names.pop(name, None)
 
     def names(self) -> list[str]:
-        """Returns the queues that may exist, in the order they were added."""
+        """Returns the exchanges that may exist, in the order they were added."""
         with self._lock:
             return list(self._names)
 
@@ -217,10 +225,10 @@ class NodeProbe:
         conn, ch = opened
         timeout = self.settings.timeout_s
         steps: list[tuple[str, str, Callable[[], Any]]] = [
-            ("declare", "queue.declare", lambda: ch.queue_declare(
-                name, durable=True, arguments={"x-queue-type": "quorum"})),
-            ("bind", "queue.bind", lambda: ch.queue_bind(name, EXCHANGE, routing_key=name)),
-            ("delete", "queue.delete", lambda: ch.queue_delete(name)),
+            ("declare", "exchange.declare", lambda: ch.exchange_declare(
+                name, exchange_type="fanout", durable=True)),
+            ("bind", "exchange.bind", lambda: ch.exchange_bind(name, EXCHANGE, routing_key=name)),
+            ("delete", "exchange.delete", lambda: ch.exchange_delete(name)),
         ]
         try:
             for f, what, request in steps:
@@ -287,7 +295,7 @@ class MetadataProbe:
                 log.warning("metadata probe %s did not stop in time", t.name)
 
     def cleanup(self, timeout_s: float = 30.0) -> dict[str, Any]:
-        """Deletes the leftover probe queues through the first node that answers, within about
+        """Deletes the leftover probe exchanges through the first node that answers, within about
         `timeout_s`. Never raises. Returns what it did, for test.json: {"leftovers",
         "deleted", "left" (names it could not delete), "error" (why, or None)}."""
         names = self.leftovers.names()
@@ -307,7 +315,7 @@ class MetadataProbe:
         out["left"] = names
         out["error"] = "; ".join(errors) or None
         if names:
-            log.warning("%d probe queue(s) left until the teardown: %s", len(names),
+            log.warning("%d probe exchange(s) left until the teardown: %s", len(names),
                         ", ".join(names[:10]))
         return out
 
@@ -320,10 +328,10 @@ class MetadataProbe:
             for name in names:
                 if time.monotonic() > deadline:
                     return
-                with answer_within(conn, self.settings.timeout_s, "queue.delete"):
+                with answer_within(conn, self.settings.timeout_s, "exchange.delete"):
                     if ch is None:
                         ch = conn.channel()
-                    ch.queue_delete(name)
+                    ch.exchange_delete(name)
                 self.leftovers.discard(name)
         finally:
             abandon(conn, self.settings.timeout_s)

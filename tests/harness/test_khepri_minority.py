@@ -111,7 +111,7 @@ def test_the_runner_probes_every_node_when_the_spec_asks_and_records_the_cleanup
     probe = run.metadata_probe()
     assert isinstance(probe, MetadataProbe)
     assert [p.node.name for p in probe.probes] == ["n1", "n2", "n3"]
-    assert (probe.settings.interval_s, probe.settings.timeout_s) == (1.0, 5.0)
+    assert (probe.settings.interval_s, probe.settings.timeout_s) == (1.0, 35.0)
     assert probe.settings.client is spec.workload.client
     assert [p.process for p in probe.probes] == [0, 1, 2]
     assert isinstance(run.workload, QueueWorkload)

@@ -32,12 +32,13 @@ from workloads.metadata_probe import (
 
 pytestmark = pytest.mark.timeout(30)
 
-KHEPRI_TIMEOUT = ("INTERNAL_ERROR - failed to declare queue 'harness-probe-n1-1' in vhost '/' "
-                  "because the operation timed out")
+KHEPRI_TIMEOUT = ("INTERNAL_ERROR - failed to declare exchange 'harness-probe-n1-1' in vhost "
+                  "'/' because the operation timed out")
 
 
 class ProbeBroker(FakeBroker):
-    """A FakeBroker that deletes queues and, on a chosen request, closes the connection with
+    """A FakeBroker that binds and deletes exchanges and, on a chosen request, closes the
+    connection with
     541 INTERNAL_ERROR (`close_on`) or the channel with 406 (`refuse_on`), as RabbitMQ does."""
 
     def __init__(self, close_on: type | None = None, refuse_on: type | None = None,
@@ -68,11 +69,16 @@ class _ProbeConnection(_Connection):
                 reply_code=406, reply_text="PRECONDITION_FAILED - inequivalent arg 'durable'",
                 class_id=50, method_id=10))
             return False
-        if isinstance(method, pika.spec.Queue.Delete) and not (
-                b.silent_on is not None and isinstance(method, b.silent_on)):
+        quiet = b.silent_on is not None and isinstance(method, b.silent_on)
+        if isinstance(method, pika.spec.Exchange.Delete) and not quiet:
             b.requests.append(method.NAME)
-            b.deleted.append(method.queue)
-            b._send(self.conn, ch, pika.spec.Queue.DeleteOk(message_count=0))
+            b.deleted.append(method.exchange)
+            b._send(self.conn, ch, pika.spec.Exchange.DeleteOk())
+            return False
+        if isinstance(method, pika.spec.Exchange.Bind) and not quiet:
+            b.requests.append(method.NAME)
+            b.bindings.append((method.destination, method.source))
+            b._send(self.conn, ch, pika.spec.Exchange.BindOk())
             return False
         return super()._answer(frame)
 
@@ -112,7 +118,7 @@ def test_a_round_connects_declares_binds_and_deletes_each_op_recorded(brokers) -
     q = "harness-probe-n1-1"
     assert {(o.node, o.value, o.queue, o.phase, o.error) for o in rec.ops} == {
         ("n1", q, q, "main", None)}
-    assert b.declared[q] == {"x-queue-type": "quorum"}
+    assert b.exchanges == [(q, "fanout")] and b.declared == {}  # metadata only: no queue
     assert b.bindings == [(q, EXCHANGE)] and b.deleted == [q]
     assert left.names() == []  # deleted by its round
     p.round()
@@ -120,7 +126,7 @@ def test_a_round_connects_declares_binds_and_deletes_each_op_recorded(brokers) -
 
 
 def test_a_541_connection_close_during_declare_is_a_fail_with_its_code(brokers) -> None:
-    b = brokers(close_on=pika.spec.Queue.Declare)
+    b = brokers(close_on=pika.spec.Exchange.Declare)
     p, rec, left = probe(b.port)
     p.round()
     assert brief(rec.ops) == [("connect", "invoke", 7), ("connect", "ok", 7),
@@ -133,7 +139,7 @@ def test_a_541_connection_close_during_declare_is_a_fail_with_its_code(brokers) 
 
 
 def test_a_channel_the_broker_closes_on_declare_is_a_fail_with_its_code(brokers) -> None:
-    b = brokers(refuse_on=pika.spec.Queue.Declare)
+    b = brokers(refuse_on=pika.spec.Exchange.Declare)
     p, rec, _ = probe(b.port)
     p.round()
     assert rec.ops[-1].type == "fail" and rec.ops[-1].f == "declare"
@@ -142,13 +148,13 @@ def test_a_channel_the_broker_closes_on_declare_is_a_fail_with_its_code(brokers)
 
 
 def test_a_declare_never_answered_is_info_and_retires_the_process(brokers) -> None:
-    b = brokers(silent_on=pika.spec.Queue.Declare)
+    b = brokers(silent_on=pika.spec.Exchange.Declare)
     p, rec, left = probe(b.port, timeout_s=0.5)
     t0 = time.monotonic()
     p.round()
     assert time.monotonic() - t0 < 3
     assert brief(rec.ops)[-2:] == [("declare", "invoke", 7), ("declare", "info", 7)]
-    assert "no answer to queue.declare within 0.5s" in (rec.ops[-1].error or "")
+    assert "no answer to exchange.declare within 0.5s" in (rec.ops[-1].error or "")
     assert rec.ops[-1].extra == {}
     assert left.names() == ["harness-probe-n1-1"]
     p.round()
@@ -156,7 +162,7 @@ def test_a_declare_never_answered_is_info_and_retires_the_process(brokers) -> No
 
 
 def test_a_bind_or_delete_never_answered_is_info_too(brokers) -> None:
-    b = brokers(silent_on=pika.spec.Queue.Delete)
+    b = brokers(silent_on=pika.spec.Exchange.Delete)
     p, rec, left = probe(b.port, timeout_s=0.5)
     p.round()
     assert brief(rec.ops)[-2:] == [("delete", "invoke", 7), ("delete", "info", 7)]
@@ -207,12 +213,12 @@ def test_cleanup_deletes_the_leftovers_through_a_node_that_answers(brokers) -> N
     assert mp.cleanup() == {"leftovers": 2, "deleted": 2, "left": [], "error": None}
     assert b.deleted == ["harness-probe-n1-3", "harness-probe-n2-9"]
     assert mp.leftovers.names() == []
-    silent = brokers(silent_on=pika.spec.Queue.Delete)
+    silent = brokers(silent_on=pika.spec.Exchange.Delete)
     mp = MetadataProbe(nodes, rec, settings(silent.port, timeout_s=0.5), ProcessIds())
     mp.leftovers.add("harness-probe-n1-4", "n1")
     out = mp.cleanup()
     assert out["left"] == ["harness-probe-n1-4"] and out["deleted"] == 0
-    assert "no answer to queue.delete" in out["error"]
+    assert "no answer to exchange.delete" in out["error"]
 
 
 def test_the_probe_of_every_node_runs_until_stopped_each_invoke_completed(brokers) -> None:
