@@ -20,9 +20,13 @@ out "resumed". `ResumeWatch` follows the ops as they are recorded and says when:
   applicable"), or some consumer fed at or after H acked at or after that
   delivery;
 - metadata served again (a run with the metadata probe, workloads.metadata_probe):
-  every node a probe op was invoked through at or after H had a declare
-  answered ok at or after H (checkers.metadata's rule; a node still refusing is
-  waited for, as a publisher's is).
+  every node a probe op was invoked through since the last fault began had a
+  declare answered ok at or after H (checkers.metadata's rule; a node still
+  refusing is waited for, as a publisher's is, and so is one whose probe is
+  still waiting on a declaration sent while it was cut off: on khepri-minority-
+  leader, 4.3 seed 4001, the cut-off node's only probe op in the tail was one
+  Khepri answered 30 s after it was sent, and a watch that counted only ops sent
+  after H ended the run 14.8 s after the heal, its metadata verdict unknown).
 
 Nodes no client publishes through after the heal are not waited for: the check
 calls them unknown whatever the tail's length (a refused connection leaves no
@@ -108,8 +112,9 @@ class ResumeWatch:
             after = [s for s in self._seen if s.time >= heal]
             fed_before = self._fed_earlier or any(
                 s.kind == "consume" and s.time < heal for s in self._seen)
+            probed = {s.node for s in self._seen if s.kind == "probe"}
         return _confirms_resumed(after, self.confirms) and (
-            not fed_before or _deliveries_resumed(after)) and _metadata_served(after)
+            not fed_before or _deliveries_resumed(after)) and _metadata_served(after, probed)
 
     def wait(self, now: Callable[[], int], deadline_ns: int, poll_s: float = 0.5,
              stop: threading.Event | None = None) -> bool:
@@ -131,8 +136,7 @@ def _confirms_resumed(after: list[_Seen], confirms: bool) -> bool:
     return bool(confirmed) and invoked <= confirmed
 
 
-def _metadata_served(after: list[_Seen]) -> bool:
-    probed = {s.node for s in after if s.kind == "probe"}
+def _metadata_served(after: list[_Seen], probed: set[str | None]) -> bool:
     return probed <= {s.node for s in after if s.kind == "served"}
 
 

@@ -243,3 +243,27 @@ def test_the_watch_waits_for_every_probed_node_to_serve_a_declare_after_the_heal
         if back is None and watch.resumed():
             back = t
     assert back == 8115  # n3's first declare answered; n1, n2 and confirms were back before
+
+
+def test_the_watch_waits_for_a_node_whose_only_probe_was_sent_while_it_was_cut_off() -> None:
+    # khepri-minority-leader, 4.3 seed 4001: the cut-off node's declaration, sent during the
+    # partition, was answered (541) by Khepri 30 s later, after the heal; no op of that node was
+    # sent after the heal until then, and the node must still be waited for.
+    healthy = [r for k, t in enumerate(range(100, 40_000, 500), 1) for node, pid in
+               (("n1", 101), ("n2", 102)) for r in probe_round(node, pid, k, t)]
+    cut_off = [(3000.0, {"type": "invoke", "f": "declare", "process": 103,
+                         "value": "harness-probe-n3-6", "node": "n3",
+                         "queue": "harness-probe-n3-6", "phase": "main"}),
+               (33_000.0, {"type": "fail", "f": "declare", "process": 103,
+                           "value": "harness-probe-n3-6", "node": "n3",
+                           "queue": "harness-probe-n3-6", "phase": "main",
+                           "error": "541 " + KHEPRI.format(q="harness-probe-n3-6")}),
+               *probe_round("n3", 113, 7, 33_500)]
+    planted = [*WORKLOAD, *partition(1000, 5000), OBSERVED, *healthy, *cut_off]
+    watch = ResumeWatch()
+    back = None
+    for t, kw in sorted(planted, key=lambda x: x[0]):
+        watch.observe(dataclasses.replace(Op(**kw), time=round(t * MS)))
+        if back is None and watch.resumed():
+            back = t
+    assert back == 33_515  # n3's declaration after its refusal, not n1's and n2's at 5,100
