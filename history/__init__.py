@@ -31,6 +31,25 @@ reason, e.g. "low on memory"), and `f "unblocked"` (UNBLOCKED) when the broker
 lifts it. A publish whose confirm does not come while its connection is
 blocked is completed `info` with error "blocked" (BLOCKED_ERROR), never `fail`:
 the broker holds it unread and may still take it when the alarm clears.
+
+How a consumer ends (RabbitMQ keeps a consumer's unacknowledged deliveries
+until its channel closes, even after the consumer is cancelled; a single
+active consumer's cancel activates the next consumer at once): every way the
+harness stops a consumer (the end of the main phase or the drain, a consumer
+paused for a fault, a crash the workload plants, a retired process) is
+recorded as two ops of its process, each with `consumer`, `node`, `queue` and
+`phase`: the harness's `basic.cancel`, `f "cancel"` (CANCEL), `invoke` when
+sent, then `ok` on cancel-ok, `info` when the connection broke or no answer
+came in time, `fail` when the channel was no longer open (nothing was sent);
+then the channel's close, `f "close"` (CLOSE), likewise (`ok` on close-ok: the
+broker has the consumer's unacknowledged messages back). Both invocations
+carry `by "harness"` and `holding`, the ids the consumer then held (delivered,
+not acked). A cancel the broker sent (consumer cancel notification) is one op
+`type "ok"`, `f "cancel"`, `by "broker"`; a channel or connection the client
+saw closed without its asking (connection lost, heartbeat missed, channel
+closed by the broker) is one op `type "info"`, `f "close"`, `by "broker"`,
+with the `error`. Neither carries a `value`. The connection's own close,
+after its channel's, is not recorded: by then nothing of the queue's is held.
 """
 
 from __future__ import annotations
@@ -58,6 +77,11 @@ DEAD_LETTER = "dead-letter"
 BLOCKED = "blocked"
 UNBLOCKED = "unblocked"
 BLOCKED_ERROR = "blocked"
+# How a consumer ends: its cancel and its channel's close, and who did it (see above).
+CANCEL = "cancel"
+CLOSE = "close"
+BY_HARNESS = "harness"
+BY_BROKER = "broker"
 
 
 @dataclass(frozen=True)
