@@ -39,7 +39,16 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from checkers.errors import CheckerError
-from checkers.model import ACK, DEAD_LETTER, DELIVERY_FS, HARNESS, NEMESIS, OUTCOME_CODES, PUBLISH
+from checkers.model import (
+    ACK,
+    DEAD_LETTER,
+    DELIVERY_FS,
+    END_FS,
+    HARNESS,
+    NEMESIS,
+    OUTCOME_CODES,
+    PUBLISH,
+)
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +285,7 @@ def prepare(t: pa.Table, pid: pa.Array) -> pa.Table:
     dlv = pc.and_(pc.and_(client, pc.is_in(f, pa.array(sorted(DELIVERY_FS)))), ok)
     ack = pc.and_(pc.and_(client, pc.equal(f, ACK)), ok)
     dead = pc.and_(pc.and_(client, pc.equal(f, DEAD_LETTER)), ok)
+    end = pc.and_(pc.invert(side), pc.is_in(f, pa.array(sorted(END_FS))))
     cls = pc.case_when(pc.make_struct(publish, dlv, ack, dead),
                        *(pa.scalar(c, pa.int32()) for c in (1, 2, 3, 4)))
     ids = pc.extract_regex(_where(dlv, col("value")), ID_PATTERN)
@@ -287,10 +297,10 @@ def prepare(t: pa.Table, pid: pa.Array) -> pa.Table:
         "_block": col("_block"), "_pos": col("_pos"), "index": col("index"), "time": col("time"),
         "code": code, "pid": pid, "value": col("value"), "cls": cls,
         "problem": pa.nulls(n, pa.string()),
-        "proc": _where(side, col("process")), "f": _where(pc.or_(side, dlv), f),
+        "proc": _where(side, col("process")), "f": _where(pc.or_(pc.or_(side, dlv), end), f),
         "node": _where(pc.or_(side, pc.or_(publish, dlv)), col("node")),
         "error": _where(pc.or_(side, pc.and_(publish, pc.greater(code, 0))), col("error")),
-        "consumer": _where(pc.or_(dlv, ack), pc.coalesce(col("consumer"), "")),
+        "consumer": _where(pc.or_(pc.or_(dlv, ack), end), pc.coalesce(col("consumer"), "")),
         "pub": _where(dlv, pub), "seq": _where(dlv, seq),
         "redelivered": _where(dlv, pc.coalesce(col("redelivered"), False)),
         "reason": pc.case_when(pc.make_struct(failed, dead), col("error"), col("reason")),
