@@ -23,9 +23,11 @@ acked). checkers.spark_order works out which messages were held and sets the
 reorders they explain apart; this module is the pure part of it.
 
 Phase boundaries: the harness's phase events (f "phase", start and end of
-each phase) are where the harness starts and stops clients, so a finding
-clustered at one is suspect; `nearest_boundary` says how far a delivery is
-from the nearest.
+each phase) and its observation that it told the workers to stop (f
+"stop-workers": the main phase's end op comes only once the workers and the
+nemesis have finished, which may be a second later) are where the harness
+starts and stops clients, so a finding clustered at one is suspect;
+`nearest_boundary` says how far a delivery is from the nearest.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from checkers.model import CANCEL, CLOSE, OUTCOME_CODES, ns_to_ms
+from checkers.model import CANCEL, CLOSE, OUTCOME_CODES, PHASE, STOP_WORKERS, ns_to_ms
 from checkers.phases import HarnessEvent, phase_of
 
 # A violation whose later delivery lies this close to a phase boundary counts as near it.
@@ -76,29 +78,34 @@ def hold_windows(ends: Iterable[tuple[int, str, str, int, int]]) -> list[HoldWin
 
 @dataclass(frozen=True)
 class Boundary:
-    """A phase boundary: the harness's phase event at `time` (ns)."""
+    """A phase boundary: the harness's event `f` (PHASE or STOP_WORKERS) at `time` (ns), the
+    phase it names and, for a phase event, its state."""
 
     time: int
+    f: str
     phase: Any
     state: Any
 
 
 def boundaries(events: Iterable[HarnessEvent]) -> list[Boundary]:
-    """Takes harness events in history order. Returns the phase boundaries among them, in
-    order."""
+    """Takes harness events in history order. Returns the phase boundaries among them (phase
+    events, and the workers told to stop), in order."""
     out = []
     for e in events:
         ph = phase_of(e)
         if ph is not None:
-            out.append(Boundary(e.time, ph[0], ph[1]))
+            out.append(Boundary(e.time, PHASE, ph[0], ph[1]))
+        elif e.f == STOP_WORKERS:
+            phase = e.value.get("phase") if isinstance(e.value, dict) else None
+            out.append(Boundary(e.time, STOP_WORKERS, phase, None))
     return out
 
 
 def nearest_boundary(time: int, bounds: Sequence[Boundary]) -> dict[str, Any] | None:
     """Takes a time (ns) and the phase boundaries in history order. Returns the nearest one as
-    {"phase", "state", "ms"}, `ms` the time's signed distance from it (negative: before it;
-    of equals, the first boundary), or None without boundaries."""
+    {"f", "phase", "state", "ms"}, `ms` the time's signed distance from it (negative: before
+    it; of equals, the first boundary), or None without boundaries."""
     if not bounds:
         return None
     b = min(bounds, key=lambda b: abs(time - b.time))
-    return {"phase": b.phase, "state": b.state, "ms": ns_to_ms(time - b.time)}
+    return {"f": b.f, "phase": b.phase, "state": b.state, "ms": ns_to_ms(time - b.time)}

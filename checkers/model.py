@@ -52,6 +52,9 @@ DEAD_LETTERING: Final = "dead-lettering"
 CANCEL: Final = "cancel"
 CLOSE: Final = "close"
 END_FS: Final = frozenset({CANCEL, CLOSE})
+# Harness observations: a phase's start or end, and the workers told to stop.
+PHASE: Final = "phase"
+STOP_WORKERS: Final = "stop-workers"
 
 # The error text of a failed publish recorded without one, as fail_reasons counts it.
 NO_REASON: Final = "(none)"

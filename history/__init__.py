@@ -50,6 +50,10 @@ saw closed without its asking (connection lost, heartbeat missed, channel
 closed by the broker) is one op `type "info"`, `f "close"`, `by "broker"`,
 with the `error`. Neither carries a `value`. The connection's own close,
 after its channel's, is not recorded: by then nothing of the queue's is held.
+The moment the runner tells the workers to stop (the main phase's end is
+recorded only once they and the nemesis have finished) is a harness
+observation, `type "info"`, `f "stop-workers"` (STOP_WORKERS), value
+`{"phase": "main"}`.
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ CANCEL = "cancel"
 CLOSE = "close"
 BY_HARNESS = "harness"
 BY_BROKER = "broker"
+# The harness's observation that it told the workers to stop.
+STOP_WORKERS = "stop-workers"
 
 
 @dataclass(frozen=True)

@@ -280,6 +280,7 @@ class _Sim:
         self.emit(type="info", process=HARNESS, f="phase", value={"phase": name, "state": state})
 
     def finish(self) -> None:
+        self.emit(type="info", process=HARNESS, f="stop-workers", value={"phase": "main"})
         self.close()
         self.phase("main", "end")
         self.emit(type="invoke", process=NEMESIS, f="heal", value={})
@@ -645,6 +646,8 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
              "ack", "nemesis", "dead-letter", "end"]), min_size=5, max_size=max_steps)):
         steps[step]()
     if main_events:
+        if draw(st.booleans()):
+            h.emit(type="info", process=HARNESS, f="stop-workers", value={"phase": "main"})
         h.emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "end"})
     h.drain_end(draw(st.sampled_from(["complete", "plain", "incomplete", "refused", "none"])))
     return Generated(h.ops, h.outcomes, h.publish_process, Expected(), False, h.acks, 100)

@@ -76,10 +76,12 @@ The definitions, as this file applies them:
   and p before its channel's end, is a *held reorder* (RabbitMQ keeps a
   cancelled consumer's unacked messages until its channel closes) and counts
   nowhere else. deliveries_checked: unflagged deliveries (strict: every one).
-  Each example carries `phase_boundary`: the harness phase event nearest d's
-  time (the first of equals) as phase, state and d's time minus its time in
-  ms, or null without one; near_boundary_count counts the violations whose d
-  is at most 1000 ms from a phase event.
+  Each example carries `phase_boundary`: the boundary nearest d's time (the
+  first of equals) among the harness's phase events and its "stop-workers"
+  observations, as f, phase (of the value), state (a phase event's, else
+  null) and d's time minus its time in ms, or null without one;
+  near_boundary_count counts the violations whose d is at most 1000 ms from
+  a boundary.
 - Fault windows. A window opens at the info or ok completion of a start f
   (start-partition, kill, stop, pause, start-packet, any start-X) and closes
   at the info/ok completion of its stop f (stop-partition, start, start,
@@ -428,19 +430,26 @@ def held(r: Read) -> dict[str, list[tuple[int, int | None]]]:
     return out
 
 
+def boundaries(r: Read) -> list[dict[str, Any]]:
+    """Takes a read history. Returns its harness phase events (value an object) and its
+    stop-workers observations, in order."""
+    return [e for e in r.harness if (e["f"] == "phase" and isinstance(e.get("value"), dict))
+            or e["f"] == "stop-workers"]
+
+
 def boundary(r: Read, t: int) -> dict[str, Any] | None:
-    """Takes a read history and a time. Returns the nearest harness phase event to it (the
-    first of equals) as phase, state and the time's distance from it in ms, or None."""
+    """Takes a read history and a time. Returns the nearest boundary to it (the first of
+    equals) as f, phase, state (a phase event's) and the time's distance from it in ms, or
+    None."""
     best = None
-    for e in r.harness:
-        v = e.get("value")
-        if e["f"] != "phase" or not isinstance(v, dict):
-            continue
+    for e in boundaries(r):
         if best is None or abs(t - e["time"]) < abs(t - best["time"]):
             best = e
     if best is None:
         return None
-    return {"phase": best["value"].get("phase"), "state": best["value"].get("state"),
+    v = best.get("value") if isinstance(best.get("value"), dict) else {}
+    return {"f": best["f"], "phase": v.get("phase"),
+            "state": v.get("state") if best["f"] == "phase" else None,
             "ms": ms(t - best["time"])}
 
 
@@ -498,8 +507,7 @@ def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
                 for p, d in kinds[kind][:example_size]]
 
     def near(d: Delivery) -> bool:
-        return any(e["f"] == "phase" and isinstance(e.get("value"), dict)
-                   and abs(d.time - e["time"]) <= 1_000_000_000 for e in r.harness)
+        return any(abs(d.time - e["time"]) <= 1_000_000_000 for e in boundaries(r))
 
     affected = sorted({(d.process, d.tag) for _, d in kinds["violation"]})
     return {

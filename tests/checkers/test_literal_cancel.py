@@ -164,7 +164,8 @@ def test_each_example_says_how_near_a_phase_boundary_it_is(tmp_path: Path) -> No
     o = check(p, strict_order=True)["ordering"]
     assert o["violation_count"] == 1 and o["near_boundary_count"] == 1
     assert o["near_boundary_ms"] == 1000.0
-    assert o["examples"][0]["phase_boundary"] == {"phase": "main", "state": "end", "ms": -23.0}
+    assert o["examples"][0]["phase_boundary"] == {"f": "phase", "phase": "main",
+                                                  "state": "end", "ms": -23.0}
     # Far from every boundary: counted as a violation, not as near one.
     p2 = tmp_path / "far.jsonl"
     with Builder(p2) as b:
@@ -178,3 +179,23 @@ def test_each_example_says_how_near_a_phase_boundary_it_is(tmp_path: Path) -> No
     o2 = check(p2, strict_order=True)["ordering"]
     assert o2["violation_count"] == 1 and o2["near_boundary_count"] == 0
     assert o2["examples"][0]["phase_boundary"]["state"] == "start"
+
+
+def test_the_workers_told_to_stop_is_a_boundary_too(tmp_path: Path) -> None:
+    # Seed 3001's break: the workers were told to stop at the time limit, the main phase's end
+    # was recorded 1 s later, once the nemesis had restarted a node.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.at(13_473.6).phase("main", "start")
+        for seq in range(4):
+            b.publish(1, seq)
+        b.at(73_473.6).op(type="info", process="harness", f="stop-workers",
+                          value={"phase": "main"})
+        b.at(73_581.5).deliver(3, "1-1")
+        b.at(73_616.7).consume(5, "1-2")
+        b.at(73_620.8).consume(5, "1-1", redelivered=True)
+        b.at(74_521.8).phase("main", "end")
+    o = check(p, strict_order=True)["ordering"]
+    assert o["violation_count"] == 1 and o["near_boundary_count"] == 1
+    assert o["examples"][0]["phase_boundary"] == {"f": "stop-workers", "phase": "main",
+                                                  "state": None, "ms": 147.2}
