@@ -303,43 +303,50 @@ def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
     if not row["candidates"]:
         return facts
     cands = candidates(d, strict).persist(StorageLevel.MEMORY_AND_DISK)
-    c: DataFrame | None = None
     try:
         ends = consumer_windows(h) if acks else []
         held = held_reorders(h, cands, ends) if ends else None
         c = classified(cands, msgs, strict, held).persist(StorageLevel.MEMORY_AND_DISK)
-        kind = F.col("kind")
-        counts = c.agg(
-            F.count_if(kind == "violation").alias("violation"),
-            F.count_if((kind == "flagged") | F.col("also_flagged")).alias("flagged"),
-            F.count_if(kind == "unconfirmed").alias("unconfirmed"),
-            F.count_if(kind == "held").alias("held"),
-            F.count_if((kind == "violation") & near_boundary(bounds)).alias("near"),
-            F.array_sort(F.collect_set(F.when(kind == "violation", F.struct("pid", "tag"))))
-            .alias("affected"),
-        ).collect()[0]
-        affected = counts["affected"]
-        facts.update(
-            violation_count=counts["violation"], flagged_violation_count=counts["flagged"],
-            unconfirmed_reorder_count=counts["unconfirmed"], held_reorder_count=counts["held"],
-            near_boundary_count=counts["near"],
-            consumers_affected_count=len(affected),
-            consumers_affected=[consumer_identity(a["pid"], a["tag"])
-                                for a in affected[:sample_size]])
-        if counts["violation"]:
-            try:
-                facts["by_fault"] = violations_by_fault(c.where(kind == "violation"), msgs,
-                                                        windows)
-            except Exception:  # a courtesy for the incidents: never lose the verdict over it
-                log.warning("could not attribute the ordering violations to faults",
-                            exc_info=True)
-        if example_size:
-            by_kind = _examples(c, example_size, bounds)
-            facts.update(examples=by_kind["violation"], flagged_examples=by_kind["flagged"],
-                         unconfirmed_examples=by_kind["unconfirmed"],
-                         held_examples=by_kind["held"])
-    finally:
-        if c is not None:
+        try:
+            facts.update(_judged(c, msgs, example_size, sample_size, windows, bounds))
+        finally:
             c.unpersist()
+    finally:
         cands.unpersist()
+    return facts
+
+
+def _judged(c: DataFrame, msgs: DataFrame, example_size: int, sample_size: int,
+            windows: Sequence[FaultWindow], bounds: Sequence[Boundary]) -> dict[str, Any]:
+    """Takes the classified candidates, the message table, the sizes, the fault windows and the
+    phase boundaries. Returns the facts they give: each kind's count, the violations near a
+    boundary, the consumers affected, the violations by fault (when there are any) and the
+    examples."""
+    kind = F.col("kind")
+    counts = c.agg(
+        F.count_if(kind == "violation").alias("violation"),
+        F.count_if((kind == "flagged") | F.col("also_flagged")).alias("flagged"),
+        F.count_if(kind == "unconfirmed").alias("unconfirmed"),
+        F.count_if(kind == "held").alias("held"),
+        F.count_if((kind == "violation") & near_boundary(bounds)).alias("near"),
+        F.array_sort(F.collect_set(F.when(kind == "violation", F.struct("pid", "tag"))))
+        .alias("affected"),
+    ).collect()[0]
+    affected = counts["affected"]
+    facts: dict[str, Any] = dict(
+        violation_count=counts["violation"], flagged_violation_count=counts["flagged"],
+        unconfirmed_reorder_count=counts["unconfirmed"], held_reorder_count=counts["held"],
+        near_boundary_count=counts["near"],
+        consumers_affected_count=len(affected),
+        consumers_affected=[consumer_identity(a["pid"], a["tag"])
+                            for a in affected[:sample_size]])
+    if counts["violation"]:
+        try:
+            facts["by_fault"] = violations_by_fault(c.where(kind == "violation"), msgs, windows)
+        except Exception:  # a courtesy for the incidents: never lose the verdict over it
+            log.warning("could not attribute the ordering violations to faults", exc_info=True)
+    if example_size:
+        by_kind = _examples(c, example_size, bounds)
+        facts.update(examples=by_kind["violation"], flagged_examples=by_kind["flagged"],
+                     unconfirmed_examples=by_kind["unconfirmed"], held_examples=by_kind["held"])
     return facts
