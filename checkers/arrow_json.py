@@ -43,6 +43,7 @@ from checkers.model import (
     ACK,
     DEAD_LETTER,
     DELIVERY_FS,
+    END_FS,
     HARNESS,
     NEMESIS,
     OUTCOME_CODES,
@@ -285,6 +286,7 @@ def prepare(t: pa.Table, pid: pa.Array) -> pa.Table:
     dlv = pc.and_(pc.and_(client, pc.is_in(f, pa.array(sorted(DELIVERY_FS)))), ok)
     ack = pc.and_(pc.and_(client, pc.equal(f, ACK)), ok)
     dead = pc.and_(pc.and_(client, pc.equal(f, DEAD_LETTER)), ok)
+    end = pc.and_(pc.invert(side), pc.is_in(f, pa.array(sorted(END_FS))))
     cls = pc.case_when(pc.make_struct(publish, dlv, ack, dead),
                        *(pa.scalar(c, pa.int32()) for c in (1, 2, 3, 4)))
     ids = pc.extract_regex(_where(dlv, col("value")), ID_PATTERN)
@@ -297,11 +299,12 @@ def prepare(t: pa.Table, pid: pa.Array) -> pa.Table:
         "_block": col("_block"), "_pos": col("_pos"), "index": col("index"), "time": col("time"),
         "code": code, "pid": pid, "value": col("value"), "cls": cls,
         "problem": pa.nulls(n, pa.string()),
-        "proc": _where(side, col("process")), "f": _where(pc.or_(pc.or_(side, dlv), probe), f),
+        "proc": _where(side, col("process")),
+        "f": _where(pc.or_(pc.or_(pc.or_(side, dlv), probe), end), f),
         "node": _where(pc.or_(pc.or_(side, pc.or_(publish, dlv)), probe), col("node")),
         "error": _where(pc.or_(pc.or_(side, pc.and_(publish, pc.greater(code, 0))), probe),
                         col("error")),
-        "consumer": _where(pc.or_(dlv, ack), pc.coalesce(col("consumer"), "")),
+        "consumer": _where(pc.or_(pc.or_(dlv, ack), end), pc.coalesce(col("consumer"), "")),
         "pub": _where(dlv, pub), "seq": _where(dlv, seq),
         "redelivered": _where(dlv, pc.coalesce(col("redelivered"), False)),
         "reason": pc.case_when(pc.make_struct(failed, dead), col("error"), col("reason")),

@@ -20,6 +20,13 @@ a few kinds, and this module is the one place that says how:
   x-death `reason`. No ack pairs with it. The harness's observation
   f "dead-lettering" says where the queue dead-letters (by "harness", read
   back; by "user", not) and under which limits;
+- a *consumer end* is a client op with f "cancel" or "close" (any type, no
+  value): the harness's basic.cancel of a consumer (invoke, then its outcome)
+  or a cancel the broker sent (one ok op), and the close of the consumer's
+  channel (invoke, then its outcome) or a channel or connection the client saw
+  closed (one info op). They are few, one or two of each per consumer process,
+  and are read on the driver when the ordering check needs them
+  (checkers.holds);
 - *nemesis ops* (process "nemesis") and *harness events* (process "harness")
   are few and are read on the driver;
 - a *probe op* is a client op with f "connect", "declare", "bind" or "delete"
@@ -46,6 +53,12 @@ DELIVERY_FS: Final = frozenset({"consume", "drain"})
 ACK: Final = "ack"
 DEAD_LETTER: Final = "dead-letter"
 DEAD_LETTERING: Final = "dead-lettering"
+CANCEL: Final = "cancel"
+CLOSE: Final = "close"
+END_FS: Final = frozenset({CANCEL, CLOSE})
+# Harness observations: a phase's start or end, and the workers told to stop.
+PHASE: Final = "phase"
+STOP_WORKERS: Final = "stop-workers"
 
 # The error text of a failed publish recorded without one, as fail_reasons counts it.
 NO_REASON: Final = "(none)"

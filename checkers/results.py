@@ -237,17 +237,20 @@ class Delivery:
 @dataclass(frozen=True)
 class Violation:
     """Two deliveries of one publisher's messages in one stream (checkers.spark_order), out of order.
-    `consumer` is the later delivery's consumer."""
+    `consumer` is the later delivery's consumer; `boundary` the phase boundary nearest the
+    later delivery (checkers.holds.nearest_boundary; None: the history has none)."""
 
     consumer: str
     publisher: int
     earlier: Delivery
     later: Delivery
+    boundary: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Returns the JSON-able form."""
         return {"consumer": self.consumer, "publisher": self.publisher,
-                "earlier": self.earlier.as_dict(), "later": self.later.as_dict()}
+                "earlier": self.earlier.as_dict(), "later": self.later.as_dict(),
+                "phase_boundary": self.boundary}
 
 
 def ordering_section(
@@ -262,6 +265,10 @@ def ordering_section(
     flagged_examples: Sequence[Violation] = (),
     unconfirmed_reorder_count: int = 0,
     unconfirmed_examples: Sequence[Violation] = (),
+    held_reorder_count: int = 0,
+    held_examples: Sequence[Violation] = (),
+    near_boundary_count: int = 0,
+    near_boundary_ms: float | None = None,
 ) -> dict[str, Any]:
     """Takes the ordering facts (checkers.spark_order defines them). Returns the "ordering" section,
     valid iff violation_count is zero."""
@@ -277,6 +284,10 @@ def ordering_section(
         "flagged_examples": [v.as_dict() for v in flagged_examples],
         "unconfirmed_reorder_count": unconfirmed_reorder_count,
         "unconfirmed_examples": [v.as_dict() for v in unconfirmed_examples],
+        "held_reorder_count": held_reorder_count,
+        "held_examples": [v.as_dict() for v in held_examples],
+        "near_boundary_count": near_boundary_count,
+        "near_boundary_ms": near_boundary_ms,
     }
 
 

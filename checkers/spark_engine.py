@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from checkers import class_archive
 from checkers.efficacy import Evidence, judge_faults, strength
 from checkers.faults import fault_windows
+from checkers.holds import boundaries
 from checkers.liveness import LivenessBound
 from checkers.metadata import SECTION as METADATA
 from checkers.model import HARNESS, NEMESIS, decode_value
@@ -226,7 +227,7 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
 
     def ordering() -> dict[str, Any]:
         facts = ordering_facts(h, msgs, options.strict_order, options.example_size,
-                               options.sample_size, windows)
+                               options.sample_size, windows, boundaries(harness), acks)
         reordered.extend(facts.pop("by_fault", []))
         return ordering_section(options.strict_order, **facts)
 

@@ -45,6 +45,7 @@ from checkers.model import (
     ACK,
     DEAD_LETTER,
     DELIVERY_FS,
+    END_FS,
     HARNESS,
     MESSAGE_ID_PATTERN,
     NEMESIS,
@@ -167,9 +168,10 @@ def prepare(raw: DataFrame) -> DataFrame:
     number `pid`, class `cls` (publish op, delivery, ack, dead letter, or null), and `problem`
     (null if fine). Fields only some rows need are kept only there, null (and
     nearly free in Parquet) elsewhere: `proc` for nemesis and harness ops; `f`
-    for those and deliveries (consume or drain); `node` for those and publish
-    ops; `error` for those and publish completions; `consumer` for deliveries
-    and acks; `pub`, `seq` (from the fields, else the id), `redelivered` and
+    for those, deliveries (consume or drain) and consumer ends (a client op f
+    cancel or close, checkers.model); `node` for those and publish
+    ops; `error` for those and publish completions; `consumer` for deliveries,
+    acks and consumer ends; `pub`, `seq` (from the fields, else the id), `redelivered` and
     `phase` for deliveries; `reason` for failed publish completions (the error
     text) and for dead letters (why the queue dead-lettered the message); `queue` for
     publish ops and deliveries (checkers.spark_liveness judges per queue and node). Probe ops
@@ -197,16 +199,17 @@ def prepare(raw: DataFrame) -> DataFrame:
     failed = publish & (F.col("code") == OUTCOME_CODES["fail"])
     dead = F.col("cls") == DEAD_ROW
     probe = F.col("pid").isNotNull() & F.col("problem").isNull() & F.col("f").isin(*PROBE_FS)
+    end = F.col("pid").isNotNull() & F.col("problem").isNull() & F.col("f").isin(*END_FS)
 
     def only(cond: Column, col: str | Column) -> Column:
         return F.when(cond, F.col(col) if isinstance(col, str) else col)
 
     return classed.select(
         "_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem",
-        only(side, "process").alias("proc"), only(side | dlv | probe, "f").alias("f"),
+        only(side, "process").alias("proc"), only(side | dlv | probe | end, "f").alias("f"),
         only(side | publish | dlv | probe, "node").alias("node"),
         only(side | (publish & (F.col("code") > 0)) | probe, "error").alias("error"),
-        only(dlv | (F.col("cls") == ACK_ROW),
+        only(dlv | (F.col("cls") == ACK_ROW) | end,
              F.coalesce(F.col("consumer"), F.lit(""))).alias("consumer"),
         only(dlv, F.coalesce(F.col("publisher"), _from_id(1))).alias("pub"),
         only(dlv, F.coalesce(F.col("seq"), _from_id(2))).alias("seq"),

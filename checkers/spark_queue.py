@@ -22,7 +22,13 @@ and to consumer acknowledgements):
   *redelivered* duplicates have every extra flagged redelivered, *unflagged*
   duplicates have at least one extra without it;
 - unflagged_after_ack = ids with an unflagged delivery (acked or not) after
-  the ack of a flagged delivery of the same id;
+  the ack of a flagged delivery of the same id. The harness's cancels and
+  closes (checkers.model's consumer ends) change nothing here: a cancelled
+  consumer's unacked messages come back flagged when its channel closes, an
+  ack recorded on a channel the harness then closed reached the broker first
+  (one connection, in order), and an ack lost with a connection the harness
+  cut makes the broker deliver the message again flagged too. Only a broker
+  that forgot the message had been delivered hands it out unflagged;
 - recovered = delivered ∩ attempted whose publish completed `info` or never
   completed; delivered_failed = delivered ids whose publish was `fail`
   (reported, not an anomaly: a nack refuses responsibility, it does not say

@@ -244,7 +244,9 @@ def summary(results: dict[str, Any]) -> str:
     if "violation_count" in o:
         lines.append(f"ordering: violations {o['violation_count']}, flagged reorders "
                      f"{o.get('flagged_violation_count', 0)}, unconfirmed reorders "
-                     f"{o.get('unconfirmed_reorder_count', 0)}  [{o.get('valid')}]")
+                     f"{o.get('unconfirmed_reorder_count', 0)}, held reorders "
+                     f"{o.get('held_reorder_count', 0)}, violations near a phase boundary "
+                     f"{o.get('near_boundary_count', 0)}  [{o.get('valid')}]")
     elif o:
         lines.append(f"ordering: error: {o.get('error')}  [{o.get('valid')}]")
     overall = (results.get("perf") or {}).get("overall")

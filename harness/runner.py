@@ -45,7 +45,7 @@ from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, grace_s, recover, restart_each
 from harness.scenario_file import write_run_scenario
 from harness.spec import TestSpec
-from history import HARNESS, Op
+from history import HARNESS, STOP_WORKERS, Op
 from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
 from workloads.clients import ClientError
@@ -302,6 +302,10 @@ class Run:
                 self.after_heal()
             finally:
                 faults_over.set()
+                # Where the workers' cancels and closes begin: the main phase's end op comes
+                # only after they, the nemesis and the sampler have finished.
+                self.history.append(Op(type="info", process=HARNESS, f=STOP_WORKERS,
+                                       value={"phase": "main"}))
                 stop.set()
                 self.workload.join()
                 if self.probe is not None:

@@ -34,17 +34,40 @@ the broker holds it unread and may still take it when the alarm clears.
 
 Metadata probe ops (workloads.metadata_probe, when the spec asks for the probe):
 a probe of one node, on a timer, opens a new connection and channel to it (f
-"connect"), declares a fresh durable quorum queue (f "declare"), binds it to
-amq.direct (f "bind") and deletes it (f "delete"): PROBE_FS, each an `invoke`
+"connect"), declares a fresh durable fanout exchange (f "declare"), binds it
+to amq.direct (f "bind") and deletes it (f "delete"): PROBE_FS, each an `invoke`
 then `ok`, `fail` (the broker refused: `error` is its reply code and text,
 "541 INTERNAL_ERROR - ...", and `reply_code` the code; or the node refused the
 TCP connection) or `info` (no answer within the probe's timeout, or the
 connection was lost: unknown; the probe's process is then retired), with
 `node`, `process` (numbers of the run's own sequence, never a queue client's),
-`phase` "main", and `value` and `queue` the round's probe queue name. The probe
+`phase` "main", and `value` and `queue` the round's probe exchange name. The probe
 records at its start a harness observation `f "metadata-probe"`
-(METADATA_PROBE: its nodes, interval, timeout and queue name prefix), which
+(METADATA_PROBE: its nodes, interval, timeout and name prefix), which
 tells the checker to judge the probe's ops (checkers.metadata).
+
+How a consumer ends (RabbitMQ keeps a consumer's unacknowledged deliveries
+until its channel closes, even after the consumer is cancelled; a single
+active consumer's cancel activates the next consumer at once): every way the
+harness stops a consumer (the end of the main phase or the drain, a consumer
+paused for a fault, a crash the workload plants, a retired process) is
+recorded as two ops of its process, each with `consumer`, `node`, `queue` and
+`phase`: the harness's `basic.cancel`, `f "cancel"` (CANCEL), `invoke` when
+sent, then `ok` on cancel-ok, `info` when the connection broke or no answer
+came in time, `fail` when the channel was no longer open (nothing was sent);
+then the channel's close, `f "close"` (CLOSE), likewise (`ok` on close-ok: the
+broker has the consumer's unacknowledged messages back). Both invocations
+carry `by "harness"` and `holding`, the ids the consumer then held (delivered,
+not acked). A cancel the broker sent (consumer cancel notification) is one op
+`type "ok"`, `f "cancel"`, `by "broker"`; a channel or connection the client
+saw closed without its asking (connection lost, heartbeat missed, channel
+closed by the broker) is one op `type "info"`, `f "close"`, `by "broker"`,
+with the `error`. Neither carries a `value`. The connection's own close,
+after its channel's, is not recorded: by then nothing of the queue's is held.
+The moment the runner tells the workers to stop (the main phase's end is
+recorded only once they and the nemesis have finished) is a harness
+observation, `type "info"`, `f "stop-workers"` (STOP_WORKERS), value
+`{"phase": "main"}`.
 """
 
 from __future__ import annotations
@@ -76,6 +99,13 @@ METADATA_PROBE = "metadata-probe"
 BLOCKED = "blocked"
 UNBLOCKED = "unblocked"
 BLOCKED_ERROR = "blocked"
+# How a consumer ends: its cancel and its channel's close, and who did it (see above).
+CANCEL = "cancel"
+CLOSE = "close"
+BY_HARNESS = "harness"
+BY_BROKER = "broker"
+# The harness's observation that it told the workers to stop.
+STOP_WORKERS = "stop-workers"
 
 
 @dataclass(frozen=True)

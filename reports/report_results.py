@@ -176,12 +176,19 @@ ORDERING_COUNTS: tuple[tuple[str, str, str], ...] = (
     ("deliveries_checked", "deliveries checked for order", "non-redelivered deliveries compared"),
     ("violation_count", "out of order", "a publisher's messages seen out of publish order "
      "(anomaly)"),
+    ("near_boundary_count", "  out of order near a phase boundary",
+     "violations within a second of a phase's start or end, where the harness starts and "
+     "stops its clients: suspect, look at the harness's own part first"),
     ("consumers_affected_count", "consumers affected", "consumers that saw a violation"),
     ("flagged_violation_count", "redelivered out of order",
      "a requeued message came back after later ones (allowed)"),
     ("unconfirmed_reorder_count", "reordered, publish unconfirmed",
      "behind a message whose publish was never confirmed, so it may have been enqueued later "
      "(allowed)"),
+    ("held_reorder_count", "reordered, held by a cancelled consumer",
+     "a redelivered message came back after later ones given to the next consumer while the "
+     "consumer the harness cancelled still held it, until its channel closed (the harness's "
+     "own doing, allowed)"),
 )
 # What the lost rows mean when the drain did not complete: not proven lost, so not red.
 UNPROVEN_WHY = {

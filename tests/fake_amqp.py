@@ -29,7 +29,10 @@ class FakeBroker:
     consumer's ack removes a message, its connection's end puts the unacked back. `block`
     raises an alarm as RabbitMQ's does: a connection that publishes is sent connection.blocked
     and nothing more it sends is read (held) until `unblock` sends connection.unblocked and
-    reads what was held."""
+    reads what was held. A consumer's basic.cancel is answered (cancel-ok) and its channel's
+    close puts its unacked messages back, as RabbitMQ does (one channel per connection: the
+    harness's way). `cancel_consumers` sends every consumer a broker's basic.cancel (consumer
+    cancel notification); `cut` drops every client connection."""
 
     ANSWERS = {
         pika.spec.Channel.Open: pika.spec.Channel.OpenOk,
@@ -57,6 +60,7 @@ class FakeBroker:
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
         self._conns: list[socket.socket] = []
+        self._consumers: list[tuple[socket.socket, int, str]] = []  # (conn, channel, tag)
         self.blocked: str | None = None
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -67,6 +71,19 @@ class FakeBroker:
     def unblock(self) -> None:
         """Clears the alarm: blocked connections are unblocked and what they sent is read."""
         self.blocked = None
+
+    def cancel_consumers(self) -> None:
+        """Sends every consumer a basic.cancel, as RabbitMQ does when it cancels a consumer."""
+        for conn, ch, tag in list(self._consumers):
+            with contextlib.suppress(OSError):
+                self._send(conn, ch, pika.spec.Basic.Cancel(consumer_tag=tag))
+
+    def cut(self) -> None:
+        """Drops every client connection (a connection lost)."""
+        for c in self._conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+                c.close()
 
     def put(self, queue: str, body: str, headers: dict[str, Any] | None = None) -> None:
         """Queues a message for the next consumer of `queue`."""
@@ -148,10 +165,15 @@ class _Connection:
                 while self._receive():
                     pass
         finally:
-            with broker._lock:
-                for queue, body, headers in self.out.values():
-                    broker._unacked[queue] -= 1
-                    broker._ready[queue].append((body, headers))
+            self._requeue()
+
+    def _requeue(self) -> None:
+        """Puts what this connection's consumers never acked back in their queues."""
+        with self.broker._lock:
+            for queue, body, headers in self.out.values():
+                self.broker._unacked[queue] -= 1
+                self.broker._ready[queue].append((body, headers))
+            self.out.clear()
 
     def _receive(self) -> bool:
         """Reads what came (waiting a moment), takes every whole frame, and unblocks when the
@@ -230,6 +252,7 @@ class _Connection:
         self.broker._send(self.conn, ch, pika.spec.Queue.DeclareOk(method.queue, 0, 0))
 
     def _consume(self, ch: int, method: Any) -> None:
+        self.broker._consumers.append((self.conn, ch, method.consumer_tag))
         self.broker._send(self.conn, ch,
                           pika.spec.Basic.ConsumeOk(consumer_tag=method.consumer_tag))
         self.broker._deliver(self.conn, ch, method.consumer_tag, method.queue, self.out)
@@ -239,6 +262,17 @@ class _Connection:
         if done is not None:
             with self.broker._lock:
                 self.broker._unacked[done[0]] -= 1
+
+    def _cancel(self, ch: int, method: Any) -> None:
+        self.broker._consumers = [c for c in self.broker._consumers
+                                  if c != (self.conn, ch, method.consumer_tag)]
+        self.broker._send(self.conn, ch,
+                          pika.spec.Basic.CancelOk(consumer_tag=method.consumer_tag))
+
+    def _channel_close(self, ch: int, method: Any) -> None:
+        self.broker._consumers = [c for c in self.broker._consumers
+                                  if c[:2] != (self.conn, ch)]
+        self._requeue()
 
     def _confirm_select(self, ch: int, method: Any) -> None:
         self.confirming.add(ch)
@@ -258,6 +292,8 @@ _ON_METHOD: dict[type, Callable[[_Connection, int, Any], None]] = {
     pika.spec.Queue.Declare: _Connection._queue_declare,
     pika.spec.Basic.Consume: _Connection._consume,
     pika.spec.Basic.Ack: _Connection._ack,
+    pika.spec.Basic.Cancel: _Connection._cancel,
+    pika.spec.Channel.Close: _Connection._channel_close,
     pika.spec.Confirm.Select: _Connection._confirm_select,
     pika.spec.Exchange.Declare: _Connection._exchange_declare,
     pika.spec.Queue.Bind: _Connection._queue_bind,

@@ -8,6 +8,20 @@ channel, is an `ok` op of its own (f "ack"). A consumer of the harness's
 dead-letter queue records each message as f "dead-letter" with why and from
 where it was dead-lettered (`death_of`, from its x-death header), and no ack.
 
+A consumer ends recorded (history's CANCEL and CLOSE): `close` cancels it
+with its own basic.cancel, records that, then closes its channel and records
+that, so the history's order is the order things happened in (pika's channel
+close would send the cancel unseen, and RabbitMQ keeps a cancelled consumer's
+unacknowledged deliveries until the channel closes, while a single active
+consumer's cancel hands the queue to the next consumer at once). Before the
+cancel it dispatches the deliveries pika has read and not yet handed over, so
+they are recorded rather than rejected unseen by pika's cancel. A planted crash
+ends the same way; a cancel the broker sends, or a channel or connection the
+client sees closed, is one op of its own. One gap remains: a delivery that
+reaches the client between its basic.cancel and the cancel-ok is rejected
+(requeued) by pika and never reaches the history; it comes back flagged
+redelivered.
+
 A publisher slot is one publishing thread's identity: its processes come and
 go (a process is retired after an unknown outcome), but the slot's sequence
 numbers run on across them, so the id "<slot>-<seq>" orders every message the
@@ -23,7 +37,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,7 +45,7 @@ import pika
 import pika.exceptions
 import pika.spec
 
-from history import DEAD_LETTER, Op, Recorder
+from history import BY_BROKER, BY_HARNESS, CANCEL, CLOSE, DEAD_LETTER, Op, OpType, Recorder
 from workloads.errors import WorkloadError
 
 log = logging.getLogger(__name__)
@@ -40,6 +54,11 @@ AMQP_ERRORS: tuple[type[BaseException], ...] = (
     pika.exceptions.AMQPError,
     OSError,
     AssertionError,  # pika asserts on frames from a half-closed connection
+)
+# Raised by pika before it sends anything: the channel or connection was no longer open.
+NOT_SENT: tuple[type[BaseException], ...] = (
+    pika.exceptions.ChannelWrongStateError,
+    pika.exceptions.ConnectionWrongStateError,
 )
 
 
@@ -222,7 +241,9 @@ class Consumer:
     a dead-letter queue: each message recorded with its death, its ack not
     recorded, as no delivery of the checker's precedes it) and the least
     seconds between two acks (0: as fast as deliveries come; the broker sends
-    no more than `prefetch` unacked, so this bounds the consume rate).
+    no more than `prefetch` unacked, so this bounds the consume rate). How it
+    ends is recorded too (the module docstring): `close`, a planted crash, a
+    cancel from the broker, a channel or connection seen closed.
     """
 
     def __init__(
@@ -251,6 +272,11 @@ class Consumer:
         self._next_ack = 0.0
         self._to_ack: collections.deque[tuple[int, Op | None]] = collections.deque()
         self._dead_letters = f == DEAD_LETTER
+        # The ids delivered and not yet acked, by delivery tag (what a cancel leaves held).
+        self._unacked: dict[int, str] = {}
+        # Whether the end of the consumer, or of its channel, is recorded.
+        self._cancelled = False
+        self._ended = False
 
     def open(self) -> None:
         """Connects, sets prefetch and starts consuming. Raises ClientError."""
@@ -261,6 +287,7 @@ class Consumer:
                 self.channel.basic_qos(prefetch_count=self.opts.prefetch)
                 args = ({"x-stream-offset": self.opts.stream_offset}
                         if self.opts.stream_offset is not None else None)
+                self.channel.add_on_cancel_callback(self._on_broker_cancel)
                 self.channel.basic_consume(
                     self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag,
                     arguments=args,
@@ -284,17 +311,17 @@ class Consumer:
             phase=self.phase, extra=death_of(headers) if self._dead_letters else {},
         ))
         self.delivered += 1
+        self._unacked[method.delivery_tag] = text
         self.last_delivery = time.monotonic()
         offset = headers.get("x-stream-offset")
         if isinstance(offset, int):
             self.max_offset = offset if self.max_offset is None else max(self.max_offset, offset)
         if self.opts.crash_after and self.delivered % self.opts.crash_after == 0:
-            # Crash: drop the channel with this delivery (and any prefetched or pending) unacked.
+            # Crash: drop the channel with this delivery (and any prefetched or pending) unacked,
+            # cancelled first as pika's channel close would (recorded: `_end`).
             self.crashed = True
             self._to_ack.clear()
-            assert self.conn is not None
-            with answer_within(self.conn, self.opts.answer_timeout_s, "the crash's channel.close"):
-                ch.close()
+            self._end(dispatch=False)
             return
         # Acked from `poll`, never here: each basic_ack flushes I/O, which reads more deliveries,
         # and pika dispatches those in the same call, so acking here never returns under a backlog.
@@ -308,6 +335,7 @@ class Consumer:
                 return
             tag, delivery = self._to_ack.popleft()
             self.channel.basic_ack(delivery_tag=tag)
+            self._unacked.pop(tag, None)
             if delivery is not None:
                 self.history.append(replace(delivery, f="ack", index=-1, time=-1))
             self.acked += 1
@@ -329,12 +357,96 @@ class Consumer:
                     break
                 self.conn.process_data_events(time_limit=min(left, 0.02) if self._to_ack else left)
         except AMQP_ERRORS as e:
-            raise ClientError(f"{type(e).__name__}: {e}"[:300]) from e
-        if not self.channel.is_open or self.tag not in self.channel.consumer_tags:
-            raise ClientError(f"consumer {self.tag} on {self.node} was cancelled or closed")
+            self._lost(_describe(e))
+            raise ClientError(_describe(e)) from e
+        if not self.channel.is_open:
+            self._lost(f"the channel closed: {_describe(self._close_reason())}")
+            raise ClientError(f"consumer {self.tag} on {self.node}: its channel closed")
+        if self.tag not in self.channel.consumer_tags:
+            self._on_broker_cancel(None)
+            raise ClientError(f"consumer {self.tag} on {self.node} was cancelled by the broker")
 
     def close(self) -> None:
-        """Hands the connection to a background closer (unacked deliveries are requeued)."""
+        """Ends the consumer, each step recorded (`_end`): its basic.cancel, then its channel's
+        close; then hands the connection to a background closer."""
+        if self.conn is not None and self.channel is not None and not self._ended:
+            self._end(dispatch=True)
         abandon(self.conn)
         self.conn = None
         self.channel = None
+
+    # -- how a consumer ends --------------------------------------------------------------
+
+    def _record(self, type_: OpType, f: str, error: str | None = None,
+                **extra: Any) -> None:
+        """Records an op of this consumer's end: f CANCEL or CLOSE, no value."""
+        self.history.append(Op(type=type_, process=self.process, f=f, node=self.node,
+                               queue=self.queue, consumer=self.tag, phase=self.phase,
+                               error=error, extra=extra))
+
+    def _end(self, dispatch: bool) -> None:
+        """Cancels the consumer, then closes its channel, each an invocation and its outcome in
+        the history, within the answer timeout (past it the connection is cut, and the step
+        waiting ends `info`). `dispatch`: first hand over, and record, the deliveries pika has
+        read and not dispatched (its cancel would reject them unseen); not from inside a
+        delivery's callback. When the channel ended otherwise, a close op says how
+        (`_lost`)."""
+        assert self.conn is not None
+        error: str | None = None
+        try:
+            with answer_within(self.conn, self.opts.answer_timeout_s,
+                               "basic.cancel or channel.close"):
+                if dispatch and self.channel.is_open:
+                    self.conn.process_data_events(time_limit=0)
+                if self.channel.is_open and self.tag in self.channel.consumer_tags \
+                        and not self._ended:
+                    self._cancelled = True
+                    error = self._step(CANCEL, lambda: self.channel.basic_cancel(self.tag))
+                if self.channel.is_open and not self._ended:
+                    self._ended = True
+                    self._step(CLOSE, self.channel.close)
+        except AMQP_ERRORS as e:
+            error = _describe(e)
+        self._lost(error or f"the channel closed: {_describe(self._close_reason())}")
+
+    def _step(self, f: str, call: Callable[[], Any]) -> str | None:
+        """Records the invocation of f (with what the consumer holds), makes the call, and
+        records its outcome: ok, fail when pika sent nothing (NOT_SENT), else info. Returns
+        the error of a step that did not end ok, else None."""
+        self._record("invoke", f, by=BY_HARNESS, holding=list(self._unacked.values()))
+        try:
+            call()
+        except NOT_SENT as e:
+            self._record("fail", f, error=_describe(e))
+            return _describe(e)
+        except AMQP_ERRORS as e:
+            self._record("info", f, error=_describe(e))
+            return _describe(e)
+        self._record("ok", f)
+        return None
+
+    def _lost(self, error: str) -> None:
+        """Records, once, that the client saw its channel or connection closed without its own
+        close having completed: one `info` op f CLOSE, by the broker, with the error."""
+        if self._ended:
+            return
+        self._ended = True
+        self._record("info", CLOSE, error=error, by=BY_BROKER)
+
+    def _on_broker_cancel(self, _method_frame: Any) -> None:
+        """Records, once, a cancel the broker sent (consumer cancel notification): one `ok` op
+        f CANCEL, by the broker, with what the consumer held."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self._record("ok", CANCEL, by=BY_BROKER, holding=list(self._unacked.values()))
+
+    def _close_reason(self) -> Any:
+        """Returns why pika says the channel closed (an exception), or a plain text."""
+        return getattr(self.channel, "_closing_reason", None) or "no reason given"
+
+
+def _describe(e: Any) -> str:
+    """Takes an exception (or a text). Returns it as an op's error, at most 300 characters."""
+    text = f"{type(e).__name__}: {e}" if isinstance(e, BaseException) else str(e)
+    return text[:300]

@@ -7,7 +7,12 @@ unacked and die, its messages going back to the head of the queue flagged
 redelivered; the nemesis starts and stops faults; a drain after the main
 phase takes what is left. With `sac=True` one consumer at a time takes
 messages with prefetch 1, so even redeliveries keep the queue's FIFO order
-(the strict ordering check). Each history draws two format choices: whether
+(the strict ordering check), except where the harness cancels the active
+consumer (when acks are recorded): the next consumer is active at once and
+may take later messages while the cancelled one's unacked message stays out
+of the queue until its channel's close (recorded, as the harness does, as f
+"cancel" and f "close" ops), then comes back first, flagged (a held reorder,
+never a violation). Each history draws two format choices: whether
 consumers record their acks (an `ack` op when a delivery is acked; without
 them every delivery counts as acked), and whether publishers are stable slots
 (`publisher` a slot whose seq continues when its process retires and another
@@ -153,6 +158,9 @@ class _Sim:
         self.publish_process: dict[str, int] = {}
         self.enqueued_info: set[str] = set()
         self.fault: str | None = None
+        # A consumer the harness cancelled whose channel is not closed yet (single active
+        # consumer): its unacked messages stay out of the queue until then.
+        self.cancelled: int | None = None
 
     def proc(self) -> int:
         p = self.next_proc
@@ -209,8 +217,13 @@ class _Sim:
             self.acked(d)
 
     def requeue(self, c: int) -> None:
+        # Returned messages go back ahead of the others, behind those returned before them (a
+        # quorum queue's returns, in the order they came back).
+        front = 0
+        while front < len(self.queue) and self.queue[front][1]:
+            front += 1
         for d in reversed(self.unacked.pop(c)):
-            self.queue.appendleft((d["value"], True))
+            self.queue.insert(front, (d["value"], True))
 
     def die(self) -> None:
         holding = [c for c in self.consumers if self.unacked[c]]
@@ -221,6 +234,33 @@ class _Sim:
         new = self.proc()
         self.consumers[self.consumers.index(c)] = new
         self.unacked[new] = []
+
+    def _end_op(self, c: int, f: str, type_: str) -> None:
+        self.emit(type=type_, process=c, f=f, node="n2", queue="q", consumer=f"consume-{c}",
+                  phase="main", extra={"by": "harness"} if type_ == "invoke" else {})
+
+    def cancel(self) -> None:
+        """Single active consumer, acks recorded: the harness cancels the active consumer while
+        it holds a message; the next one is active at once (`close` returns the held one)."""
+        c = self.consumers[0]
+        if not (self.sac and self.acks) or self.cancelled is not None or not self.unacked[c]:
+            return
+        self._end_op(c, "cancel", "invoke")
+        self._end_op(c, "cancel", "ok")
+        new = self.proc()
+        self.consumers[0] = new
+        self.unacked[new] = []
+        self.cancelled = c
+
+    def close(self) -> None:
+        """Closes the cancelled consumer's channel: its unacked messages go back first."""
+        c = self.cancelled
+        if c is None:
+            return
+        self._end_op(c, "close", "invoke")
+        self._end_op(c, "close", "ok")
+        self.requeue(c)
+        self.cancelled = None
 
     def nemesis(self) -> None:
         if self.fault is None:
@@ -240,6 +280,8 @@ class _Sim:
         self.emit(type="info", process=HARNESS, f="phase", value={"phase": name, "state": state})
 
     def finish(self) -> None:
+        self.emit(type="info", process=HARNESS, f="stop-workers", value={"phase": "main"})
+        self.close()
         self.phase("main", "end")
         self.emit(type="invoke", process=NEMESIS, f="heal", value={})
         self.emit(type="info", process=NEMESIS, f="heal", value={"healed": True})
@@ -263,9 +305,9 @@ def correct_histories(draw: Any, sac: bool | None = None, acks: bool | None = No
                draw(st.booleans()) if acks is None else acks, draw(st.booleans()))
     sim.phase("main", "start")
     actions = {"publish": sim.publish, "deliver": sim.deliver, "die": sim.die,
-               "nemesis": sim.nemesis}
+               "nemesis": sim.nemesis, "cancel": sim.cancel, "close": sim.close}
     steps = draw(st.lists(st.sampled_from(["publish", "publish", "deliver", "deliver", "die",
-                                           "nemesis"]), min_size=min_steps,
+                                           "nemesis", "cancel", "close"]), min_size=min_steps,
                            max_size=max_steps))
     for a in steps:
         actions[a]()
@@ -598,12 +640,14 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
     if main_events:
         h.emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "start"})
     steps = {"invoke": h.invoke, "complete": h.complete, "deliver": h.deliver, "ack": h.ack,
-             "nemesis": h.nemesis, "dead-letter": h.dead_letter}
+             "nemesis": h.nemesis, "dead-letter": h.dead_letter, "end": h.end}
     for step in draw(st.lists(st.sampled_from(
             ["invoke", "invoke", "complete", "complete", "deliver", "deliver", "deliver", "ack",
-             "ack", "nemesis", "dead-letter"]), min_size=5, max_size=max_steps)):
+             "ack", "nemesis", "dead-letter", "end"]), min_size=5, max_size=max_steps)):
         steps[step]()
     if main_events:
+        if draw(st.booleans()):
+            h.emit(type="info", process=HARNESS, f="stop-workers", value={"phase": "main"})
         h.emit(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": "end"})
     h.drain_end(draw(st.sampled_from(["complete", "plain", "incomplete", "refused", "none"])))
     return Generated(h.ops, h.outcomes, h.publish_process, Expected(), False, h.acks, 100)
@@ -685,6 +729,17 @@ class _Anything:
                   phase="main")
         if self.acks:
             self.waiting.append((p, tag, mid, pub, seq))
+
+    def end(self) -> None:
+        """A consumer's end: a cancel or a close of any consumer, of any type, by the harness or
+        the broker."""
+        draw = self.draw
+        p = draw(st.integers(5, 7))
+        self.emit(type=draw(st.sampled_from(["invoke", "ok", "info", "fail"])),
+                  process=self.proc(p), f=draw(st.sampled_from(["cancel", "close"])),
+                  node=draw(st.sampled_from(NODES)), queue="q",
+                  consumer=draw(st.sampled_from(["a", "b", "a", "b", None])), phase="main",
+                  extra={"by": draw(st.sampled_from(["harness", "broker"]))})
 
     def dead_letter(self) -> None:
         draw = self.draw

@@ -98,6 +98,24 @@ class Builder:
         self.deliver(process, mid, consumer, redelivered, f)
         self.ack(process, mid, consumer, "drain" if f == "drain" else "main")
 
+    def end(self, process: int, f: str, type_: str, consumer: str | None = None,
+            by: str = "harness", error: str | None = None) -> Op:
+        """Appends an op of a consumer's end, as workloads.clients records it: f "cancel" or
+        "close", no value (tag defaults to "c<process>")."""
+        return self.op(type=type_, process=process, f=f, node="n2", queue="q",
+                       consumer=consumer or f"c{process}", phase="main", error=error,
+                       extra={"by": by} if type_ == "invoke" or by == "broker" else {})
+
+    def cancel(self, process: int) -> None:
+        """Appends the harness's cancel of consumer `process`: invoke, then ok."""
+        self.end(process, "cancel", "invoke")
+        self.end(process, "cancel", "ok")
+
+    def close(self, process: int) -> None:
+        """Appends the close of consumer `process`'s channel: invoke, then ok."""
+        self.end(process, "close", "invoke")
+        self.end(process, "close", "ok")
+
     def dead_letter(self, process: int, mid: str, reason: str | None = "maxlen",
                     count: int = 1) -> Op:
         """Appends a message read back from the harness's dead-letter queue, as the drain

@@ -66,7 +66,22 @@ The definitions, as this file applies them:
   p.seq, or d.seq == p.seq with d unflagged, is out of order (flagged or not).
   An out-of-order pair whose d message was published by another process than
   p's and not confirmed is an *unconfirmed reorder* and counts nowhere else.
-  deliveries_checked: unflagged deliveries (strict: every one).
+  Before that: a consumer (process, tag) is *cancelled* at its first op f
+  "cancel" of type invoke or ok, and its channel *ends* at its first op f
+  "close" of another type than invoke (none: never); a cancelled consumer whose
+  channel ended before its cancel holds nothing, else it *holds* each message
+  it was delivered before its cancel and never acked (no ack op at all: every
+  delivery acked, nothing held). An out-of-order pair whose d is flagged, d's
+  message held by a cancelled consumer, d and p after that consumer's cancel
+  and p before its channel's end, is a *held reorder* (RabbitMQ keeps a
+  cancelled consumer's unacked messages until its channel closes) and counts
+  nowhere else. deliveries_checked: unflagged deliveries (strict: every one).
+  Each example carries `phase_boundary`: the boundary nearest d's time (the
+  first of equals) among the harness's phase events and its "stop-workers"
+  observations, as f, phase (of the value), state (a phase event's, else
+  null) and d's time minus its time in ms, or null without one;
+  near_boundary_count counts the violations whose d is at most 1000 ms from
+  a boundary.
 - Fault windows. A window opens at the info or ok completion of a start f
   (start-partition, kill, stop, pause, start-packet, any start-X) and closes
   at the info/ok completion of its stop f (stop-partition, start, start,
@@ -185,6 +200,7 @@ class Read:
     last_time: int = 0
     first_ack: dict[str, int] = field(default_factory=dict)
     dead: dict[str, list[str | None]] = field(default_factory=dict)
+    ends: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read(path: Path) -> Read:
@@ -202,6 +218,8 @@ def read(path: Path) -> Read:
                 r.nemesis.append(op)
             elif op["process"] == "harness":
                 r.harness.append(op)
+        elif op["f"] in ("cancel", "close"):
+            r.ends.append(op)
         elif op.get("value") is not None and op["f"] in CLIENT_OPS:
             CLIENT_OPS[op["f"]](r, op, process, waiting)
     if not r.acks_recorded:
@@ -390,13 +408,59 @@ def _side(d: Delivery) -> dict[str, Any]:
             "redelivered": d.flagged}
 
 
+def held(r: Read) -> dict[str, list[tuple[int, int | None]]]:
+    """Takes a read history. Returns, per message id, the (cancel index, channel end index or
+    None) of each cancelled consumer that held it."""
+    cancelled: dict[tuple[int, str], int] = {}
+    ended: dict[tuple[int, str], int] = {}
+    for op in r.ends:
+        key = (client_of(op["process"]), op.get("consumer") or "")
+        if op["f"] == "cancel" and op["type"] in ("invoke", "ok"):
+            cancelled.setdefault(key, op["index"])  # type: ignore[arg-type]
+        elif op["f"] == "close" and op["type"] != "invoke":
+            ended.setdefault(key, op["index"])  # type: ignore[arg-type]
+    out: dict[str, list[tuple[int, int | None]]] = {}
+    for key, at in cancelled.items():
+        end = ended.get(key)
+        if end is not None and end < at:
+            continue
+        for d in r.deliveries:
+            if (d.process, d.tag) == key and d.index < at and d.ack_index is None:
+                out.setdefault(d.mid, []).append((at, end))
+    return out
+
+
+def boundaries(r: Read) -> list[dict[str, Any]]:
+    """Takes a read history. Returns its harness phase events (value an object) and its
+    stop-workers observations, in order."""
+    return [e for e in r.harness if (e["f"] == "phase" and isinstance(e.get("value"), dict))
+            or e["f"] == "stop-workers"]
+
+
+def boundary(r: Read, t: int) -> dict[str, Any] | None:
+    """Takes a read history and a time. Returns the nearest boundary to it (the first of
+    equals) as f, phase, state (a phase event's) and the time's distance from it in ms, or
+    None."""
+    best = None
+    for e in boundaries(r):
+        if best is None or abs(t - e["time"]) < abs(t - best["time"]):
+            best = e
+    if best is None:
+        return None
+    v = best.get("value") if isinstance(best.get("value"), dict) else {}
+    return {"f": best["f"], "phase": v.get("phase"),
+            "state": v.get("state") if best["f"] == "phase" else None,
+            "ms": ms(t - best["time"])}
+
+
 def reorders(r: Read, strict: bool) -> dict[str, list[tuple[Delivery, Delivery]]]:
     """Takes a read history and the mode. Returns the out-of-order pairs (p, d) of each kind:
-    violation, flagged, unconfirmed."""
+    violation, flagged, unconfirmed, held."""
     last: dict[tuple[Any, ...], Delivery] = {}
     last_unflagged: dict[tuple[Any, ...], Delivery] = {}
     kinds: dict[str, list[tuple[Delivery, Delivery]]] = {
-        "violation": [], "flagged": [], "unconfirmed": []}
+        "violation": [], "flagged": [], "unconfirmed": [], "held": []}
+    holds = held(r)
     for d in r.deliveries:
         if d.publisher is None or d.seq is None:
             continue
@@ -412,7 +476,10 @@ def reorders(r: Read, strict: bool) -> dict[str, list[tuple[Delivery, Delivery]]
             bad = p is not None and d.seq <= p.seq
         if bad and p is not None:
             mine, theirs = r.publishes.get(d.mid), r.publishes.get(p.mid)
-            if (mine is not None and theirs is not None and mine.process != theirs.process
+            if d.flagged and any(at < p.index and at < d.index and (end is None or p.index < end)
+                                 for at, end in holds.get(d.mid, [])):
+                kinds["held"].append((p, d))
+            elif (mine is not None and theirs is not None and mine.process != theirs.process
                     and mine.outcome != "ok"):
                 kinds["unconfirmed"].append((p, d))
             else:
@@ -436,8 +503,11 @@ def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
 
     def examples(kind: str) -> list[dict[str, Any]]:
         return [{"consumer": f"{d.process}/{d.tag}", "publisher": d.publisher,
-                 "earlier": _side(p), "later": _side(d)}
+                 "earlier": _side(p), "later": _side(d), "phase_boundary": boundary(r, d.time)}
                 for p, d in kinds[kind][:example_size]]
+
+    def near(d: Delivery) -> bool:
+        return any(abs(d.time - e["time"]) <= 1_000_000_000 for e in boundaries(r))
 
     affected = sorted({(d.process, d.tag) for _, d in kinds["violation"]})
     return {
@@ -452,6 +522,10 @@ def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
         "flagged_examples": examples("flagged"),
         "unconfirmed_reorder_count": len(kinds["unconfirmed"]),
         "unconfirmed_examples": examples("unconfirmed"),
+        "held_reorder_count": len(kinds["held"]),
+        "held_examples": examples("held"),
+        "near_boundary_count": sum(1 for _, d in kinds["violation"] if near(d)),
+        "near_boundary_ms": 1000.0,
     }
 
 

@@ -361,7 +361,7 @@ def test_a_crashed_checker_is_said_once_not_as_missing_counts() -> None:
     results = {"valid": "unknown", "queue": {"valid": "unknown", "error": "KeyError: 'x'"},
                "ordering": {"valid": True, "violation_count": 0, "flagged_violation_count": 0}}
     counts = counts_section(results)
-    assert counts.count("n/a") == 4  # the queue's one row, three ordering counts not reported
+    assert counts.count("n/a") == 6  # the queue's one row, five ordering counts not reported
     assert "the queue checker failed: KeyError: &#39;x&#39;" in counts
     assert '<td>redelivered out of order</td><td class="num">0</td>' in counts
     html = anomalies_section(results)
