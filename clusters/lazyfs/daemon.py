@@ -34,6 +34,7 @@ from typing import Any
 import pyfuse3
 import trio
 
+from clusters.lazyfs.errors import LazyFSError
 from clusters.lazyfs.fs import LazyOps
 from clusters.lazyfs.model import METADATA, Metadata
 from clusters.lazyfs.report import DroppedReport
@@ -52,10 +53,6 @@ class Options:
     control: str
     metadata: Metadata
     debug: bool
-
-
-class MountRefused(ValueError):
-    """Options that cannot be mounted; the message says why (the daemon exits 2)."""
 
 
 def parse(argv: Sequence[str]) -> Options:
@@ -184,7 +181,7 @@ def _mount(options: Options) -> LazyOps:
         pyfuse3.init(ops, options.mountpoint, mount_options)
     except RuntimeError as exc:
         ops.close()
-        raise MountRefused(f"cannot mount {options.mountpoint}: {exc}") from exc
+        raise LazyFSError(f"cannot mount {options.mountpoint}: {exc}") from exc
     return ops
 
 
@@ -199,7 +196,7 @@ def run(options: Options) -> int:
     _raise_nofile()
     try:
         ops = _mount(options)
-    except MountRefused as exc:
+    except LazyFSError as exc:
         log.error("%s", exc)
         return 2
     daemon = Daemon(ops)

@@ -90,7 +90,8 @@ class Entry:
 
 @dataclass(frozen=True)
 class Vanished:
-    """A file whose creation a power loss took back: its path and size at the fault."""
+    """A file (not a directory) whose creation a power loss took back: its path and size at the
+    fault."""
 
     key: Key
     path: str
@@ -108,6 +109,8 @@ def _undo_create(entry: Entry, tree: Tree) -> Vanished | None:
     _delete(path)
     tree.unlink(entry.key, entry.parent, entry.name)
     tree.gone(entry.key)
+    if stat.S_ISDIR(st.st_mode):  # a directory is a namespace change, not a file dropped
+        return None
     return Vanished(entry.key, entry.path, st.st_size)
 
 

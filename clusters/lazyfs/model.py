@@ -22,6 +22,7 @@ Attribute changes (chmod, chown, times) and extended attributes are durable at o
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from typing import Literal
 
@@ -124,6 +125,9 @@ class Durability:
             return
         path = path or self._path(key)
         if path is None:  # removed for good (its removal was durable): nothing to restore
+            return
+        if os.fstat(record.fd).st_nlink == 0:  # its directory's creation was taken back
+            yield DroppedFile(path, record.written.total(), os.fstat(record.fd).st_size, None)
             return
         done = record.rollback()
         if done.bytes or done.size_before != done.size_after or record.saved:

@@ -38,8 +38,10 @@ class FileRecord:
 
     @classmethod
     def open(cls, fd: int) -> FileRecord:
-        """Takes a descriptor of a file about to change. Returns its record (a duplicate of fd)."""
-        own = os.dup(fd)
+        """Takes a descriptor of a file about to change (it may be write-only). Returns its
+        record, with a descriptor of its own that reads and writes (the file reopened through
+        /proc, which finds it even unlinked)."""
+        own = os.open(f"/proc/self/fd/{fd}", os.O_RDWR)
         return cls(own, os.fstat(own).st_size)
 
     def before_write(self, offset: int, length: int) -> None:

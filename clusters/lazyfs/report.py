@@ -43,10 +43,6 @@ class DroppedReport:
         """Returns how many files lost unsynced data or vanished."""
         return len(self.files)
 
-    def by_path(self) -> dict[str, DroppedFile]:
-        """Returns the files by path."""
-        return {f.path: f for f in self.files}
-
     def to_dict(self) -> dict[str, Any]:
         """Returns the report as JSON-ready data (totals included)."""
         return {"bytes": self.bytes, "files": self.file_count,

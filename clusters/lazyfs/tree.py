@@ -13,14 +13,17 @@ import os
 import stat
 from dataclasses import dataclass, field
 
+from clusters.lazyfs.errors import LazyFSError
+
 ROOT = 1  # the FUSE root inode (pyfuse3.ROOT_INODE)
 
 Key = tuple[int, int]  # (st_dev, st_ino) of the backing file
 Link = tuple[int, bytes]  # (parent inode, name)
 
 
-class Missing(LookupError):
-    """An inode or name the table does not know, or that has no name left; errno says which."""
+class Missing(LazyFSError):
+    """An inode or name the table does not know, or that has no name left; errno says which (a
+    handler answers the kernel with it)."""
 
     def __init__(self, code: int = errno.ENOENT) -> None:
         super().__init__(os.strerror(code))
