@@ -1,7 +1,8 @@
 """What the lazyfs layer costs: sequential appends with an fsync every N writes, on the layer and
 on the plain directory under it, in writes per second.
 
-    python -m bench.lazyfs [--writes 20000] [--size 4096] [--every 1 8 64 0] [--json FILE]
+    python -m bench.lazyfs [--writes 20000] [--size 4096] [--every 1 8 64 0]
+                           [--sync inline|thread] [--json FILE]
 
 `--every 0` never syncs (a stream's segment). Each case writes a fresh file in a fresh
 directory, the plain run first, then the same through a layer mounted over a sibling directory;
@@ -55,14 +56,15 @@ def read_back(path: Path, size: int) -> float:
     return total / (1 << 20) / (time.perf_counter() - started)
 
 
-def one_case(root: Path, writes: int, size: int, every: int) -> dict[str, Any]:
-    """Takes a scratch directory and one case. Returns its figures, plain and on the layer."""
+def one_case(root: Path, writes: int, size: int, every: int, sync: str) -> dict[str, Any]:
+    """Takes a scratch directory, one case and where the layer fsyncs. Returns its figures,
+    plain and on the layer."""
     plain, backing, mnt = root / "plain", root / "backing", root / "mnt"
     for d in (plain, backing, mnt):
         d.mkdir()
     plain_rate = appends(plain / "f", writes, size, every)
     plain_read = read_back(plain / "f", 1 << 17)
-    fs = mount(backing, mnt)
+    fs = mount(backing, mnt, sync=sync)
     try:
         daemon = psutil.Process(fs.process.pid)
         cpu = daemon.cpu_times()
@@ -77,7 +79,7 @@ def one_case(root: Path, writes: int, size: int, every: int) -> dict[str, Any]:
             f.unlink()
         d.rmdir()
     mnt.rmdir()
-    return {"every": every, "writes": writes, "size": size,
+    return {"every": every, "writes": writes, "size": size, "sync": sync,
             "plain_writes_per_s": round(plain_rate), "layer_writes_per_s": round(layer_rate),
             "ratio": round(layer_rate / plain_rate, 3),
             "daemon_cpu_us_per_write": round(daemon_cpu / writes * 1e6, 1),
@@ -90,13 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--writes", type=int, default=20000)
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--every", type=int, nargs="+", default=[1, 8, 64, 0])
+    parser.add_argument("--sync", choices=("inline", "thread"), default="inline",
+                        help="where the layer runs fsync (clusters/lazyfs/fs.py)")
     parser.add_argument("--dir", type=Path, default=None, help="scratch directory (default /tmp)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-lazyfs-", dir=args.dir) as scratch:
         for every in args.every:
-            rows.append(one_case(Path(scratch), args.writes, args.size, every))
+            rows.append(one_case(Path(scratch), args.writes, args.size, every, args.sync))
             row = rows[-1]
             print(f"fsync every {every or 'never':>5}: plain {row['plain_writes_per_s']:>8} w/s, "
                   f"layer {row['layer_writes_per_s']:>8} w/s ({row['ratio']:.2f}x), daemon "

@@ -1,4 +1,5 @@
-"""The layer's daemon: `python -m clusters.lazyfs --backing DIR --mountpoint DIR --control SOCK`.
+"""The layer's daemon: `python -m clusters.lazyfs --backing DIR --mountpoint DIR --control SOCK
+[--metadata ext4|strict] [--sync inline|thread]`.
 
 It mounts the layer, serves the control socket, and prints one JSON line on stdout when it is
 ready (`{"event": "ready", "pid": ...}`) and one when it has unmounted (`{"event": "unmounted",
@@ -35,7 +36,7 @@ import pyfuse3
 import trio
 
 from clusters.lazyfs.errors import LazyFSError
-from clusters.lazyfs.fs import LazyOps
+from clusters.lazyfs.fs import SYNC_MODES, LazyOps, SyncMode
 from clusters.lazyfs.model import METADATA, Metadata
 from clusters.lazyfs.report import DroppedReport
 
@@ -52,6 +53,7 @@ class Options:
     mountpoint: str
     control: str
     metadata: Metadata
+    sync: SyncMode
     debug: bool
 
 
@@ -64,10 +66,12 @@ def parse(argv: Sequence[str]) -> Options:
     parser.add_argument("--control", required=True, help="the control socket's path")
     parser.add_argument("--metadata", choices=METADATA, default="ext4",
                         help="which namespace changes an fsync makes durable (default: ext4)")
-    parser.add_argument("--debug", action="store_true", help="log every power loss in full")
+    parser.add_argument("--sync", choices=SYNC_MODES, default="inline",
+                        help="run fsync in the event loop or in worker threads (default: inline)")
+    parser.add_argument("--debug", action="store_true", help="log at debug level")
     args = parser.parse_args(list(argv))
     return Options(os.path.abspath(args.backing), os.path.abspath(args.mountpoint),
-                   os.path.abspath(args.control), args.metadata, args.debug)
+                   os.path.abspath(args.control), args.metadata, args.sync, args.debug)
 
 
 def refusal(options: Options) -> str | None:
@@ -173,7 +177,7 @@ def _raise_nofile() -> None:
 
 
 def _mount(options: Options) -> LazyOps:
-    ops = LazyOps(os.fsencode(options.backing), options.metadata)
+    ops = LazyOps(os.fsencode(options.backing), options.metadata, options.sync)
     mount_options = set(pyfuse3.default_options) | {"allow_other",
                                                      f"fsname=lazyfs:{options.backing}",
                                                      "subtype=lazyfs"}

@@ -41,11 +41,12 @@ EXIT_TIMEOUT_S = 30.0
 
 
 def daemon_command(backing: str | Path, mountpoint: str | Path, control: str | Path, *,
-                   metadata: Metadata = "ext4", python: str = sys.executable) -> list[str]:
-    """Takes the backing directory, the mountpoint, the control socket's path and the metadata
-    model. Returns the daemon's argv."""
+                   metadata: Metadata = "ext4", sync: str = "inline",
+                   python: str = sys.executable) -> list[str]:
+    """Takes the backing directory, the mountpoint, the control socket's path, the metadata
+    model and where fsync runs (`fs.SYNC_MODES`). Returns the daemon's argv."""
     return [python, "-m", "clusters.lazyfs", "--backing", str(backing), "--mountpoint",
-            str(mountpoint), "--control", str(control), "--metadata", metadata]
+            str(mountpoint), "--control", str(control), "--metadata", metadata, "--sync", sync]
 
 
 def mounted(path: str | Path) -> bool:
@@ -163,14 +164,14 @@ def _ready(out: IO[bytes], timeout: float) -> dict[str, Any] | None:
 
 
 def mount(backing: str | Path, mountpoint: str | Path, *, metadata: Metadata = "ext4",
-          timeout: float = MOUNT_TIMEOUT_S) -> LazyFS:
+          sync: str = "inline", timeout: float = MOUNT_TIMEOUT_S) -> LazyFS:
     """Takes the backing directory (the node's real data directory), an empty directory to mount
-    on, and the metadata model. Starts the daemon and returns the mounted layer, or raises
-    LazyFSError with why, nothing left mounted."""
+    on, the metadata model and where fsync runs. Starts the daemon and returns the mounted
+    layer, or raises LazyFSError with why, nothing left mounted."""
     state = Path(tempfile.mkdtemp(prefix="lazyfs-"))
     control, log_path = state / "control.sock", state / "daemon.log"
     argv = daemon_command(Path(backing).resolve(), Path(mountpoint).resolve(), control,
-                          metadata=metadata)
+                          metadata=metadata, sync=sync)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with open(log_path, "wb") as log_file:

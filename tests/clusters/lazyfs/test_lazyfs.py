@@ -38,12 +38,12 @@ class Layer:
     mnt: Path
 
 
-def _layer(tmp_path: Path, metadata: str) -> Iterator[Layer]:
+def _layer(tmp_path: Path, metadata: str, sync: str = "inline") -> Iterator[Layer]:
     backing, mnt = tmp_path / "backing", tmp_path / "mnt"
     backing.mkdir()
     mnt.mkdir()
     (backing / "durable").write_bytes(b"D" * 100)  # there before the mount: durable
-    fs = mount(backing, mnt, metadata=metadata)  # type: ignore[arg-type]
+    fs = mount(backing, mnt, metadata=metadata, sync=sync)  # type: ignore[arg-type]
     try:
         yield Layer(fs, backing, mnt)
     finally:
@@ -61,6 +61,11 @@ def layer(tmp_path: Path) -> Iterator[Layer]:
 @pytest.fixture
 def strict(tmp_path: Path) -> Iterator[Layer]:
     yield from _layer(tmp_path, "strict")
+
+
+@pytest.fixture
+def threaded(tmp_path: Path) -> Iterator[Layer]:
+    yield from _layer(tmp_path, "ext4", "thread")
 
 
 def write(path: Path, data: bytes, *, sync: str = "", flags: int = 0, mode: str = "a") -> None:
@@ -372,3 +377,29 @@ def test_a_daemon_that_mounted_but_cannot_serve_unmounts_and_exits_2(tmp_path):
     assert "cannot serve" in done.stderr
     assert not mounted(mnt)
     assert os.listdir(backing) == []
+
+
+def test_posix_fallocate_falls_back_to_writes_the_layer_records(layer):
+    fd = os.open(layer.mnt / "seg", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, 128 << 10)  # no fallocate through FUSE: glibc writes zeros
+        os.pwrite(fd, b"entry", 4096)
+        os.fsync(fd)
+        os.pwrite(fd, b"later", 8192)
+    finally:
+        os.close(fd)
+    report = layer.fs.power_loss()
+    data = (layer.mnt / "seg").read_bytes()
+    assert len(data) == 128 << 10 and data[4096:4101] == b"entry" and data[8192:8197] == bytes(5)
+    assert by_path(report)["seg"].bytes == 5
+
+
+def test_syncing_in_worker_threads_keeps_the_same_promises(threaded):
+    write(threaded.mnt / "f", b"synced", sync="fsync")
+    write(threaded.mnt / "durable", b"sync!", flags=os.O_DSYNC)
+    (threaded.mnt / "d").mkdir()
+    fsync_dir(threaded.mnt / "d")
+    write(threaded.mnt / "d" / "g", b"lost")
+    report = threaded.fs.power_loss()
+    assert tree(threaded.mnt) == {"d": None, "durable": b"D" * 100 + b"sync!", "f": b"synced"}
+    assert (report.bytes, report.file_count) == (4, 1)
