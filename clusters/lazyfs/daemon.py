@@ -90,7 +90,8 @@ def refusal(options: Options) -> str | None:
 
 
 def _emit(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, **fields}), flush=True)
+    with contextlib.suppress(OSError):  # whoever started the daemon may have gone
+        print(json.dumps({"event": event, **fields}), flush=True)
 
 
 class Daemon:

@@ -35,7 +35,7 @@ from clusters.lazyfs.report import DroppedReport
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the project, for `python -m clusters.lazyfs`
-MOUNT_TIMEOUT_S = 15.0
+MOUNT_TIMEOUT_S = 30.0  # the daemon imports trio and pyfuse3: seconds on a loaded machine
 REQUEST_TIMEOUT_S = 120.0
 EXIT_TIMEOUT_S = 30.0
 
