@@ -84,6 +84,11 @@ bench-workload: setup
 bench-cluster: setup
 	$(PY) -m bench.cluster $(CLUSTER_BENCH_ARGS)
 
+# The power-loss layer against the plain directory: 4 KiB appends, an fsync every N (root, /dev/fuse).
+.PHONY: bench-lazyfs
+bench-lazyfs: setup
+	$(PY) -m bench.lazyfs $(LAZYFS_BENCH_ARGS)
+
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy history harness workloads nemesis checkers reports clusters bench

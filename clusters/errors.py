@@ -6,7 +6,8 @@ provide its cluster; `clusters.ssh.remote.SshConnectError` a host refused us),
 `clusters.backend.BackendConfigError` (options that cannot make a cluster, with
 `clusters.ssh.inventory.InventoryError`), `clusters.rabbitmq.BrokerError`,
 `clusters.releases.ReleaseError`, `clusters.rootfs.RootfsError`,
-`clusters.spark_master.SparkMasterUnreachable` and `clusters.ssh.hostkeys.UnknownHostKey`.
+`clusters.spark_master.SparkMasterUnreachable`, `clusters.ssh.hostkeys.UnknownHostKey` and
+`clusters.lazyfs.LazyFSError` (the power-loss layer would not mount, answer or unmount).
 Each keeps the built-in base it had (RuntimeError, ValueError, paramiko's SSHException), so
 what caught it before still does.
 """

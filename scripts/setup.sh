@@ -17,6 +17,11 @@ command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 for pkg in debootstrap tini; do
   have "$pkg" || need_pkgs+=("$pkg")
 done
+# The lazyfs layer (clusters/lazyfs/): FUSE 3 (fuse3, its library), and what pip needs to build
+# pyfuse3 against it (libfuse3-dev, pkg-config, gcc).
+for pkg in fuse3 libfuse3-dev pkg-config gcc; do
+  have "$pkg" || need_pkgs+=("$pkg")
+done
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "setup: installing ${need_pkgs[*]}"

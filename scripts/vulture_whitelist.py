@@ -10,6 +10,16 @@ _.missing_host_key  # clusters/ssh/hostkeys.py: paramiko.MissingHostKeyPolicy
 _.preprocess  # reports/html.py: jinja2.ext.Extension
 filename  # reports/html.py: jinja2.ext.Extension.preprocess's parameter
 exc  # history/__init__.py: HistoryWriter.__exit__'s parameters
+# clusters/lazyfs/fs.py: pyfuse3 calls the handlers and reads these attributes by name.
+_.opendir
+_.readdir
+_.releasedir
+_.fsyncdir
+_.statfs
+_.attr_timeout
+_.entry_timeout
+supports_dot_lookup
+enable_writeback_cache
 
 # Fields the templates read by name (reports/templates/, the shrink page).
 swatch  # reports/html.py

@@ -1,0 +1,405 @@
+"""Tests of the lazyfs layer on real FUSE mounts: what a power loss keeps and drops, what it
+reports, and what unmounting leaves in the backing directory.
+
+Each test mounts a layer over `tmp_path/backing` on `tmp_path/mnt` (a daemon of its own), acts
+through the mountpoint, and unmounts; the fixture checks that nothing stays mounted. They need
+root and /dev/fuse, and are skipped, saying so, only where either is missing.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clusters.lazyfs import LazyFS, LazyFSError, daemon_command, mount, mounted
+from clusters.lazyfs.journal import TRASH
+from clusters.lazyfs.report import DroppedFile, DroppedReport
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/dev/fuse"),
+    reason="mounting a FUSE filesystem needs root and /dev/fuse")
+
+
+def by_path(report: DroppedReport) -> dict[str, DroppedFile]:
+    return {f.path: f for f in report.files}
+
+
+@dataclass
+class Layer:
+    fs: LazyFS
+    backing: Path
+    mnt: Path
+
+
+def _layer(tmp_path: Path, metadata: str, sync: str = "inline") -> Iterator[Layer]:
+    backing, mnt = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mnt.mkdir()
+    (backing / "durable").write_bytes(b"D" * 100)  # there before the mount: durable
+    fs = mount(backing, mnt, metadata=metadata, sync=sync)  # type: ignore[arg-type]
+    try:
+        yield Layer(fs, backing, mnt)
+    finally:
+        if fs.process.poll() is None:
+            fs.unmount()
+        assert not mounted(mnt)
+        assert not (backing / os.fsdecode(TRASH)).exists()
+
+
+@pytest.fixture
+def layer(tmp_path: Path) -> Iterator[Layer]:
+    yield from _layer(tmp_path, "ext4")
+
+
+@pytest.fixture
+def strict(tmp_path: Path) -> Iterator[Layer]:
+    yield from _layer(tmp_path, "strict")
+
+
+@pytest.fixture
+def threaded(tmp_path: Path) -> Iterator[Layer]:
+    yield from _layer(tmp_path, "ext4", "thread")
+
+
+def write(path: Path, data: bytes, *, sync: str = "", flags: int = 0, mode: str = "a") -> None:
+    """Writes `data` to the file (appending, or from the start with mode "w"), then fsyncs or
+    fdatasyncs it as `sync` says."""
+    base = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    fd = os.open(path, base | flags, 0o644)
+    try:
+        os.write(fd, data)
+        if sync == "fsync":
+            os.fsync(fd)
+        elif sync == "fdatasync":
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Returns every file under root with its content (None for a directory)."""
+    found: dict[str, bytes | None] = {}
+    for path in sorted(root.rglob("*")):
+        found[str(path.relative_to(root))] = None if path.is_dir() else path.read_bytes()
+    return found
+
+
+def test_written_and_fsynced_survives_a_power_loss(layer):
+    write(layer.mnt / "f", b"hello", sync="fsync")
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "f").read_bytes() == b"hello"
+    assert report.files == () and report.namespace == ()
+
+
+def test_written_not_synced_is_gone_the_file_back_to_its_synced_content(layer):
+    write(layer.mnt / "f", b"synced", sync="fsync")
+    write(layer.mnt / "f", b"+later")
+    with open(layer.mnt / "durable", "r+b") as f:  # an overwrite inside the durable bytes
+        f.seek(10)
+        f.write(b"xxxx")
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "f").read_bytes() == b"synced"
+    assert (layer.mnt / "durable").read_bytes() == b"D" * 100
+    assert {p: (f.bytes, f.size_before, f.size_after) for p, f in by_path(report).items()} == {
+        "f": (6, 12, 6), "durable": (4, 100, 100)}
+
+
+def test_reads_see_unsynced_writes_before_the_fault(layer):
+    write(layer.mnt / "durable", b"tail")
+    with open(layer.mnt / "durable", "r+b") as f:
+        f.write(b"head")
+    assert (layer.mnt / "durable").read_bytes() == b"head" + b"D" * 96 + b"tail"
+    assert os.stat(layer.mnt / "durable").st_size == 104
+    assert layer.fs.pending()["bytes"] == 8
+
+
+@pytest.mark.parametrize("flag", [os.O_SYNC, os.O_DSYNC], ids=["O_SYNC", "O_DSYNC"])
+def test_a_synchronous_write_survives(layer, flag):
+    write(layer.mnt / "durable", b"sync!", flags=flag)
+    write(layer.mnt / "durable", b"lost")
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "durable").read_bytes() == b"D" * 100 + b"sync!"
+    assert by_path(report)["durable"].bytes == 4
+
+
+def test_fdatasync_makes_data_durable(layer):
+    write(layer.mnt / "durable", b"data", sync="fdatasync")
+    layer.fs.power_loss()
+    assert (layer.mnt / "durable").read_bytes() == b"D" * 100 + b"data"
+
+
+def test_a_file_created_and_never_synced_disappears(layer):
+    (layer.mnt / "dir").mkdir()
+    write(layer.mnt / "dir" / "new", b"12345")
+    write(layer.mnt / "empty", b"")
+    report = layer.fs.power_loss()
+    assert sorted(os.listdir(layer.mnt)) == ["durable"]
+    assert {p: (f.bytes, f.vanished) for p, f in by_path(report).items()} == {
+        "dir/new": (5, True), "empty": (0, True)}
+    assert report.namespace == ("create empty", "create dir/new", "create dir")
+
+
+def test_ext4_any_fsync_commits_every_earlier_namespace_change(layer):
+    write(layer.mnt / "a", b"a-data")
+    os.rename(layer.mnt / "durable", layer.mnt / "renamed")
+    write(layer.mnt / "b", b"b-data", sync="fsync")  # commits the journal, not a's data
+    os.unlink(layer.mnt / "b")  # after the commit: undone
+    report = layer.fs.power_loss()
+    assert tree(layer.mnt) == {"a": b"", "b": b"b-data", "renamed": b"D" * 100}
+    assert report.namespace == ("remove b",)
+    assert by_path(report)["a"].bytes == 6
+
+
+def test_ext4_a_rename_without_any_fsync_is_undone(layer):
+    write(layer.mnt / "tmp", b"new", sync="fsync")
+    os.rename(layer.mnt / "tmp", layer.mnt / "durable")  # replaces it
+    assert (layer.mnt / "durable").read_bytes() == b"new"
+    report = layer.fs.power_loss()
+    assert tree(layer.mnt) == {"durable": b"D" * 100, "tmp": b"new"}
+    assert report.namespace == ("rename tmp -> durable",)
+
+
+def test_ext4_a_rename_then_directory_fsync_is_durable(layer):
+    (layer.mnt / "d").mkdir()
+    fsync_dir(layer.mnt)
+    os.rename(layer.mnt / "durable", layer.mnt / "d" / "moved")
+    fsync_dir(layer.mnt / "d")
+    layer.fs.power_loss()
+    assert tree(layer.mnt) == {"d": None, "d/moved": b"D" * 100}
+
+
+def test_strict_a_create_is_durable_only_once_its_directory_is_fsynced(strict):
+    write(strict.mnt / "kept", b"k", sync="fsync")
+    write(strict.mnt / "lost", b"l", sync="fsync")
+    fd = os.open(strict.mnt, os.O_RDONLY | os.O_DIRECTORY)
+    os.close(fd)
+    report = strict.fs.power_loss()
+    assert sorted(os.listdir(strict.mnt)) == ["durable"]  # fsyncing a file never made its name
+    assert {f.path for f in report.files} == {"kept", "lost"}
+    write(strict.mnt / "kept", b"k", sync="fsync")
+    fsync_dir(strict.mnt)
+    strict.fs.power_loss()
+    assert tree(strict.mnt) == {"durable": b"D" * 100, "kept": b"k"}
+
+
+def test_strict_a_rename_is_durable_once_a_directory_it_changes_is_fsynced(strict):
+    (strict.mnt / "d").mkdir()
+    fsync_dir(strict.mnt)
+    os.rename(strict.mnt / "durable", strict.mnt / "d" / "moved")
+    (strict.mnt / "d" / "moved").open("rb").close()
+    fd = os.open(strict.mnt / "d" / "moved", os.O_RDONLY)
+    os.fsync(fd)  # the file, not a directory: the rename stays undone
+    os.close(fd)
+    strict.fs.power_loss()
+    assert tree(strict.mnt) == {"d": None, "durable": b"D" * 100}
+    os.rename(strict.mnt / "durable", strict.mnt / "d" / "moved")
+    fsync_dir(strict.mnt / "d")
+    strict.fs.power_loss()
+    assert tree(strict.mnt) == {"d": None, "d/moved": b"D" * 100}
+
+
+def test_strict_a_directory_never_made_durable_takes_its_files_along(strict):
+    (strict.mnt / "d").mkdir()
+    write(strict.mnt / "d" / "f", b"x", sync="fsync")
+    fsync_dir(strict.mnt / "d")  # d/f is durable in d, but d itself is not in the root
+    report = strict.fs.power_loss()
+    assert sorted(os.listdir(strict.mnt)) == ["durable"]
+    assert report.namespace == ("create d",)
+
+
+def test_an_unsynced_unlink_is_undone_with_the_file_intact(layer):
+    write(layer.mnt / "durable", b"more")
+    os.unlink(layer.mnt / "durable")
+    assert not (layer.mnt / "durable").exists()
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "durable").read_bytes() == b"D" * 100
+    assert report.namespace == ("remove durable",)
+    assert by_path(report)["durable"].bytes == 4
+
+
+def test_an_unsynced_truncation_is_undone(layer):
+    os.truncate(layer.mnt / "durable", 10)
+    with open(layer.mnt / "durable", "r+b") as f:
+        f.truncate(3)
+        f.write(b"abc")
+    assert (layer.mnt / "durable").read_bytes() == b"abc"
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "durable").read_bytes() == b"D" * 100
+    assert by_path(report)["durable"].size_before == 3
+
+
+def test_the_report_counts_bytes_and_files_exactly(layer):
+    (layer.mnt / "q").mkdir()
+    fsync_dir(layer.mnt)
+    write(layer.mnt / "q" / "a", b"x" * 1000, sync="fsync")
+    with open(layer.mnt / "q" / "a", "r+b") as f:
+        f.seek(500)
+        f.write(b"y" * 1000)  # 500 over durable bytes, 500 past them
+        f.seek(400)
+        f.write(b"z" * 200)  # 100 new, 100 already counted
+    write(layer.mnt / "q" / "b", b"b" * 4096)
+    write(layer.mnt / "durable", b"t" * 7)
+    report = layer.fs.power_loss()
+    assert {p: (f.bytes, f.size_before, f.size_after) for p, f in by_path(report).items()} == {
+        "q/a": (1100, 1500, 1000), "q/b": (4096, 4096, None), "durable": (7, 107, 100)}
+    assert (report.bytes, report.file_count) == (1100 + 4096 + 7, 3)
+    assert (layer.mnt / "q" / "a").read_bytes() == b"x" * 1000
+
+
+def test_a_second_power_loss_drops_only_what_came_after_the_first(layer):
+    write(layer.mnt / "durable", b"1")
+    first = layer.fs.power_loss()
+    fd = os.open(layer.mnt / "durable", os.O_WRONLY | os.O_APPEND)  # open across the next one
+    os.write(fd, b"22")
+    os.fsync(fd)
+    os.write(fd, b"333")
+    second = layer.fs.power_loss()
+    os.close(fd)
+    assert (first.bytes, second.bytes) == (1, 3)
+    assert (layer.mnt / "durable").read_bytes() == b"D" * 100 + b"22"
+
+
+def _chunk(n: int) -> bytes:
+    return hashlib.sha256(b"%d" % n).digest() * (1 << 15)  # 1 MiB
+
+
+@pytest.mark.slow
+def test_large_sequential_writes_stay_correct(layer):
+    path = layer.mnt / "big"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for n in range(67):  # 64 MiB synced (every 8th chunk), 3 MiB not
+            os.write(fd, _chunk(n))
+            if n % 8 == 7:
+                os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert os.stat(path).st_size == 67 << 20
+    report = layer.fs.power_loss()
+    assert by_path(report)["big"].bytes == 3 << 20
+    with open(path, "rb") as f:
+        chunks = iter(lambda: f.read(1 << 20), b"")
+        assert all(chunk == _chunk(n) for n, chunk in enumerate(chunks))
+    assert os.stat(path).st_size == 64 << 20
+
+
+def test_unmount_leaves_the_backing_holding_exactly_the_synced_state(layer):
+    (layer.mnt / "q").mkdir()
+    write(layer.mnt / "q" / "seg", b"synced", sync="fsync")
+    write(layer.mnt / "q" / "seg", b"-not")
+    write(layer.mnt / "q" / "tmp", b"never synced")
+    os.unlink(layer.mnt / "durable")
+    report = layer.fs.unmount()
+    assert not mounted(layer.mnt)
+    assert tree(layer.backing) == {"durable": b"D" * 100, "q": None, "q/seg": b"synced"}
+    assert (report.bytes, report.file_count) == (4 + 12, 2)
+
+
+def test_the_trash_is_hidden_from_the_broker(layer):
+    os.unlink(layer.mnt / "durable")
+    assert os.listdir(layer.mnt) == []
+    assert not (layer.mnt / os.fsdecode(TRASH)).exists()
+    with pytest.raises(PermissionError):
+        (layer.mnt / os.fsdecode(TRASH)).mkdir()
+
+
+def test_renaming_a_directory_keeps_its_children_reachable(layer):
+    (layer.mnt / "a" / "b").mkdir(parents=True)
+    write(layer.mnt / "a" / "b" / "f", b"x", sync="fsync")
+    os.rename(layer.mnt / "a", layer.mnt / "c")
+    assert (layer.mnt / "c" / "b" / "f").read_bytes() == b"x"
+    write(layer.mnt / "c" / "b" / "f", b"y", sync="fsync")
+    layer.fs.power_loss()
+    assert tree(layer.mnt) == {"c": None, "c/b": None, "c/b/f": b"xy", "durable": b"D" * 100}
+
+
+def test_rename_keeps_posix_errors(layer):
+    (layer.mnt / "d").mkdir()
+    (layer.mnt / "d" / "x").write_bytes(b"")
+    with pytest.raises(OSError) as caught:
+        os.rename(layer.mnt / "durable", layer.mnt / "d")
+    assert caught.value.errno == errno.EISDIR
+    (layer.mnt / "e").mkdir()
+    with pytest.raises(OSError) as caught:
+        os.rename(layer.mnt / "e", layer.mnt / "d")
+    assert caught.value.errno == errno.ENOTEMPTY
+    with pytest.raises(OSError) as caught:
+        os.rename(layer.mnt / "d", layer.mnt / "d" / "inside")
+    assert caught.value.errno == errno.EINVAL
+    assert tree(layer.mnt) == {"d": None, "d/x": b"", "durable": b"D" * 100, "e": None}
+
+
+def test_a_mount_that_fails_raises_and_leaves_nothing_mounted(tmp_path):
+    backing = tmp_path / "backing"
+    backing.mkdir()
+    with pytest.raises(LazyFSError, match="not a directory"):
+        mount(backing, tmp_path / "missing")
+    inside = backing / "mnt"
+    inside.mkdir()
+    with pytest.raises(LazyFSError, match="must not contain each other"):
+        mount(backing, inside)
+    assert not mounted(inside) and not mounted(tmp_path / "missing")
+
+
+def test_strict_unsynced_data_in_a_directory_that_vanishes_is_reported_vanished(strict):
+    (strict.mnt / "d").mkdir()
+    write(strict.mnt / "d" / "f", b"x", sync="fsync")
+    fsync_dir(strict.mnt / "d")
+    write(strict.mnt / "d" / "f", b"yz")
+    report = strict.fs.power_loss()
+    assert [(f.path, f.bytes, f.size_before, f.vanished) for f in report.files] == [
+        ("d/f", 2, 3, True)]
+
+
+def test_a_daemon_that_mounted_but_cannot_serve_unmounts_and_exits_2(tmp_path):
+    backing, mnt = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mnt.mkdir()
+    argv = daemon_command(backing, mnt, tmp_path / "no-such-dir" / "control.sock")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 2, done.stderr
+    assert "cannot serve" in done.stderr
+    assert not mounted(mnt)
+    assert os.listdir(backing) == []
+
+
+def test_posix_fallocate_falls_back_to_writes_the_layer_records(layer):
+    fd = os.open(layer.mnt / "seg", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, 128 << 10)  # no fallocate through FUSE: glibc writes zeros
+        os.pwrite(fd, b"entry", 4096)
+        os.fsync(fd)
+        os.pwrite(fd, b"later", 8192)
+    finally:
+        os.close(fd)
+    report = layer.fs.power_loss()
+    data = (layer.mnt / "seg").read_bytes()
+    assert len(data) == 128 << 10 and data[4096:4101] == b"entry" and data[8192:8197] == bytes(5)
+    assert by_path(report)["seg"].bytes == 5
+
+
+def test_syncing_in_worker_threads_keeps_the_same_promises(threaded):
+    write(threaded.mnt / "f", b"synced", sync="fsync")
+    write(threaded.mnt / "durable", b"sync!", flags=os.O_DSYNC)
+    (threaded.mnt / "d").mkdir()
+    fsync_dir(threaded.mnt / "d")
+    write(threaded.mnt / "d" / "g", b"lost")
+    report = threaded.fs.power_loss()
+    assert tree(threaded.mnt) == {"d": None, "durable": b"D" * 100 + b"sync!", "f": b"synced"}
+    assert (report.bytes, report.file_count) == (4, 1)
