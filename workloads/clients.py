@@ -37,7 +37,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -450,3 +450,13 @@ def _describe(e: Any) -> str:
     """Takes an exception (or a text). Returns it as an op's error, at most 300 characters."""
     text = f"{type(e).__name__}: {e}" if isinstance(e, BaseException) else str(e)
     return text[:300]
+
+
+def join_threads(threads: Sequence[threading.Thread], timeout: float, what: str) -> None:
+    """Takes threads told to stop, a timeout (s) for all of them and what they are ("worker").
+    Waits for each within what is left of the timeout, logging one still alive after it."""
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.1, deadline - time.monotonic()))
+        if t.is_alive():
+            log.warning("%s %s did not stop in time", what, t.name)

@@ -77,6 +77,7 @@ from workloads.clients import (
     abandon,
     answer_within,
     connect,
+    join_threads,
 )
 
 log = logging.getLogger(__name__)
@@ -288,11 +289,7 @@ class MetadataProbe:
 
     def join(self, timeout: float = 30.0) -> None:
         """Waits for the probes to finish their round (after `stop` was set)."""
-        deadline = time.monotonic() + timeout
-        for t in self._threads:
-            t.join(max(0.1, deadline - time.monotonic()))
-            if t.is_alive():
-                log.warning("metadata probe %s did not stop in time", t.name)
+        join_threads(self._threads, timeout, "metadata probe")
 
     def cleanup(self, timeout_s: float = 30.0) -> dict[str, Any]:
         """Deletes the leftover probe exchanges through the first node that answers, within about

@@ -61,6 +61,7 @@ from workloads.clients import (
     abandon,
     answer_within,
     connect,
+    join_threads,
     server_version,
 )
 from workloads.errors import WorkloadError
@@ -311,11 +312,7 @@ class QueueWorkload:
 
     def join(self, timeout: float = 30.0) -> None:
         """Waits for the worker threads to finish (after `stop` was set)."""
-        deadline = time.monotonic() + timeout
-        for t in self._threads:
-            t.join(max(0.1, deadline - time.monotonic()))
-            if t.is_alive():
-                log.warning("worker %s did not stop in time", t.name)
+        join_threads(self._threads, timeout, "worker")
 
     def _publish_loop(self, slot: int, stop: threading.Event) -> None:
         interval = self.opts.publishers / self.opts.rate
