@@ -158,6 +158,42 @@ class WorkloadOptions:
             raise WorkloadConfigError("prefetch must be >= 0")
         if self.client.crash_after < 0:
             raise WorkloadConfigError("crash-after must be >= 0 deliveries")
+        self._check_settling()
+
+    # The least x-consumer-timeout the harness sends (ms). RabbitMQ checks consumer timeouts
+    # periodically, not at the instant, and its docs warn against short timeouts; below a
+    # second a timeout would fire at the check's pace, not the option's, so the harness does
+    # not claim to test one.
+    MIN_CONSUMER_TIMEOUT_MS = 1000
+
+    def _check_settling(self) -> None:
+        """Raises WorkloadConfigError for a reject, nack or hold share outside 0..1 (or
+        together above 1), a hold without its seconds, a consumer timeout below
+        MIN_CONSUMER_TIMEOUT_MS, or any of them without consumers."""
+        c = self.client
+        shares = {"--reject-share": c.reject_share, "--nack-share": c.nack_share,
+                  "--hold-share": c.hold_share}
+        for flag, share in shares.items():
+            if not 0 <= share <= 1:
+                raise WorkloadConfigError(f"{flag} must be 0..1, got {share}")
+        if sum(shares.values()) > 1:
+            raise WorkloadConfigError(
+                "--reject-share, --nack-share and --hold-share must add up to at most 1, got "
+                f"{sum(shares.values()):g}")
+        if c.hold_s < 0 or (c.hold_share > 0) != (c.hold_s > 0):
+            raise WorkloadConfigError(
+                f"--hold-share and --hold-s go together (a share of deliveries held that many "
+                f"seconds > 0), got {c.hold_share:g} and {c.hold_s:g}")
+        if c.consumer_timeout_ms is not None and c.consumer_timeout_ms < \
+                self.MIN_CONSUMER_TIMEOUT_MS:
+            raise WorkloadConfigError(
+                f"--consumer-timeout-ms must be >= {self.MIN_CONSUMER_TIMEOUT_MS} ms, got "
+                f"{c.consumer_timeout_ms}: RabbitMQ checks consumer timeouts periodically and "
+                "its docs advise against short ones, so a shorter one would not be the timeout "
+                "under test")
+        if self.consumers == 0 and (any(shares.values()) or c.consumer_timeout_ms is not None):
+            raise WorkloadConfigError(
+                "rejects, nacks, holds and a consumer timeout need consumers (--consumers > 0)")
 
 
 @dataclass
