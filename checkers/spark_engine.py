@@ -50,6 +50,8 @@ from checkers.results import (
     ordering_section,
     queue_section,
 )
+from checkers.retry import SECTION as RETRY_SECTION
+from checkers.retry import settings_of as retry_settings
 from checkers.spark_fates import fates_of
 from checkers.spark_io import (
     CODE_NAMES,
@@ -79,6 +81,7 @@ from checkers.spark_queue import (
     queue_facts,
     total_aggs,
 )
+from checkers.spark_retry import delayed_retry_check
 from checkers.spark_risk import risk_facts, risk_groups
 from checkers.spark_session import session
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
@@ -189,6 +192,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     results, reordered = _sections(spark, h, msgs, totals, harness, windows, (first, last),
                                    acks, options, bound, workers)
     results = _with_metadata(results, h, windows, harness, (first, last), bound)
+    results = _with_delayed_retry(results, spark, h, harness, options)
     # Test strength: informational, outside the verdict's composition.
     faults = judge_faults(windows, risk, harness, evidence)
     results["faults"] = faults
@@ -263,6 +267,27 @@ def _with_metadata(results: dict[str, Any], h: History, windows: list[FaultWindo
         return results
     section.setdefault(FALSE_ONLY, True)  # a metadata check that raised cannot be false
     return compose({**{k: v for k, v in results.items() if k != "valid"}, METADATA: section})
+
+
+def _with_delayed_retry(results: dict[str, Any], spark: SparkSession, h: History,
+                        harness: list[HarnessEvent], options: CheckOptions) -> dict[str, Any]:
+    """Takes the composed results and what the delayed-retry check reads. Returns them with the
+    "delayed_retry" section (checkers.spark_retry), composed in, when the harness observed
+    delayed-retry settings; else unchanged. Without the JSONL source at hand the section is
+    unknown, never a pass."""
+    settings = retry_settings(harness)
+    if settings is None:
+        return results
+    source = h.source
+    with timed("checked delayed retry"):
+        if source is None:
+            section: dict[str, Any] = {"valid": "unknown", "settings": settings,
+                                       "reason": "the JSONL history is not at hand"}
+        else:
+            section = check_safe(RETRY_SECTION, lambda: delayed_retry_check(
+                spark, source, settings, drain_state(harness).complete, options.example_size))
+    return compose({**{k: v for k, v in results.items() if k != "valid"},
+                    RETRY_SECTION: section})
 
 
 def _problems(h: History, summary: Summary, msgs: DataFrame, totals: Row,

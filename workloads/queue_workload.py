@@ -48,7 +48,7 @@ from typing import Any
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
-from clusters.releases import line_of
+from clusters.releases import default_delivery_limit, line_of
 from clusters.remote import RemoteError
 from history import DEAD_LETTER, HARNESS, Op, Recorder
 from workloads.clients import (
@@ -279,8 +279,22 @@ class QueueWorkload:
                      ", ".join(seen["limits"]) or "no limit of the harness's")
             self.history.append(Op(type="info", process=HARNESS, f="dead-lettering",
                                    value=seen))
+        if self.spec.delayed_retry_set():
+            self.history.append(Op(type="info", process=HARNESS, f="delayed-retry",
+                                   value=self._delayed_retry(line)))
         if self.opts.backlog:
             self._publish_backlog(self.opts.backlog)
+
+    def _delayed_retry(self, line: str | None) -> dict[str, Any]:
+        """Takes the broker's release line (None: unknown). Returns the value of the harness's
+        `delayed-retry` observation, which checkers.retry judges by: queue, type, min_ms,
+        max_ms and the delivery limit in force (the spec's, else the line's default)."""
+        limit = self.spec.delivery_limit
+        if limit is None and line is not None:
+            limit = default_delivery_limit(line)
+        return {"queue": self.spec.name, "type": self.spec.delayed_retry_type,
+                "min_ms": self.spec.delayed_retry_min_ms,
+                "max_ms": self.spec.delayed_retry_max_ms, "delivery_limit": limit}
 
     def _dead_letter_spec(self) -> QueueSpec | None:
         """Returns the spec of the harness's dead-letter queue, or None when it reads none."""
