@@ -84,7 +84,10 @@ from checkers.spark_queue import (
 from checkers.spark_retry import delayed_retry_check
 from checkers.spark_risk import risk_facts, risk_groups
 from checkers.spark_session import session
+from checkers.spark_timeouts import consumer_timeout_check
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
+from checkers.timeouts import SECTION as TIMEOUT_SECTION
+from checkers.timeouts import settings_of as timeout_settings
 from checkers.traces import CheckedResults
 from history import Op, OpType
 from history.faults import FaultWindow
@@ -271,23 +274,27 @@ def _with_metadata(results: dict[str, Any], h: History, windows: list[FaultWindo
 
 def _with_delayed_retry(results: dict[str, Any], spark: SparkSession, h: History,
                         harness: list[HarnessEvent], options: CheckOptions) -> dict[str, Any]:
-    """Takes the composed results and what the delayed-retry check reads. Returns them with the
-    "delayed_retry" section (checkers.spark_retry), composed in, when the harness observed
-    delayed-retry settings; else unchanged. Without the JSONL source at hand the section is
-    unknown, never a pass."""
-    settings = retry_settings(harness)
-    if settings is None:
+    """Takes the composed results and what the delayed-retry and consumer-timeout checks read.
+    Returns them with the "delayed_retry" (checkers.spark_retry) and "consumer_timeout"
+    (checkers.spark_timeouts) sections, composed in, for each whose settings the harness
+    observed; else unchanged. Without the JSONL source at hand a section is unknown, never a
+    pass."""
+    done = drain_state(harness).complete
+    jobs = ((RETRY_SECTION, retry_settings(harness), delayed_retry_check),
+            (TIMEOUT_SECTION, timeout_settings(harness), consumer_timeout_check))
+    added: dict[str, dict[str, Any]] = {}
+    for name, settings, job in jobs:
+        source = h.source
+        if settings is None:
+            continue
+        with timed(f"checked {name}"):
+            added[name] = ({"valid": "unknown", "settings": settings,
+                            "reason": "the JSONL history is not at hand"} if source is None
+                           else check_safe(name, functools.partial(
+                               job, spark, source, settings, done, options.example_size)))
+    if not added:
         return results
-    source = h.source
-    with timed("checked delayed retry"):
-        if source is None:
-            section: dict[str, Any] = {"valid": "unknown", "settings": settings,
-                                       "reason": "the JSONL history is not at hand"}
-        else:
-            section = check_safe(RETRY_SECTION, lambda: delayed_retry_check(
-                spark, source, settings, drain_state(harness).complete, options.example_size))
-    return compose({**{k: v for k, v in results.items() if k != "valid"},
-                    RETRY_SECTION: section})
+    return compose({**{k: v for k, v in results.items() if k != "valid"}, **added})
 
 
 def _problems(h: History, summary: Summary, msgs: DataFrame, totals: Row,

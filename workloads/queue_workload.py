@@ -279,6 +279,10 @@ class QueueWorkload:
                      ", ".join(seen["limits"]) or "no limit of the harness's")
             self.history.append(Op(type="info", process=HARNESS, f="dead-lettering",
                                    value=seen))
+        if self.opts.client.consumer_timeout_ms is not None:
+            self.history.append(Op(type="info", process=HARNESS, f="consumer-timeout", value={
+                "queue": self.spec.name, "timeout_ms": self.opts.client.consumer_timeout_ms,
+                "hold_share": self.opts.client.hold_share, "hold_s": self.opts.client.hold_s}))
         if self.spec.delayed_retry_set():
             self.history.append(Op(type="info", process=HARNESS, f="delayed-retry",
                                    value=self._delayed_retry(line)))
