@@ -85,3 +85,16 @@ def nothing_starts(monkeypatch):
 def test_the_command_line_exits_2_naming_the_option(argv, msg, capsys, nothing_starts):
     assert main(argv) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_the_4_3_scenarios_validate_and_are_refused_on_lines_without_the_feature():
+    from harness.scenarios import SCENARIOS, not_applicable
+    for name in ("quorum-delayed-retry", "quorum-delayed-retry-healthy"):
+        spec = SCENARIOS[name].spec
+        assert spec.broker.rabbitmq == "4.3" and spec.refusal() is None
+        assert [line for line, _ in not_applicable(spec)] == [
+            "3.10", "4.0", "4.0 with --metadata-store khepri"]
+    for name in ("quorum-consumer-timeout", "quorum-consumer-timeout-healthy"):
+        spec = SCENARIOS[name].spec
+        assert spec.refusal() is None
+        assert [line for line, _ in not_applicable(spec)] == ["3.10"]
