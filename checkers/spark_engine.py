@@ -50,6 +50,8 @@ from checkers.results import (
     ordering_section,
     queue_section,
 )
+from checkers.retry import SECTION as RETRY_SECTION
+from checkers.retry import settings_of as retry_settings
 from checkers.spark_fates import fates_of
 from checkers.spark_io import (
     CODE_NAMES,
@@ -79,9 +81,13 @@ from checkers.spark_queue import (
     queue_facts,
     total_aggs,
 )
+from checkers.spark_retry import delayed_retry_check
 from checkers.spark_risk import risk_facts, risk_groups
 from checkers.spark_session import session
+from checkers.spark_timeouts import consumer_timeout_check
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
+from checkers.timeouts import SECTION as TIMEOUT_SECTION
+from checkers.timeouts import settings_of as timeout_settings
 from checkers.traces import CheckedResults
 from history import Op, OpType
 from history.faults import FaultWindow
@@ -189,6 +195,7 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     results, reordered = _sections(spark, h, msgs, totals, harness, windows, (first, last),
                                    acks, options, bound, workers)
     results = _with_metadata(results, h, windows, harness, (first, last), bound)
+    results = _with_delayed_retry(results, spark, h, harness, options)
     # Test strength: informational, outside the verdict's composition.
     faults = judge_faults(windows, risk, harness, evidence)
     results["faults"] = faults
@@ -263,6 +270,31 @@ def _with_metadata(results: dict[str, Any], h: History, windows: list[FaultWindo
         return results
     section.setdefault(FALSE_ONLY, True)  # a metadata check that raised cannot be false
     return compose({**{k: v for k, v in results.items() if k != "valid"}, METADATA: section})
+
+
+def _with_delayed_retry(results: dict[str, Any], spark: SparkSession, h: History,
+                        harness: list[HarnessEvent], options: CheckOptions) -> dict[str, Any]:
+    """Takes the composed results and what the delayed-retry and consumer-timeout checks read.
+    Returns them with the "delayed_retry" (checkers.spark_retry) and "consumer_timeout"
+    (checkers.spark_timeouts) sections, composed in, for each whose settings the harness
+    observed; else unchanged. Without the JSONL source at hand a section is unknown, never a
+    pass."""
+    done = drain_state(harness).complete
+    jobs = ((RETRY_SECTION, retry_settings(harness), delayed_retry_check),
+            (TIMEOUT_SECTION, timeout_settings(harness), consumer_timeout_check))
+    added: dict[str, dict[str, Any]] = {}
+    for name, settings, job in jobs:
+        source = h.source
+        if settings is None:
+            continue
+        with timed(f"checked {name}"):
+            added[name] = ({"valid": "unknown", "settings": settings,
+                            "reason": "the JSONL history is not at hand"} if source is None
+                           else check_safe(name, functools.partial(
+                               job, spark, source, settings, done, options.example_size)))
+    if not added:
+        return results
+    return compose({**{k: v for k, v in results.items() if k != "valid"}, **added})
 
 
 def _problems(h: History, summary: Summary, msgs: DataFrame, totals: Row,

@@ -67,6 +67,13 @@ class Release:
       RabbitMQ 4.3: a fun raises function_clause there), not as a fun (Ra 2).
     caveat: what every result of the line should say beside its version (4.3: the Erlang it
       runs on is one RabbitMQ does not list as supported), or None.
+    no_delayed_retry: why the line's quorum queues have no delayed retry (x-delayed-retry-type,
+      -min, -max: came in 4.3), or None when they have it.
+    no_consumer_timeout_argument: why the line takes no per-consumer timeout
+      (x-consumer-timeout: 3.11.15 and 3.12 on; 3.10 has only rabbitmq.conf's consumer_timeout), or None.
+    timeout_cancels: whether a consumer past its timeout is sent basic.cancel when its client
+      advertises consumer_cancel_notify (4.3), rather than having its channel closed with 406
+      precondition_failed (before 4.3).
     """
 
     line: str
@@ -81,6 +88,22 @@ class Release:
     transient_queues_denied: str | None = None
     ra_query_mfa: bool = False
     caveat: str | None = None
+    no_delayed_retry: str | None = (
+        "delayed retry (x-delayed-retry-type, -min, -max) came with RabbitMQ 4.3's quorum "
+        "queues; an older broker ignores the arguments. Choose --rabbitmq 4.3")
+    no_consumer_timeout_argument: str | None = None
+    timeout_cancels: bool = False
+
+    def delayed_retry_refusal(self, set_: bool) -> str | None:
+        """Takes whether a spec sets delayed retry. Returns why this line refuses it, or None."""
+        return f"--delayed-retry-type: {self.no_delayed_retry}" if set_ and \
+            self.no_delayed_retry else None
+
+    def consumer_timeout_refusal(self, set_: bool) -> str | None:
+        """Takes whether a spec sets a per-consumer timeout. Returns why this line refuses it,
+        or None."""
+        return f"--consumer-timeout-ms: {self.no_consumer_timeout_argument}" if set_ and \
+            self.no_consumer_timeout_argument else None
 
     @property
     def default_metadata_store(self) -> str:
@@ -144,7 +167,12 @@ class Release:
 
 
 RELEASES: dict[str, Release] = {
-    "3.10": Release("3.10", rootfs=None),
+    "3.10": Release(
+        "3.10", rootfs=None,
+        no_consumer_timeout_argument=(
+            "RabbitMQ 3.10 takes no x-consumer-timeout consumer argument (3.11.15 and 3.12 added it; 3.10 "
+            "has only rabbitmq.conf's consumer_timeout) and would ignore it. Choose "
+            "--rabbitmq 4.0 or 4.3")),
     "4.0": Release(
         "4.0", rootfs="4.0",
         removed_kinds=(("mirrored", "classic queue mirroring was removed in RabbitMQ 4.0; "
@@ -172,6 +200,8 @@ RELEASES: dict[str, Release] = {
             "node permits the deprecated feature transient_nonexcl_queues; add "
             "--permit-transient-queues to set that permission"),
         ra_query_mfa=True,
+        no_delayed_retry=None,
+        timeout_cancels=True,
         caveat=("Debian unstable's RabbitMQ 4.3 runs on Erlang 29, which RabbitMQ's "
                 "compatibility page does not list as supported for 4.3"),
     ),

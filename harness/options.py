@@ -35,7 +35,7 @@ from clusters.releases import METADATA_STORES, RELEASES
 from harness.spec import MAX_NODES, SpecError, TestSpec
 from harness.vary import VARY_HELP
 from workloads.kinds import KINDS
-from workloads.queue_spec import OVERFLOWS
+from workloads.queue_spec import DELAYED_RETRY_TYPES, OVERFLOWS
 
 # The commands that build a test spec from the options, and so take every spec option.
 RUNS = frozenset({"run", "matrix", "nightly", "explore"})
@@ -299,6 +299,15 @@ OPTIONS: tuple[Option, ...] = (
                 "to the harness's own, which the drain reads back. With yours the harness "
                 "cannot account for dropped messages: those it did not deliver are not proven "
                 "lost (the verdict is then unknown)"),
+    Option("--delayed-retry-type", "queue.delayed_retry_type", group=_Q,
+           choices=DELAYED_RETRY_TYPES,
+           help="4.3 quorum queues: which returned messages wait before they are ready again "
+                "(x-delayed-retry-type); checked in results.json's delayed_retry section"),
+    Option("--delayed-retry-min", "queue.delayed_retry_min_ms", group=_Q, parse=int,
+           metavar="MS", help="4.3 quorum queues: x-delayed-retry-min, the delay per delivery "
+                              "count (ms)"),
+    Option("--delayed-retry-max", "queue.delayed_retry_max_ms", group=_Q, parse=int,
+           metavar="MS", help="4.3 quorum queues: x-delayed-retry-max, the longest delay (ms)"),
     # -- workload --------------------------------------------------------------------------------
     Option("--publishers", "workload.publishers", group=_W, parse=int,
            help="publisher processes (default {default})"),
@@ -329,6 +338,20 @@ OPTIONS: tuple[Option, ...] = (
            help="publish without the mandatory flag"),
     Option("--consumer-crash-after", "workload.client.crash_after", group=_W, parse=int,
            help="consumers close their channel unacked every N deliveries"),
+    Option("--reject-share", "workload.client.reject_share", group=_W, parse=float,
+           help="share of main-phase deliveries returned with basic.reject requeue=true, "
+                "recorded as f \"reject\" (default {default})"),
+    Option("--nack-share", "workload.client.nack_share", group=_W, parse=float,
+           help="share of main-phase deliveries returned with basic.nack requeue=true, "
+                "recorded as f \"nack\" (default {default})"),
+    Option("--hold-share", "workload.client.hold_share", group=_W, parse=float,
+           help="share of main-phase deliveries held --hold-s seconds before their ack, past a "
+                "consumer timeout when that is shorter (default {default})"),
+    Option("--hold-s", "workload.client.hold_s", group=_W, parse=float,
+           help="seconds a held delivery is held (default {default})"),
+    Option("--consumer-timeout-ms", "workload.client.consumer_timeout_ms", group=_W, parse=int,
+           metavar="MS",
+           help="main-phase consumers' x-consumer-timeout (ms, at least 1000; not on 3.10)"),
     Option("--metadata-probe-interval", "workload.metadata_probe_interval_s", group=_W,
            parse=float,
            help="seconds between two rounds of each node's metadata probe: a new connection, "

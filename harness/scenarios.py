@@ -76,6 +76,17 @@ KHEPRI = {"broker": BrokerConfig(rabbitmq="4.3"), "needs_metadata_store": "khepr
                                       metadata_probe_interval_s=1.0,
                                       metadata_probe_timeout_s=35.0)}
 KHEPRI_CUT_S = 45.0
+# Delayed retry and consumer timeouts (issue 31): RabbitMQ 4.3's quorum queues. The consumers
+# ack as fast as deliveries come so that a delay, not the consume rate, decides a redelivery.
+RETRY = {"broker": BrokerConfig(rabbitmq="4.3"), "time_limit_s": 60.0,
+         "queue": QueueSpec(delivery_limit=5, delayed_retry_type="all",
+                            delayed_retry_min_ms=200, delayed_retry_max_ms=2000),
+         "workload": WorkloadOptions(rate=100.0, consume_rate=None, client=ClientOptions(
+             reject_share=0.2, nack_share=0.1))}
+TIMEOUT = {"broker": BrokerConfig(rabbitmq="4.3"), "time_limit_s": 60.0,
+           "workload": WorkloadOptions(rate=100.0, consume_rate=None, consumers=3,
+                                       client=ClientOptions(consumer_timeout_ms=5000,
+                                                            hold_share=0.05, hold_s=8.0))}
 RESTART_LEADER = _faults("kill@leader", interval=20, duration=10)
 FULL_RESTART = _faults("full-restart", interval=15, duration=10)
 
@@ -149,6 +160,27 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      VALID, None,
      {**KHEPRI, "nemesis": _faults("partition-leader", duration=KHEPRI_CUT_S),
       "time_limit_s": 70.0}),
+    ("quorum-delayed-retry",
+     "quorum queue with delayed retry (RabbitMQ 4.3: type all, 200 ms per delivery count up "
+     "to 2 s, delivery limit 5); consumers reject (requeue) a fifth of their deliveries and "
+     "nack a tenth; the queue leader is killed, so a leader change falls inside some delays",
+     "no loss; every rejected message is ready again no earlier than min(200 ms x its delivery "
+     "count, 2 s) (less 50 ms), flagged redelivered, and dead-lettered past the limit "
+     "(results.json's delayed_retry); nacks are not judged", VALID, None,
+     {**RETRY, "nemesis": _faults("kill@leader", duration=15)}),
+    ("quorum-delayed-retry-healthy", "as quorum-delayed-retry, without faults (its control)",
+     "valid, and the delayed_retry section judges every reject", VALID, None,
+     {**RETRY, "nemesis": NemesisOptions(faults=())}),
+    ("quorum-consumer-timeout",
+     "quorum queue (RabbitMQ 4.3), consumers with x-consumer-timeout 5 s holding 5% of their "
+     "deliveries 8 s before the ack; a single node is cut off now and then",
+     "no loss; a timed-out consumer is sent basic.cancel, receives nothing after it, and each "
+     "message it held comes back flagged or is dead-lettered (results.json's "
+     "consumer_timeout)", VALID, None,
+     {**TIMEOUT, "nemesis": _faults("partition-one", interval=15)}),
+    ("quorum-consumer-timeout-healthy", "as quorum-consumer-timeout, without faults (its control)",
+     "valid, with at least one broker cancel judged", VALID, None,
+     {**TIMEOUT, "nemesis": NemesisOptions(faults=())}),
     # -- documented losses, each with its safe twin under the same fault schedule ----------------
     ("mirrored-master-partition",
      "mirrored queue (ha-mode all), autoheal, the master's node isolated: both sides accept "

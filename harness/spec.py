@@ -130,7 +130,10 @@ class TestSpec:
         transient = None if self.queue.durable else line.transient_queue_refusal(
             self.broker.permit_transient_queues)
         return (line.refuses_kind(kind_of(self.queue).name) or self.broker.refusal()
-                or transient or self.store_refusal())
+                or transient or self.store_refusal()
+                or line.delayed_retry_refusal(self.queue.delayed_retry_set())
+                or line.consumer_timeout_refusal(
+                    self.workload.client.consumer_timeout_ms is not None))
 
     def store_refusal(self) -> str | None:
         """Returns why the run's metadata store is not the one the test is about

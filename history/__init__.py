@@ -23,6 +23,17 @@ and `death_queue` (the queue it was dead-lettered from). No ack op follows it.
 The workload's setup records how the queue dead-letters, when it does, as a
 harness observation `f "dead-lettering"` (see workloads.queue_workload).
 
+A consumer that returns a delivery (issue 31: `--reject-share`, `--nack-share`)
+records, once basic.reject or basic.nack (both with requeue) is written on an
+open channel, an op like the ack: `type "ok"`, `f "reject"` or `f "nack"`,
+with the delivery's `value`, `publisher`, `seq`, `consumer`, `process`,
+`node`, `queue` and `phase`; no ack follows it. The setup records the queue's
+delayed-retry settings, when set, as a harness observation `f
+"delayed-retry"` (value: queue, type, min_ms, max_ms, delivery_limit), and
+the consumers' x-consumer-timeout, when set, as `f "consumer-timeout"`
+(value: queue, timeout_ms, hold_share, hold_s): checkers.retry and
+checkers.timeouts judge by them, and judge nothing without them.
+
 A publisher whose connection the broker blocks (AMQP `connection.blocked`: a
 memory or disk alarm is in effect somewhere in the cluster) records it as a
 harness observation, `type "info"`, `f "blocked"` (BLOCKED), with `node`,

@@ -58,3 +58,8 @@ faults_section  # reports/report_run.py: idem
 
 # pyspark's own class attribute, reset so that the next session starts a new JVM.
 _._jvm  # checkers/class_archive.py: SparkContext._jvm
+
+# Issue 31: a consumer's count of rejects and nacks (the tests and bench read it); whether a
+# release line cancels a timed-out consumer (read by the scenarios' predictions, the record's).
+_.returned
+_.timeout_cancels

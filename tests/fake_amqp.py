@@ -52,6 +52,10 @@ class FakeBroker:
         self.declared: dict[str, dict[str, Any]] = {}
         self.exchanges: list[tuple[str, str]] = []
         self.bindings: list[tuple[str, str]] = []
+        # Each consumer tag's basic.consume arguments; each (method name, body) of a delivery
+        # returned by basic.reject or basic.nack (with requeue: back in its queue).
+        self.consume_args: dict[str, dict[str, Any]] = {}
+        self.returns: list[tuple[str, bytes]] = []
         self._ready: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         self._unacked: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
@@ -252,6 +256,7 @@ class _Connection:
         self.broker._send(self.conn, ch, pika.spec.Queue.DeclareOk(method.queue, 0, 0))
 
     def _consume(self, ch: int, method: Any) -> None:
+        self.broker.consume_args[method.consumer_tag] = dict(method.arguments or {})
         self.broker._consumers.append((self.conn, ch, method.consumer_tag))
         self.broker._send(self.conn, ch,
                           pika.spec.Basic.ConsumeOk(consumer_tag=method.consumer_tag))
@@ -262,6 +267,16 @@ class _Connection:
         if done is not None:
             with self.broker._lock:
                 self.broker._unacked[done[0]] -= 1
+
+    def _return(self, ch: int, method: Any) -> None:
+        """basic.reject or basic.nack: the delivery goes back to its queue when requeued."""
+        done = self.out.pop(method.delivery_tag, None)
+        if done is not None:
+            self.broker.returns.append((method.NAME, done[1]))
+            with self.broker._lock:
+                self.broker._unacked[done[0]] -= 1
+                if method.requeue:
+                    self.broker._ready[done[0]].append((done[1], done[2]))
 
     def _cancel(self, ch: int, method: Any) -> None:
         self.broker._consumers = [c for c in self.broker._consumers
@@ -293,6 +308,8 @@ _ON_METHOD: dict[type, Callable[[_Connection, int, Any], None]] = {
     pika.spec.Basic.Consume: _Connection._consume,
     pika.spec.Basic.Ack: _Connection._ack,
     pika.spec.Basic.Cancel: _Connection._cancel,
+    pika.spec.Basic.Reject: _Connection._return,
+    pika.spec.Basic.Nack: _Connection._return,
     pika.spec.Channel.Close: _Connection._channel_close,
     pika.spec.Confirm.Select: _Connection._confirm_select,
     pika.spec.Exchange.Declare: _Connection._exchange_declare,

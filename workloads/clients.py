@@ -35,6 +35,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +48,13 @@ import pika.spec
 
 from history import BY_BROKER, BY_HARNESS, CANCEL, CLOSE, DEAD_LETTER, Op, OpType, Recorder
 from workloads.errors import WorkloadError
+
+# How a main-phase consumer settles a delivery (ClientOptions' shares): basic.ack, basic.reject
+# with requeue, basic.nack with requeue; each is recorded as an op of that name after it was
+# written on an open channel. A held delivery is acked `hold_s` after it came.
+ACK = "ack"
+REJECT = "reject"
+NACK = "nack"
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +96,16 @@ class ClientOptions:
     port: int = 5672
     # Consumers of a stream give the offset they start from (x-stream-offset), e.g. "first".
     stream_offset: str | None = None
+    # Shares (0..1, together at most 1) of a main-phase consumer's deliveries it returns
+    # with basic.reject requeue=true, with basic.nack requeue=true, or holds `hold_s` seconds
+    # before acking (past a consumer timeout, the broker takes them back); drawn per delivery
+    # from a generator seeded with the process number. The drain settles nothing but acks.
+    reject_share: float = 0.0
+    nack_share: float = 0.0
+    hold_share: float = 0.0
+    hold_s: float = 0.0
+    # The main-phase consumers' x-consumer-timeout argument (ms); None: not sent.
+    consumer_timeout_ms: int | None = None
 
 
 class PublisherSlot:
@@ -270,7 +288,15 @@ class Consumer:
         # The highest x-stream-offset delivered (streams only).
         self.max_offset: int | None = None
         self._next_ack = 0.0
-        self._to_ack: collections.deque[tuple[int, Op | None]] = collections.deque()
+        # Deliveries to settle, in order: (delivery tag, the delivery's op or None, ACK,
+        # REJECT or NACK); and those held until a time (monotonic) before they are acked.
+        self._to_ack: collections.deque[tuple[int, Op | None, str]] = collections.deque()
+        self._held: list[tuple[float, int, Op | None]] = []
+        # Rejects, nacks and holds are the main phase's (ClientOptions' shares), never the
+        # drain's: a delivery returned there would only prolong it.
+        self._modes = f == "consume" and phase == "main"
+        self._rng = random.Random(process)
+        self.returned = 0
         self._dead_letters = f == DEAD_LETTER
         # The ids delivered and not yet acked, by delivery tag (what a cancel leaves held).
         self._unacked: dict[int, str] = {}
@@ -285,12 +311,10 @@ class Consumer:
             with answer_within(self.conn, self.opts.answer_timeout_s, "basic.consume"):
                 self.channel = self.conn.channel()
                 self.channel.basic_qos(prefetch_count=self.opts.prefetch)
-                args = ({"x-stream-offset": self.opts.stream_offset}
-                        if self.opts.stream_offset is not None else None)
                 self.channel.add_on_cancel_callback(self._on_broker_cancel)
                 self.channel.basic_consume(
                     self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag,
-                    arguments=args,
+                    arguments=self._consume_arguments(),
                 )
         except AMQP_ERRORS as e:
             abandon(self.conn)
@@ -298,6 +322,29 @@ class Consumer:
             raise ClientError(f"consume on {self.node}: {type(e).__name__}: {e}") from e
         # Idle time counts from the moment the broker has the consumer, not from construction.
         self.last_delivery = time.monotonic()
+
+    def _consume_arguments(self) -> dict[str, Any] | None:
+        """Returns the basic.consume arguments: x-stream-offset for a stream's consumer, and a
+        main-phase consumer's x-consumer-timeout when set; None when there are none."""
+        args: dict[str, Any] = {}
+        if self.opts.stream_offset is not None:
+            args["x-stream-offset"] = self.opts.stream_offset
+        if self._modes and self.opts.consumer_timeout_ms is not None:
+            args["x-consumer-timeout"] = self.opts.consumer_timeout_ms
+        return args or None
+
+    def _settlement(self) -> str | None:
+        """Draws how a main-phase delivery is settled: REJECT, NACK, ACK, or None to hold it
+        (ClientOptions' shares; ACK for every delivery of the drain)."""
+        if not self._modes:
+            return ACK
+        draw = self._rng.random()
+        for share, settle in ((self.opts.reject_share, REJECT), (self.opts.nack_share, NACK),
+                              (self.opts.hold_share, None)):
+            if draw < share:
+                return settle
+            draw -= share
+        return ACK
 
     def _on_message(self, ch: Any, method: Any, props: Any, body: bytes) -> None:
         text = body.decode("utf-8", errors="replace")
@@ -321,24 +368,39 @@ class Consumer:
             # cancelled first as pika's channel close would (recorded: `_end`).
             self.crashed = True
             self._to_ack.clear()
+            self._held.clear()
             self._end(dispatch=False)
             return
         # Acked from `poll`, never here: each basic_ack flushes I/O, which reads more deliveries,
         # and pika dispatches those in the same call, so acking here never returns under a backlog.
-        self._to_ack.append((method.delivery_tag, None if self._dead_letters else delivery))
+        op = None if self._dead_letters else delivery
+        settle = self._settlement()
+        if settle is None:
+            self._held.append((time.monotonic() + self.opts.hold_s, method.delivery_tag, op))
+        else:
+            self._to_ack.append((method.delivery_tag, op, settle))
 
     def _ack_due(self) -> None:
-        """Acks the deliveries whose time has come (all of them, unless the consumer is slow)."""
+        """Settles the deliveries whose time has come (all of them, unless the consumer is
+        slow): acks, rejects or nacks each (requeue), and records it; a held delivery joins
+        them once its hold is over."""
+        if self._held:
+            now = time.monotonic()
+            self._to_ack.extend((tag, op, ACK) for due, tag, op in self._held if due <= now)
+            self._held = [h for h in self._held if h[0] > now]
         while self._to_ack:
             now = time.monotonic()
             if self.ack_interval_s and now < self._next_ack:
                 return
-            tag, delivery = self._to_ack.popleft()
-            self.channel.basic_ack(delivery_tag=tag)
+            tag, delivery, settle = self._to_ack.popleft()
+            _SETTLE[settle](self.channel, tag)
             self._unacked.pop(tag, None)
             if delivery is not None:
-                self.history.append(replace(delivery, f="ack", index=-1, time=-1))
-            self.acked += 1
+                self.history.append(replace(delivery, f=settle, index=-1, time=-1))
+            if settle == ACK:
+                self.acked += 1
+            else:
+                self.returned += 1
             if self.ack_interval_s:
                 # A slow consumer: the broker holds the rest of the backlog until the next ack.
                 self._next_ack = max(self._next_ack + self.ack_interval_s, now)
@@ -355,7 +417,7 @@ class Consumer:
                 left = end - time.monotonic()
                 if left <= 0 or not self.channel.is_open:
                     break
-                self.conn.process_data_events(time_limit=min(left, 0.02) if self._to_ack else left)
+                self.conn.process_data_events(time_limit=self._wait(left))
         except AMQP_ERRORS as e:
             self._lost(_describe(e))
             raise ClientError(_describe(e)) from e
@@ -365,6 +427,15 @@ class Consumer:
         if self.tag not in self.channel.consumer_tags:
             self._on_broker_cancel(None)
             raise ClientError(f"consumer {self.tag} on {self.node} was cancelled by the broker")
+
+    def _wait(self, left: float) -> float:
+        """Takes the seconds left to poll. Returns how long to wait for I/O: briefly while
+        deliveries wait to be settled, until the first hold ends while some are held."""
+        if self._to_ack:
+            return min(left, 0.02)
+        if self._held:
+            return max(0.0, min(left, min(h[0] for h in self._held) - time.monotonic()))
+        return left
 
     def close(self) -> None:
         """Ends the consumer, each step recorded (`_end`): its basic.cancel, then its channel's
@@ -444,6 +515,14 @@ class Consumer:
     def _close_reason(self) -> Any:
         """Returns why pika says the channel closed (an exception), or a plain text."""
         return getattr(self.channel, "_closing_reason", None) or "no reason given"
+
+
+# How each settlement is written on a channel (a delivery tag; returns requeue it).
+_SETTLE: dict[str, Callable[[Any, int], None]] = {
+    ACK: lambda ch, tag: ch.basic_ack(delivery_tag=tag),
+    REJECT: lambda ch, tag: ch.basic_reject(delivery_tag=tag, requeue=True),
+    NACK: lambda ch, tag: ch.basic_nack(delivery_tag=tag, multiple=False, requeue=True),
+}
 
 
 def _describe(e: Any) -> str:

@@ -29,9 +29,12 @@ from workloads.kinds import KINDS, QueueConfigError, kind_of
 # What a queue at its max length does with a new message (RabbitMQ's x-overflow; both kinds of
 # queue take these two; drop-head is the broker's default).
 OVERFLOWS: tuple[str, ...] = ("drop-head", "reject-publish")
+# Which returned messages a 4.3 quorum queue delays (x-delayed-retry-type): none, every one,
+# those a consumer failed (rejected, or lost with its consumer), those returned otherwise.
+DELAYED_RETRY_TYPES: tuple[str, ...] = ("disabled", "all", "failed", "returned")
 # What the harness appends to the queue's name for its own dead-letter exchange and queue.
 DEAD_LETTER_SUFFIXES: tuple[str, str] = (".harness-dlx", ".harness-dlq")
-__all__ = ["OVERFLOWS", "DeadLettering", "QueueConfigError", "QueueSpec",
+__all__ = ["DELAYED_RETRY_TYPES", "OVERFLOWS", "DeadLettering", "QueueConfigError", "QueueSpec",
            "dead_letter_names", "dead_letter_queue_spec", "dead_lettering", "ha_policy",
            "queue_arguments", "reads_whole_log"]
 
@@ -63,6 +66,11 @@ class QueueSpec:
     # messages by design, the harness dead-letters them to an exchange and queue of its own and
     # reads them back; with the user's, it cannot account for them (`dead_lettering`).
     dead_letter_exchange: str | None = None
+    # Quorum queues, RabbitMQ 4.3: delayed retry (x-delayed-retry-type, -min, -max; ms). A
+    # returned message is ready again only after min(min x its delivery count, max).
+    delayed_retry_type: str | None = None
+    delayed_retry_min_ms: int | None = None
+    delayed_retry_max_ms: int | None = None
 
     def validate(self, node_count: int) -> None:
         """Takes the cluster size. Raises QueueConfigError for an impossible setting."""
@@ -92,7 +100,38 @@ class QueueSpec:
                     f"unknown overflow {self.overflow!r}; known: {', '.join(OVERFLOWS)}")
             if self.max_length is None:
                 raise QueueConfigError("an overflow behaviour needs a max length")
+        self._check_delayed_retry(kind.takes_delayed_retry, kind.name)
         kind.validate(self, node_count)
+
+    def _check_delayed_retry(self, takes: bool, kind: str) -> None:
+        """Takes whether the queue's kind has delayed retry, and its name. Raises
+        QueueConfigError for an unknown type, a delay below 0, a min above the max, a delay
+        without a type, or any of them on a kind without delayed retry, naming the option."""
+        given = {"--delayed-retry-type": self.delayed_retry_type,
+                 "--delayed-retry-min": self.delayed_retry_min_ms,
+                 "--delayed-retry-max": self.delayed_retry_max_ms}
+        for flag, value in given.items():
+            if value is not None and not takes:
+                raise QueueConfigError(f"{flag} applies to quorum queues, not {kind}")
+        if self.delayed_retry_type is not None and \
+                self.delayed_retry_type not in DELAYED_RETRY_TYPES:
+            raise QueueConfigError(f"unknown --delayed-retry-type {self.delayed_retry_type!r}; "
+                                   f"known: {', '.join(DELAYED_RETRY_TYPES)}")
+        for flag in ("--delayed-retry-min", "--delayed-retry-max"):
+            ms = given[flag]
+            if ms is not None and (not isinstance(ms, int) or ms < 0):
+                raise QueueConfigError(f"{flag} must be >= 0 ms, got {ms}")
+            if ms is not None and self.delayed_retry_type is None:
+                raise QueueConfigError(f"{flag} needs --delayed-retry-type")
+        lo, hi = self.delayed_retry_min_ms, self.delayed_retry_max_ms
+        if lo is not None and hi is not None and lo > hi:
+            raise QueueConfigError(
+                f"--delayed-retry-min ({lo} ms) must not exceed --delayed-retry-max ({hi} ms)")
+
+    def delayed_retry_set(self) -> bool:
+        """Returns whether the spec sets any delayed-retry argument."""
+        return any(v is not None for v in (self.delayed_retry_type, self.delayed_retry_min_ms,
+                                            self.delayed_retry_max_ms))
 
 
 def settings_that_matter(spec: QueueSpec) -> dict[str, Any]:
@@ -184,4 +223,5 @@ def dead_letter_queue_spec(spec: QueueSpec) -> QueueSpec:
     return dataclasses.replace(
         spec, name=dead_letter_names(spec.name)[1], durable=True, delivery_limit=None,
         max_length=None, overflow=None, single_active_consumer=False,
-        dead_letter_exchange=None)
+        dead_letter_exchange=None, delayed_retry_type=None, delayed_retry_min_ms=None,
+        delayed_retry_max_ms=None)

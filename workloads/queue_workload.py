@@ -48,7 +48,7 @@ from typing import Any
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
-from clusters.releases import line_of
+from clusters.releases import default_delivery_limit, line_of
 from clusters.remote import RemoteError
 from history import DEAD_LETTER, HARNESS, Op, Recorder
 from workloads.clients import (
@@ -159,6 +159,42 @@ class WorkloadOptions:
             raise WorkloadConfigError("prefetch must be >= 0")
         if self.client.crash_after < 0:
             raise WorkloadConfigError("crash-after must be >= 0 deliveries")
+        self._check_settling()
+
+    # The least x-consumer-timeout the harness sends (ms). RabbitMQ checks consumer timeouts
+    # periodically, not at the instant, and its docs warn against short timeouts; below a
+    # second a timeout would fire at the check's pace, not the option's, so the harness does
+    # not claim to test one.
+    MIN_CONSUMER_TIMEOUT_MS = 1000
+
+    def _check_settling(self) -> None:
+        """Raises WorkloadConfigError for a reject, nack or hold share outside 0..1 (or
+        together above 1), a hold without its seconds, a consumer timeout below
+        MIN_CONSUMER_TIMEOUT_MS, or any of them without consumers."""
+        c = self.client
+        shares = {"--reject-share": c.reject_share, "--nack-share": c.nack_share,
+                  "--hold-share": c.hold_share}
+        for flag, share in shares.items():
+            if not 0 <= share <= 1:
+                raise WorkloadConfigError(f"{flag} must be 0..1, got {share}")
+        if sum(shares.values()) > 1:
+            raise WorkloadConfigError(
+                "--reject-share, --nack-share and --hold-share must add up to at most 1, got "
+                f"{sum(shares.values()):g}")
+        if c.hold_s < 0 or (c.hold_share > 0) != (c.hold_s > 0):
+            raise WorkloadConfigError(
+                f"--hold-share and --hold-s go together (a share of deliveries held that many "
+                f"seconds > 0), got {c.hold_share:g} and {c.hold_s:g}")
+        if c.consumer_timeout_ms is not None and c.consumer_timeout_ms < \
+                self.MIN_CONSUMER_TIMEOUT_MS:
+            raise WorkloadConfigError(
+                f"--consumer-timeout-ms must be >= {self.MIN_CONSUMER_TIMEOUT_MS} ms, got "
+                f"{c.consumer_timeout_ms}: RabbitMQ checks consumer timeouts periodically and "
+                "its docs advise against short ones, so a shorter one would not be the timeout "
+                "under test")
+        if self.consumers == 0 and (any(shares.values()) or c.consumer_timeout_ms is not None):
+            raise WorkloadConfigError(
+                "rejects, nacks, holds and a consumer timeout need consumers (--consumers > 0)")
 
 
 @dataclass
@@ -244,8 +280,26 @@ class QueueWorkload:
                      ", ".join(seen["limits"]) or "no limit of the harness's")
             self.history.append(Op(type="info", process=HARNESS, f="dead-lettering",
                                    value=seen))
+        if self.opts.client.consumer_timeout_ms is not None:
+            self.history.append(Op(type="info", process=HARNESS, f="consumer-timeout", value={
+                "queue": self.spec.name, "timeout_ms": self.opts.client.consumer_timeout_ms,
+                "hold_share": self.opts.client.hold_share, "hold_s": self.opts.client.hold_s}))
+        if self.spec.delayed_retry_set():
+            self.history.append(Op(type="info", process=HARNESS, f="delayed-retry",
+                                   value=self._delayed_retry(line)))
         if self.opts.backlog:
             self._publish_backlog(self.opts.backlog)
+
+    def _delayed_retry(self, line: str | None) -> dict[str, Any]:
+        """Takes the broker's release line (None: unknown). Returns the value of the harness's
+        `delayed-retry` observation, which checkers.retry judges by: queue, type, min_ms,
+        max_ms and the delivery limit in force (the spec's, else the line's default)."""
+        limit = self.spec.delivery_limit
+        if limit is None and line is not None:
+            limit = default_delivery_limit(line)
+        return {"queue": self.spec.name, "type": self.spec.delayed_retry_type,
+                "min_ms": self.spec.delayed_retry_min_ms,
+                "max_ms": self.spec.delayed_retry_max_ms, "delivery_limit": limit}
 
     def _dead_letter_spec(self) -> QueueSpec | None:
         """Returns the spec of the harness's dead-letter queue, or None when it reads none."""

@@ -28,11 +28,13 @@ BROKER = ["--partition-handling", "--net-ticktime", "--rabbitmq", "--metadata-st
 QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group-size",
          "--delivery-limit", "--ha-mode", "--ha-params", "--ha-sync-mode",
          "--ha-promote-on-shutdown", "--ha-promote-on-failure", "--queue-master-locator",
-         "--single-active-consumer", "--max-length", "--overflow", "--dead-letter-exchange"]
+         "--single-active-consumer", "--max-length", "--overflow", "--dead-letter-exchange",
+         "--delayed-retry-type", "--delayed-retry-min", "--delayed-retry-max"]
 WORKLOAD = ["--publishers", "--consumers", "--rate", "--consume-rate",
             "--pause-consumers-in-faults", "--backlog", "--publish-timeout", "--window",
             "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
-            "--consumer-crash-after", "--metadata-probe-interval", "--metadata-probe-timeout",
+            "--consumer-crash-after", "--reject-share", "--nack-share", "--hold-share",
+            "--hold-s", "--consumer-timeout-ms", "--metadata-probe-interval", "--metadata-probe-timeout",
             "--placement-interval"]
 NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-duration",
            "--nemesis-targets", "--packet-loss", "--packet-scope", "--bandwidth-kbit",
@@ -197,6 +199,10 @@ def test_every_option_sets_its_spec_field(o):
     (["--publish-timeout", "9"], "workload.client.publish_timeout_s", 9.0),
     (["--placement-interval", "0"], "placement_interval_s", 0.0),
     (["--metadata-probe-interval", "1"], "workload.metadata_probe_interval_s", 1.0),
+    (["--reject-share", "0.2"], "workload.client.reject_share", 0.2),
+    (["--hold-s", "3"], "workload.client.hold_s", 3.0),
+    (["--consumer-timeout-ms", "5000"], "workload.client.consumer_timeout_ms", 5000),
+    (["--delayed-retry-min", "200"], "queue.delayed_retry_min_ms", 200),
     (["--metadata-probe-timeout", "2.5"], "workload.metadata_probe_timeout_s", 2.5),
     (["--time-limit", "30"], "time_limit_s", 30.0),
     (["--nemesis-interval", "3"], "nemesis.interval_s", 3.0),

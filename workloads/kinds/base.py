@@ -63,6 +63,15 @@ class QueueSettings(Protocol):
     @property
     def dead_letter_exchange(self) -> str | None: ...
 
+    @property
+    def delayed_retry_type(self) -> str | None: ...
+
+    @property
+    def delayed_retry_min_ms(self) -> int | None: ...
+
+    @property
+    def delayed_retry_max_ms(self) -> int | None: ...
+
 
 class QueueKind:
     """A kind of queue. Subclasses set `name` and `summary` and override what differs."""
@@ -79,6 +88,8 @@ class QueueKind:
     # It takes a delivery limit (x-delivery-limit): a message returned more often is dropped,
     # or dead-lettered (workloads.queue_spec.dead_lettering).
     takes_delivery_limit = False
+    # It takes delayed retry (x-delayed-retry-type, -min, -max; RabbitMQ 4.3 quorum queues).
+    takes_delayed_retry = False
     # The QueueSpec fields only this kind reads (a mirrored queue's policy settings); other
     # kinds ignore them (workloads.queue_spec.settings_that_matter).
     own_fields: tuple[str, ...] = ()

@@ -21,6 +21,7 @@ class Quorum(QueueKind):
     name = "quorum"
     summary = "a quorum queue (Raft), always durable"
     takes_delivery_limit = True
+    takes_delayed_retry = True
 
     def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Quorum queues are durable and take no mirroring settings."""
@@ -35,6 +36,11 @@ class Quorum(QueueKind):
             args["x-quorum-initial-group-size"] = spec.quorum_initial_group_size
         if spec.delivery_limit is not None:
             args["x-delivery-limit"] = spec.delivery_limit
+        for key, value in (("x-delayed-retry-type", spec.delayed_retry_type),
+                           ("x-delayed-retry-min", spec.delayed_retry_min_ms),
+                           ("x-delayed-retry-max", spec.delayed_retry_max_ms)):
+            if value is not None:
+                args[key] = value
         return args
 
     def describe(self, queue: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,75 @@
+"""The consumer-timeout section in Spark (the rule: checkers.timeouts).
+
+Reads, from the JSONL history, the ok client ops of deliveries, dead letters
+and the broker's cancels, under a schema of its own (`by`, `holding`). The
+broker's cancels are few and collected; each held message's later ops are
+found by a join with them, each classified in columns, and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from checkers.model import CANCEL, DEAD_LETTER, DELIVERY_FS
+from checkers.timeouts import (
+    DEAD_LETTERED,
+    DELIVERED_AFTER_CANCEL,
+    LOST,
+    NOT_JUDGED_DRAIN,
+    REDELIVERED,
+    UNFLAGGED,
+    section,
+)
+
+SCHEMA: Final = T.StructType([
+    T.StructField("index", T.LongType()), T.StructField("time", T.LongType()),
+    T.StructField("type", T.StringType()), T.StructField("process", T.StringType()),
+    T.StructField("f", T.StringType()), T.StructField("value", T.StringType()),
+    T.StructField("consumer", T.StringType()), T.StructField("redelivered", T.BooleanType()),
+    T.StructField("by", T.StringType()), T.StructField("holding", T.ArrayType(T.StringType())),
+])
+
+
+def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[str, Any],
+                           drain_complete: bool, example_size: int = 5) -> dict[str, Any]:
+    """Takes a session, the JSONL history, the settings the harness observed, whether the drain
+    completed and how many examples to give. Returns the section (checkers.timeouts.section)."""
+    ops = (spark.read.schema(SCHEMA).json(str(source))
+           .where((F.col("type") == "ok") & F.col("process").rlike(r"^\d+$")))
+    cancels = ops.where((F.col("f") == CANCEL) & (F.col("by") == "broker")).select(
+        F.col("index").alias("c_index"), F.col("process").alias("c_process"),
+        F.col("consumer").alias("c_consumer"), F.coalesce("holding", F.array()).alias("held"))
+    msgs = ops.where(F.col("value").isNotNull() & F.col("f").isin(*DELIVERY_FS, DEAD_LETTER))
+    dlv = F.col("f").isin(*DELIVERY_FS)
+    after = msgs.join(cancels, (msgs["index"] > cancels["c_index"]) & dlv
+                      & (msgs["process"] == cancels["c_process"])
+                      & (msgs["consumer"] == cancels["c_consumer"]))
+    fed = after.orderBy("index").limit(example_size).collect()
+    n_fed = after.count()
+    held = cancels.select("*", F.explode("held").alias("id"))
+    later = held.join(msgs, (msgs["value"] == held["id"]) & (msgs["index"] > held["c_index"]),
+                      "left")
+    first = later.groupBy("c_index", "id").agg(
+        F.min(F.when(dlv, F.struct("index", "redelivered"))).alias("nxt"),
+        F.max(F.when(F.col("f") == DEAD_LETTER, True)).alias("dead"))
+    outcome = (F.when(F.col("nxt").isNotNull() & F.col("nxt.redelivered"), F.lit(REDELIVERED))
+               .when(F.col("nxt").isNotNull(), F.lit(UNFLAGGED))
+               .when(F.col("dead"), F.lit(DEAD_LETTERED))
+               .otherwise(F.lit(LOST if drain_complete else NOT_JUDGED_DRAIN)))
+    judged = first.select("c_index", "id", outcome.alias("outcome"))
+    counts = {r["outcome"]: r["n"] for r in
+              judged.groupBy("outcome").agg(F.count("*").alias("n")).collect()}
+    counts[DELIVERED_AFTER_CANCEL] = n_fed
+    bad = (judged.where(F.col("outcome").isin(UNFLAGGED, LOST))
+           .orderBy("c_index", "id").limit(example_size).collect())
+    examples = ([{"violation": DELIVERED_AFTER_CANCEL, "id": r["value"], "index": r["index"],
+                  "cancel_index": r["c_index"], "consumer": r["consumer"]} for r in fed]
+                + [{"violation": r["outcome"], "id": r["id"], "cancel_index": r["c_index"]}
+                   for r in bad])
+    return section(settings, cancels.count(), counts, examples[:example_size])

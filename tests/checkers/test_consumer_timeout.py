@@ -1,0 +1,103 @@
+"""The consumer-timeout section (checkers.timeouts, checkers.spark_timeouts) over planted
+histories: a broker cancel whose held messages come back flagged (or dead-lettered) is clean;
+a delivery to the cancelled consumer after its cancel, a held message back unflagged, or
+never back after a complete drain, is each a violation; with the drain incomplete a held
+message never back is not judged. A plain-Python oracle below must agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from checkers.spark_timeouts import consumer_timeout_check
+from history import BY_BROKER
+from tests.checkers.histories import Builder
+
+pytestmark = [pytest.mark.spark]
+SETTINGS = {"queue": "q", "timeout_ms": 5000, "hold_share": 0.1, "hold_s": 8.0}
+
+
+def oracle(path: Path, drain_complete: bool) -> dict[str, int]:
+    """The rule written apart: counts per outcome."""
+    ops = [orjson.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    ok = [o for o in ops if o.get("type") == "ok" and isinstance(o.get("process"), int)]
+    out: dict[str, int] = {}
+    for c in ok:
+        if c.get("f") != "cancel" or c.get("by") != "broker":
+            continue
+        later = [o for o in ok if o["index"] > c["index"]]
+        for o in later:
+            if o["f"] in ("consume", "drain") and o["process"] == c["process"] \
+                    and o.get("consumer") == c.get("consumer"):
+                out["delivered_after_cancel"] = out.get("delivered_after_cancel", 0) + 1
+        for mid in c.get("holding") or []:
+            nxt = next((o for o in later if o.get("value") == mid
+                        and o["f"] in ("consume", "drain")), None)
+            dead = any(o.get("value") == mid and o["f"] == "dead-letter" for o in later)
+            k = ("redelivered" if nxt and nxt.get("redelivered") else "unflagged" if nxt
+                 else "dead_lettered" if dead else "lost" if drain_complete
+                 else "drain_incomplete")
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
+def judge(spark: Any, path: Path, drain_complete: bool = True) -> dict[str, Any]:
+    got = consumer_timeout_check(spark, path, SETTINGS, drain_complete)
+    counts = {**got["violations"], **got["not_judged"], "redelivered": got["redelivered"],
+              "dead_lettered": got["dead_lettered"]}
+    assert {k: v for k, v in counts.items() if v} == oracle(path, drain_complete)
+    return got
+
+
+def story(path: Path, *, back: str = "flagged", fed_after: bool = False) -> None:
+    """Consumer 5 gets 1-0 and 1-1, holds both; the broker cancels it (timeout); 1-0 comes back
+    to consumer 6 (`back`: "flagged", "unflagged", "dead" or "never"); 1-1 comes back flagged."""
+    with Builder(path) as b:
+        b.deliver(5, "1-0")
+        b.deliver(5, "1-1")
+        b.op(type="ok", process=5, f="cancel", consumer="c5", queue="q", phase="main",
+             extra={"by": BY_BROKER, "holding": ["1-0", "1-1"]})
+        if fed_after:
+            b.deliver(5, "1-2")
+        if back in ("flagged", "unflagged"):
+            b.consume(6, "1-0", redelivered=back == "flagged")
+        if back == "dead":
+            b.op(type="ok", process=9, f="dead-letter", value="1-0", queue="q.harness-dlq",
+                 phase="drain")
+        b.consume(6, "1-1", redelivered=True)
+
+
+def test_held_messages_back_flagged_or_dead_lettered_are_valid(spark, tmp_path):
+    for back in ("flagged", "dead"):
+        p = tmp_path / f"{back}.jsonl"
+        story(p, back=back)
+        got = judge(spark, p)
+        assert got["valid"] is True and got["broker_cancels"] == 1 and got["held_judged"] == 2
+
+
+@pytest.mark.parametrize("kw, violation", [
+    ({"back": "unflagged"}, "unflagged"), ({"back": "never"}, "lost"),
+    ({"fed_after": True}, "delivered_after_cancel")])
+def test_each_violation_is_found(spark, tmp_path, kw, violation):
+    p = tmp_path / "h.jsonl"
+    story(p, **kw)
+    got = judge(spark, p)
+    assert got["valid"] is False and got["violations"][violation] == 1
+    assert got["examples"][0]["violation"] == violation
+
+
+def test_a_held_message_never_back_is_not_judged_when_the_drain_is_incomplete(spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    story(p, back="never")
+    got = judge(spark, p, drain_complete=False)
+    assert got["valid"] is True and got["not_judged"] == {"drain_incomplete": 1}
+
+
+def test_without_a_broker_cancel_nothing_is_judged(spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.consume(5, "1-0")
+    assert judge(spark, p)["valid"] == "unknown"

@@ -1,0 +1,162 @@
+"""The delayed-retry section (checkers.retry, checkers.spark_retry) over planted histories:
+clean returns, each violation (early, unflagged, past the limit, gone), and what is not
+judged (a nack, a return with the drain incomplete). The oracle (tests.checkers.oracle_retry)
+must agree with Spark on each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers.retry import settings_of
+from checkers.spark_retry import delayed_retry_check
+from history import Op
+from tests.checkers import oracle_retry
+from tests.checkers.histories import Builder
+
+pytestmark = [pytest.mark.spark]
+SETTINGS = {"queue": "q", "type": "all", "min_ms": 200, "max_ms": 500, "delivery_limit": 3}
+
+
+def reject(b: Builder, process: int, mid: str, f: str = "reject") -> None:
+    b.op(type="ok", process=process, f=f, value=mid, node="n2", queue="q", consumer=f"c{process}",
+         phase="main")
+
+
+def dlv(b: Builder, process: int, mid: str, redelivered: bool = True,
+        count: int | None = None) -> None:
+    b.op(type="ok", process=process, f="consume", value=mid, node="n2", queue="q",
+         consumer=f"c{process}", redelivered=redelivered, delivery_count=count, phase="main")
+
+
+def judge(spark: Any, path: Path, drain_complete: bool = True,
+          settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    s = settings or SETTINGS
+    got = delayed_retry_check(spark, path, s, drain_complete)
+    assert oracle_retry.agrees(got, oracle_retry.judge(path, s, drain_complete))
+    return got
+
+
+def test_returns_redelivered_after_their_delay_and_dead_lettered_past_the_limit_are_valid(
+        spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.at(10)
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0")  # count 1: ready after 200 ms
+        b.at(215)
+        dlv(b, 6, "1-0", count=1)
+        reject(b, 6, "1-0")  # count 2: 400 ms
+        b.at(620)
+        dlv(b, 5, "1-0", count=2)
+        reject(b, 5, "1-0")  # count 3: min(600, 500) = 500 ms
+        b.at(1125)
+        dlv(b, 5, "1-0", count=3)
+        reject(b, 5, "1-0")  # count 4 > 3: dead-lettered
+        b.at(1200)
+        b.op(type="ok", process=9, f="dead-letter", value="1-0", queue="q.harness-dlq",
+             phase="drain")
+    got = judge(spark, p)
+    assert got["valid"] is True
+    assert (got["judged"], got["redelivered"], got["dead_lettered"]) == (4, 3, 1)
+    assert got["violation_count"] == 0 and got["tolerance_ms"] == 50
+
+
+@pytest.mark.parametrize("story, violation", [
+    ("early", "early"), ("unflagged", "unflagged"), ("past_limit", "past_limit"),
+    ("gone", "gone")])
+def test_each_violation_is_found_with_its_timeline(spark, tmp_path, story, violation):
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0")
+        b.at(100 if story == "early" else 600)
+        if story != "gone":
+            dlv(b, 6, "1-0", redelivered=story != "unflagged",
+                count=5 if story == "past_limit" else 1)
+    got = judge(spark, p)
+    assert got["valid"] is False
+    assert got["violations"][violation] == 1 and got["violation_count"] == 1
+    ex = got["examples"][0]
+    assert ex["id"] == "1-0" and ex["violation"] == violation
+    assert [e["f"] for e in ex["timeline"]] == ["consume", "reject"] + (
+        [] if story == "gone" else ["consume"])
+
+
+def test_the_count_is_the_rejects_so_far_where_the_broker_gave_none(spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0")
+        b.at(250)
+        dlv(b, 5, "1-0")
+        reject(b, 5, "1-0")
+        b.at(550)  # 300 ms after the second reject, whose delay is 400 ms
+        dlv(b, 5, "1-0")
+    got = judge(spark, p)
+    assert got["violations"]["early"] == 1 and got["redelivered"] == 1
+
+
+def test_nacks_and_returns_the_drain_could_not_settle_are_not_judged(spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0", f="nack")
+        dlv(b, 5, "1-0")
+        dlv(b, 5, "1-1", redelivered=False)
+        reject(b, 5, "1-1")
+    got = judge(spark, p, drain_complete=False)
+    assert got["valid"] == "unknown" and got["judged"] == 0
+    assert got["not_judged"] == {"nack": 1, "drain_incomplete": 1}
+
+
+def test_a_type_that_delays_no_reject_judges_only_the_flag_and_the_limit(spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0")
+        dlv(b, 5, "1-0", count=1)
+    got = judge(spark, p, settings={**SETTINGS, "type": "returned"})
+    assert got["valid"] is True and got["redelivered"] == 1
+
+
+def test_the_settings_are_the_harnesss_last_observation():
+    class E:
+        def __init__(self, f: str, value: Any) -> None:
+            self.f, self.value = f, value
+    assert settings_of([E("phase", {}), E("delayed-retry", SETTINGS)]) == SETTINGS
+    assert settings_of([E("phase", {})]) is None
+    assert Op  # the history's op model writes the delivery_count the rule reads
+
+
+def _run(path: Path, observed: bool) -> None:
+    """Writes a whole run: one message rejected, redelivered too early, then acked; the drain
+    completes; `observed`: the harness recorded delayed-retry settings at setup."""
+    from history import HARNESS
+    with Builder(path) as b:
+        if observed:
+            b.op(type="info", process=HARNESS, f="delayed-retry", value=SETTINGS)
+        b.publish(1, 0)
+        b.phase("main", "start")
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0")
+        dlv(b, 5, "1-0", count=1)
+        b.ack(5, "1-0", consumer="c5")
+        b.phase("main", "end")
+        b.drain_end(complete=True)
+
+
+@pytest.mark.usefixtures("spark")
+def test_the_check_has_the_section_only_when_the_harness_observed_the_settings(tmp_path):
+    from checkers import CheckOptions, check_history
+    on, off = tmp_path / "on.jsonl", tmp_path / "off.jsonl"
+    _run(on, True)
+    _run(off, False)
+    got = check_history(on, options=CheckOptions())
+    assert got["delayed_retry"]["violations"]["early"] == 1
+    assert got["valid"] is False
+    assert "delayed_retry" not in check_history(off, options=CheckOptions())

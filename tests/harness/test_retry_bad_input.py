@@ -1,0 +1,100 @@
+"""Bad input about delayed retry and consumer timeouts (issue 31): delayed retry on a line or a
+queue kind without it, an unknown retry type, a min above the max, a consumer timeout below
+1000 ms or on 3.10. Each is refused by TestSpec.validate naming the option, and the command
+line exits 2 before anything starts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import harness.runner
+from harness.cli import main
+from harness.spec import SpecError, TestSpec
+from workloads.clients import ClientOptions
+from workloads.kinds.quorum import Quorum
+from workloads.queue_spec import QueueSpec, queue_arguments
+from workloads.queue_workload import WorkloadOptions
+
+
+def spec(line: str, queue: dict[str, object] | None = None,
+         client: dict[str, object] | None = None) -> TestSpec:
+    broker = dataclasses.replace(TestSpec().broker, rabbitmq=line)
+    return TestSpec(broker=broker, queue=QueueSpec(**queue or {}),  # type: ignore[arg-type]
+                    workload=WorkloadOptions(client=ClientOptions(**client or {})))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("line", ["3.10", "4.0"])
+def test_delayed_retry_on_a_line_without_it_is_refused(line):
+    why = spec(line, {"delayed_retry_type": "all"}).refusal()
+    assert why is not None and why.startswith("--delayed-retry-type: delayed retry")
+    assert "Choose --rabbitmq 4.3" in why
+    assert spec("4.3", {"delayed_retry_type": "all"}).refusal() is None
+
+
+def test_a_consumer_timeout_on_3_10_is_refused_and_taken_from_4_0_on():
+    why = spec("3.10", client={"consumer_timeout_ms": 5000}).refusal()
+    assert why is not None and why.startswith("--consumer-timeout-ms: RabbitMQ 3.10")
+    for line in ("4.0", "4.3"):
+        assert spec(line, client={"consumer_timeout_ms": 5000}).refusal() is None
+
+
+@pytest.mark.parametrize("queue, msg", [
+    ({"type": "classic", "delayed_retry_type": "all"},
+     "--delayed-retry-type applies to quorum queues, not classic"),
+    ({"type": "stream", "delayed_retry_min_ms": 10},
+     "--delayed-retry-min applies to quorum queues, not stream"),
+    ({"delayed_retry_type": "sometimes"}, "unknown --delayed-retry-type 'sometimes'"),
+    ({"delayed_retry_type": "all", "delayed_retry_min_ms": -1},
+     "--delayed-retry-min must be >= 0 ms"),
+    ({"delayed_retry_max_ms": 100}, "--delayed-retry-max needs --delayed-retry-type"),
+    ({"delayed_retry_type": "all", "delayed_retry_min_ms": 500, "delayed_retry_max_ms": 100},
+     "--delayed-retry-min \\(500 ms\\) must not exceed --delayed-retry-max \\(100 ms\\)"),
+])
+def test_impossible_delayed_retry_settings_are_refused(queue, msg):
+    with pytest.raises(SpecError, match=msg):
+        spec("4.3", queue).validate()
+
+
+def test_a_quorum_queue_is_declared_with_the_delayed_retry_arguments():
+    q = QueueSpec(delayed_retry_type="failed", delayed_retry_min_ms=200,
+                  delayed_retry_max_ms=1000)
+    args = queue_arguments(q)
+    assert (args["x-delayed-retry-type"], args["x-delayed-retry-min"],
+            args["x-delayed-retry-max"]) == ("failed", 200, 1000)
+    assert "x-delayed-retry-type" not in queue_arguments(QueueSpec())
+    assert Quorum.takes_delayed_retry
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch):
+    monkeypatch.setattr(harness.runner, "run_test", lambda *a, **k: pytest.fail("run started"))
+    monkeypatch.setattr(harness.runner, "make_cluster",
+                        lambda *a, **k: pytest.fail("cluster made"))
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["run", "--rabbitmq", "4.0", "--delayed-retry-type", "all"], "--delayed-retry-type"),
+    (["run", "--rabbitmq", "3.10", "--consumer-timeout-ms", "5000"], "--consumer-timeout-ms"),
+    (["run", "--rabbitmq", "4.3", "--consumer-timeout-ms", "500"],
+     "--consumer-timeout-ms must be >= 1000 ms"),
+    (["run", "--rabbitmq", "4.3", "--queue-type", "classic", "--delayed-retry-min", "5"],
+     "--delayed-retry-min applies to quorum queues"),
+])
+def test_the_command_line_exits_2_naming_the_option(argv, msg, capsys, nothing_starts):
+    assert main(argv) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_the_4_3_scenarios_validate_and_are_refused_on_lines_without_the_feature():
+    from harness.scenarios import SCENARIOS, not_applicable
+    for name in ("quorum-delayed-retry", "quorum-delayed-retry-healthy"):
+        spec = SCENARIOS[name].spec
+        assert spec.broker.rabbitmq == "4.3" and spec.refusal() is None
+        assert [line for line, _ in not_applicable(spec)] == [
+            "3.10", "4.0", "4.0 with --metadata-store khepri"]
+    for name in ("quorum-consumer-timeout", "quorum-consumer-timeout-healthy"):
+        spec = SCENARIOS[name].spec
+        assert spec.refusal() is None
+        assert [line for line, _ in not_applicable(spec)] == ["3.10"]
