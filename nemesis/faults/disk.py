@@ -38,7 +38,7 @@ def dropped_summary(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _layers(ctx: FaultContext) -> UnsyncedDisks:
-    if not isinstance(ctx.cluster, UnsyncedDisks):
+    if not isinstance(ctx.cluster, UnsyncedDisks) or not ctx.cluster.unsynced:
         raise FaultUnsupported("power-loss needs each node's data directory on the unsynced "
                                "layer (backend.unsynced_fs, local backend only)")
     return ctx.cluster

@@ -30,6 +30,7 @@ class LayeredCluster(FakeCluster):
         self.reports = reports
         self.losses: list[tuple[str, str]] = []
         self.fail: set[str] = set()
+        self.unsynced = True
 
     def power_loss(self, node: Node) -> dict[str, Any]:
         self.losses.append((node.name, self.broker.state[node.name]))
@@ -106,9 +107,13 @@ def test_a_failed_power_loss_raises_and_stop_still_boots_every_target() -> None:
     assert broker.all_running()
 
 
-def test_a_cluster_without_the_layer_is_refused_before_anything_is_killed() -> None:
+@pytest.mark.parametrize("layered", [False, True])
+def test_a_cluster_without_the_layer_is_refused_before_anything_is_killed(layered: bool) -> None:
     broker = FakeBroker(names=["n1", "n2", "n3"])
-    ctx = FaultContext(FakeCluster(3), broker, replace(NemesisOptions(), targets="one"),
+    cluster = LayeredCluster(3, broker, {}) if layered else FakeCluster(3)
+    if layered:
+        cluster.unsynced = False  # type: ignore[attr-defined]  # a backend that could, did not
+    ctx = FaultContext(cluster, broker, replace(NemesisOptions(), targets="one"),
                        queue="q", admin=broker)
     fault = make_fault("power-loss")
     with pytest.raises(FaultUnsupported, match="backend.unsynced_fs"):
