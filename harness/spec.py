@@ -207,9 +207,13 @@ class TestSpec:
         """Returns the backend options the run uses: `unsynced_fs` on when asked for or when a
         fault entry needs it (a power loss without the layer would be a mere kill, and the
         layer costs every write of the broker: only the runs that need it pay)."""
-        from nemesis.faults import fault_info
+        from nemesis.faults import INFO
 
-        needs = any(fault_info(e.fault).needs_unsynced_fs for e in self.nemesis.entries())
+        try:
+            entries = self.nemesis.entries()
+        except NemesisConfigError:  # validate says what is wrong with them
+            return self.backend
+        needs = any(e.fault in INFO and INFO[e.fault].needs_unsynced_fs for e in entries)
         if self.backend.unsynced_fs or not needs:
             return self.backend
         return dataclasses.replace(self.backend, unsynced_fs=True)

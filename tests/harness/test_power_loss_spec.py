@@ -50,3 +50,16 @@ def test_the_cli_exits_2_before_anything_starts(argv: list[str], capsys: pytest.
     monkeypatch.setattr(harness.runner, "run_test", lambda *a, **k: pytest.fail("run started"))
     assert main(argv) == 2
     assert "cannot put the nodes' data directories on the unsynced layer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "entry"), [("quorum-power-loss-minority", "power-loss@minority"),
+                                             ("quorum-power-loss-all", "power-loss@all")])
+def test_the_power_loss_scenarios_predict_valid_on_the_layer(name: str, entry: str) -> None:
+    from harness.scenarios import SCENARIOS
+
+    sc = SCENARIOS[name]
+    assert sc.spec.nemesis.faults == (entry,) and sc.spec.queue.type == "quorum"
+    assert sc.expect.outcome == "valid" and sc.twin is None
+    ran = sc.spec.resolved()
+    assert ran.backend.unsynced_fs and ran.backend.kind == "local"
+    ran.validate()

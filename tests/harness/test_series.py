@@ -169,7 +169,8 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
     from harness.spec import spec_from_dict
 
     stored = json.loads(STORED_CATALOGUE.read_text())
-    assert set(stored) == set(SCENARIOS)
+    newer = {"quorum-power-loss-minority", "quorum-power-loss-all"}  # added after the fixture
+    assert set(stored) == set(SCENARIOS) - newer
     # Redefined since, on purpose: 20% packet loss was never noticed by RabbitMQ (a weak run
     # every time); the scenario now loses 90%. Its older runs are left out of tables.
     redefined = {"quorum-packet-loss"}
