@@ -15,8 +15,8 @@ import logging
 import random
 from typing import Any
 
-from clusters.base import Node, UnsyncedDisks
-from nemesis.errors import FaultUnsupported
+from clusters.base import Broker, Node, UnsyncedDisks
+from nemesis.errors import FaultError, FaultUnsupported
 from nemesis.faults.process import kill, start_all_down
 from nemesis.healers import FaultBase
 from nemesis.protocol import Description, FaultContext, FaultInfo, on_nodes, raise_for_errors
@@ -35,6 +35,16 @@ def dropped_summary(report: dict[str, Any]) -> dict[str, Any]:
             "namespace": len(report.get("namespace") or []),
             "paths": [{"path": p.get("path"), "bytes": p.get("bytes"),
                        "vanished": p.get("size_after") is None} for p in paths[:PATHS_KEPT]]}
+
+
+def kill_for_good(broker: Broker, node: Node) -> str:
+    """Takes the broker and a node. Kills its beam with SIGKILL and makes sure it is gone: a
+    layer must never drop writes under a broker still running. Returns "killed"; raises
+    FaultError when the beam survived."""
+    kill(broker, node)
+    if broker.beam_pid(node) is not None:
+        raise FaultError(f"{node.name}'s broker still runs after SIGKILL: no power loss")
+    return "killed"
 
 
 def _layers(ctx: FaultContext) -> UnsyncedDisks:
@@ -62,7 +72,7 @@ class PowerLoss(FaultBase):
         layers = _layers(ctx)
         targets = ctx.targets(rng)
         self._hit = targets  # stop boots every target, whatever failed here
-        _, errors = on_nodes(targets, lambda node: kill(ctx.broker, node))
+        _, errors = on_nodes(targets, lambda node: kill_for_good(ctx.broker, node))
         raise_for_errors(f"{self.info.name} kill", errors)
         reports, errors = on_nodes(targets, layers.power_loss)
         raise_for_errors(self.info.name, errors)

@@ -130,3 +130,12 @@ def test_the_summary_keeps_the_totals_and_a_few_paths() -> None:
     vanished = {"path": "/a", "bytes": 3, "size_before": 3, "size_after": None}
     assert dropped_summary({"bytes": 3, "files": 1, "paths": [vanished]})["paths"] == [
         {"path": "/a", "bytes": 3, "vanished": True}]
+
+
+def test_a_broker_that_survives_its_kill_loses_no_writes() -> None:
+    ctx, cluster, broker = setup(targets="n1")
+    broker.kill = lambda node: None  # type: ignore[method-assign]  # the SIGKILL did nothing
+    fault = make_fault("power-loss")
+    with pytest.raises(FaultError, match="n1's broker still runs after SIGKILL"):
+        fault.start(ctx, random.Random(0))
+    assert cluster.losses == []

@@ -281,3 +281,28 @@ def test_power_loss_and_teardown_through_the_cluster(
     cluster.destroy()
     assert all(f.unmounted for f in made) and RunRecord.find(tmp_path, RECORD) == []
     assert calls == ["cleanup", "cleanup"]
+
+
+@FUSE
+def test_a_chrooted_command_sees_the_layer_bound_after_the_data_folder(tmp_path: Path) -> None:
+    """As a 4.x node does: a private mount namespace, a root filesystem (here: this host's /usr
+    bound into an empty tree), the data folder bound at its own path, then the layer; without
+    the layer's own bind the node would see the data folder's directory, not the layer."""
+    from clusters.remote import LocalRemote
+
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    for link in ("bin", "lib", "lib64"):
+        (root / link).symlink_to(f"usr/{link}")
+    data = str(tmp_path / "cluster" / "r3")
+    layers = Layers(data, ("n1",), (tmp_path, "r3"))
+    layers.mount_all()
+    try:
+        node, point = Node("n1", "127.0.0.1", LocalRemote("n1")), layers.points["n1"]
+        with_layer = ChrootLauncher(str(root), ("/usr", data, point))
+        assert not_visible([node], layers.points, with_layer) == []
+        data_only = ChrootLauncher(str(root), ("/usr", data))
+        assert not_visible([node], layers.points, data_only) == [f"n1 sees nothing on {point}"]
+    finally:
+        layers.unmount_all()
+    assert not mounted(layers.points["n1"])
