@@ -80,7 +80,7 @@ ALARM: Final = FaultKind("alarm", "start-alarm", "stop-alarm",
                          "resource alarm (memory / disk)", "#843c39")
 # A broker killed and its node's unsynced writes dropped (nemesis.faults.disk).
 POWER_LOSS: Final = FaultKind("power-loss", "start-power-loss", "stop-power-loss",
-                              "power loss (kill, unsynced writes dropped)", "#d62728")
+                              "power loss (kill, unsynced writes dropped)", "#ad494a")
 HEAL: Final = FaultKind("heal", "heal", None, "heal (ends every fault)", "#bcbd22",
                         ends_all=True)
 
