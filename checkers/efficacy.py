@@ -24,10 +24,14 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
   because they were);
 - `at_risk`: confirmed, unconsumed messages when it began (the Spark count over
   the history, checkers.spark_risk) and the nearest depth sample before it.
+- `dropped` (a power loss only): what each target's unsynced layer dropped, from the
+  fault's start op (nemesis.faults.disk): `{node: {"bytes", "files"}}`, and the totals.
 
 `strength` sums them up (and counts the effects by kind): a run is *weak* when
 it had faults and none was noticed, or when no noticed fault found anything at
-risk; a run with no faults is a control. A weak run is never a pass
+risk, or when it had power losses and none of them dropped a byte on any node (the
+layer held nothing unsynced: the loss tested nothing a kill would not); a run with no
+faults is a control. A weak run is never a pass
 (checkers.verdict). Pure: no Spark, no files.
 """
 
@@ -65,6 +69,7 @@ PLURAL: Final[Mapping[str, str]] = {
     "packet": "packet faults", "rolling-restart": "rolling restarts",
     "full-restart": "full restarts", "leader-transfer": "leader transfers",
     "member-remove": "member removals", "maintenance": "drains", "alarm": "resource alarms",
+    "power-loss": "power losses",
 }
 
 
@@ -346,6 +351,20 @@ def _evidence_sentence(window: FaultWindow, noticed: bool | str, after: int | No
     return f"no node logged a detection in the {lasted:.1f} s it lasted or just after"
 
 
+def dropped_of(window: FaultWindow) -> dict[str, Any] | None:
+    """Takes a fault window. Returns what a power loss dropped, per node (bytes and files) and
+    in total, from its start op's value; None for a fault that drops nothing by design, or a
+    power loss whose start recorded no report (it failed before)."""
+    value = window.value if isinstance(window.value, dict) else {}
+    per = value.get("dropped")
+    if not isinstance(per, dict):
+        return None
+    nodes = {str(n): {"bytes": int(d.get("bytes") or 0), "files": int(d.get("files") or 0)}
+             for n, d in sorted(per.items()) if isinstance(d, dict)}
+    return {"nodes": nodes, "bytes": sum(d["bytes"] for d in nodes.values()),
+            "files": sum(d["files"] for d in nodes.values())}
+
+
 def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, Any]],
                  harness: Sequence[HarnessEvent], ev: Evidence | None) -> list[dict[str, Any]]:
     """Takes the fault windows in start order, the Spark facts per window
@@ -383,6 +402,9 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
                         "depth": _depth_before(w.start_ns, harness)},
             "evidence": _evidence_sentence(w, noticed, after, when, found, ev),
         })
+        dropped = dropped_of(w)
+        if dropped is not None:
+            out[-1]["dropped"] = dropped
     return out
 
 
@@ -412,6 +434,7 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
     noticed_risks = [f["at_risk"]["count"] for f in noticed if f["at_risk"]["count"] is not None]
     most = max(risks) if risks else None
     rng = ev.detection_range_s()
+    losses = [f for f in faults if isinstance(f.get("dropped"), dict)]
     reason = ""
     if n == 0:
         weak, reason = False, "no faults: a control run"
@@ -429,6 +452,11 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
                     else f"each healed after {lasted[0]}-{lasted[-1]} s")
             reason += (f": {each}; with net_ticktime {ev.net_ticktime_s:g} s detection takes "
                        f"{rng[0]:g}-{rng[1]:g} s")
+    elif losses and not any(f["dropped"]["bytes"] or f["dropped"]["files"] for f in losses):
+        weak = True
+        reason = (f"none of the {len(losses)} power loss{'es' if len(losses) > 1 else ''} "
+                  f"dropped an unsynced write on any node: the layers held nothing unsynced, "
+                  f"so each was no more than a kill")
     elif noticed_risks and max(noticed_risks) == 0:
         weak = True
         reason = ("nothing was at risk when the noticed faults began: no confirmed message was "
@@ -448,6 +476,8 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
     return {"faults": n, "noticed": len(noticed), "noticed_after_heal": late,
             "unknown": unknown, "failovers": failovers, "effects": dict(sorted(effects.items())),
             "max_at_risk": most, "weak": weak,
+            "dropped_bytes": (sum(int(f["dropped"]["bytes"]) for f in losses) if losses
+                              else None),
             "control": n == 0, "reason": reason, "summary": summary,
             "detection_s": list(rng) if rng is not None else None,
             "net_ticktime": ev.net_ticktime_s}

@@ -40,6 +40,9 @@ class BackendOptions:
     docker_image: the broker image, which must be present locally (nothing is pulled).
     docker_network: the user-defined network the containers join.
     docker_subnet: its subnet; nodes get .11, .12, ... of it.
+    unsynced_fs: each node's broker data directory on a layer that forgets unsynced writes
+      (clusters.lazyfs), which a power-loss fault needs (and asks for: TestSpec.resolved);
+      only backends whose record says they can host it (local).
     """
 
     kind: str = "local"
@@ -49,6 +52,7 @@ class BackendOptions:
     docker_image: str = DEFAULT_DOCKER_IMAGE
     docker_network: str = DEFAULT_DOCKER_NETWORK
     docker_subnet: str = DEFAULT_DOCKER_SUBNET
+    unsynced_fs: bool = False
 
 
 class BackendConfigError(ClusterError, ValueError):
@@ -109,9 +113,12 @@ class Backend:
     cleanup(state_dir): removes what runs of this backend left; returns lines saying what.
     lines: the RabbitMQ release lines it can provide (clusters.releases), or None when the hosts
       or image decide (the run compares the version the nodes report with the one asked for).
+    unsynced_fs: whether it can put each node's data directory on the unsynced layer
+      (BackendOptions.unsynced_fs): a FUSE mount on this machine.
     """
 
     check: Callable[[BackendOptions, int], None]
     make: MakeCluster
     cleanup: Callable[[Path], list[str]]
     lines: tuple[str, ...] | None = None
+    unsynced_fs: bool = False

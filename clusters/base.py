@@ -111,3 +111,20 @@ class QueueAdmin(Protocol):
         """Returns where the queue lives: {"leader", "members", "mirrors", ...} as short node
         names, {} when unknown."""
         ...
+
+
+@runtime_checkable
+class UnsyncedDisks(Protocol):
+    """Optional, beside Cluster: a cluster whose nodes' data directories sit on a layer that
+    forgets unsynced writes (clusters.lazyfs; the local backend with `backend.unsynced_fs`)."""
+
+    @property
+    def unsynced(self) -> bool:
+        """Returns whether the layers are there (a backend that can host them may not have)."""
+        ...
+
+    def power_loss(self, node: Node) -> dict[str, Any]:
+        """Takes a node whose broker is down. Drops every write its layer holds unsynced.
+        Returns what was dropped: `bytes`, `files`, `namespace` (changes taken back) and
+        `paths` (the first few files, with their bytes). Raises ClusterError when it cannot."""
+        ...

@@ -57,6 +57,13 @@ def check_options(options: BackendOptions, nodes: int, line: str | None = None) 
     if options.kind != "ssh" and (options.accept_new_host_keys or options.install_rabbitmq):
         raise BackendConfigError("--accept-new-host-keys and --install-rabbitmq are options of "
                                  "the ssh backend")
+    if options.unsynced_fs and not be.unsynced_fs:
+        raise BackendConfigError(
+            f"the {options.kind} backend cannot put the nodes' data directories on the unsynced "
+            f"layer a power loss needs (backend.unsynced_fs): the layer is a FUSE mount on this "
+            f"machine, and the {options.kind} backend's brokers "
+            f"{'run on other hosts' if options.kind == 'ssh' else 'keep their data elsewhere'}; "
+            f"use --backend local")
     be.check(options, nodes)
 
 

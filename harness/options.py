@@ -436,6 +436,9 @@ OPTIONS: tuple[Option, ...] = (
            help="docker: the network the containers join (default {default})"),
     Option("--docker-subnet", "backend.docker_subnet", group="backend",
            help="docker: the network's subnet (default {default})"),
+    Option("--unsynced-fs", "backend.unsynced_fs", group="backend", switch=True,
+           help="local: each node's data directory on a layer that forgets unsynced writes "
+                "(lazyfs; a power-loss fault turns it on), e.g. for a baseline on the layer"),
 )
 
 

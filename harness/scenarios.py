@@ -267,6 +267,23 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "(twin of transient-full-restart)",
      "no loss: durable queues and persistent messages survive a restart", VALID, None,
      {"queue": CLASSIC, "nemesis": FULL_RESTART}),
+    # A power loss (issue 32): the nodes' data directories on the unsynced layer (lazyfs, turned
+    # on by the fault: TestSpec.backend_as_run), the targets killed and their unsynced writes
+    # dropped, then booted again. RabbitMQ confirms a quorum queue's message once a majority of
+    # its members has fsynced it to their logs, so neither loses a confirmed message.
+    ("quorum-power-loss-minority",
+     "quorum queue, power loss on a minority: its brokers killed and their unsynced writes "
+     "dropped, then restarted",
+     "no loss: a confirmed message was fsynced by a majority, which the loss leaves whole",
+     VALID, None, {"nemesis": _faults("power-loss@minority", interval=20, duration=10),
+                   "time_limit_s": 60.0}),
+    ("quorum-power-loss-all",
+     "quorum queue, power loss on every node at once: every broker killed and every unsynced "
+     "write dropped, then the cluster restarted",
+     "no loss: a quorum queue confirms only once a majority has fsynced the message, so the "
+     "synced logs of a majority still hold it",
+     VALID, None, {"nemesis": _faults("power-loss@all", interval=20, duration=10),
+                   "time_limit_s": 60.0}),
 ]
 
 SCENARIOS: dict[str, Scenario] = {

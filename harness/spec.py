@@ -116,7 +116,7 @@ class TestSpec:
         if why:
             raise SpecError(why)
         try:
-            check_options(self.backend, self.nodes, self.broker.rabbitmq)
+            check_options(self.backend_as_run(), self.nodes, self.broker.rabbitmq)
         except BackendConfigError as e:
             raise SpecError(str(e)) from e
 
@@ -196,13 +196,30 @@ class TestSpec:
     def resolved(self) -> TestSpec:
         """Returns the spec as it runs: the faults nobody timed lasting DETECTION_FACTOR x
         net_ticktime (the module's docstring), the broker settings nobody set the release
-        line's own (BrokerConfig.resolved); idempotent."""
-        spec = dataclasses.replace(self, broker=self.broker.resolved())
+        line's own (BrokerConfig.resolved), the nodes' data directories on the unsynced layer
+        when a fault needs it (a power loss: `backend_as_run`); idempotent."""
+        spec = dataclasses.replace(self, broker=self.broker.resolved(),
+                                   backend=self.backend_as_run())
         if spec.nemesis.duration_s is not None:
             return spec
         auto = DETECTION_FACTOR * spec.broker.net_ticktime
         return dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis,
                                                                      duration_s=auto))
+
+    def backend_as_run(self) -> BackendOptions:
+        """Returns the backend options the run uses: `unsynced_fs` on when asked for or when a
+        fault entry needs it (a power loss without the layer would be a mere kill, and the
+        layer costs every write of the broker: only the runs that need it pay)."""
+        from nemesis.faults import INFO
+
+        try:
+            entries = self.nemesis.entries()
+        except NemesisConfigError:  # validate says what is wrong with them
+            return self.backend
+        needs = any(e.fault in INFO and INFO[e.fault].needs_unsynced_fs for e in entries)
+        if self.backend.unsynced_fs or not needs:
+            return self.backend
+        return dataclasses.replace(self.backend, unsynced_fs=True)
 
     def liveness_bound(self) -> LivenessBound:
         """Returns the bound the liveness check judges this spec's runs by: 1.25 x net_ticktime

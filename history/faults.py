@@ -78,12 +78,15 @@ MAINTENANCE: Final = FaultKind("maintenance", "drain-node", "revive-node",
                                "maintenance mode (drain)", "#7b4173")
 ALARM: Final = FaultKind("alarm", "start-alarm", "stop-alarm",
                          "resource alarm (memory / disk)", "#843c39")
+# A broker killed and its node's unsynced writes dropped (nemesis.faults.disk).
+POWER_LOSS: Final = FaultKind("power-loss", "start-power-loss", "stop-power-loss",
+                              "power loss (kill, unsynced writes dropped)", "#ad494a")
 HEAL: Final = FaultKind("heal", "heal", None, "heal (ends every fault)", "#bcbd22",
                         ends_all=True)
 
 KINDS: Final[tuple[FaultKind, ...]] = (
     PARTITION, KILL, STOP, PAUSE, PACKET, ROLLING_RESTART, FULL_RESTART,
-    LEADER_TRANSFER, MEMBER_REMOVE, MAINTENANCE, ALARM, HEAL,
+    LEADER_TRANSFER, MEMBER_REMOVE, MAINTENANCE, ALARM, POWER_LOSS, HEAL,
 )
 BY_START: Final[dict[str, FaultKind]] = {k.start_f: k for k in KINDS}
 BY_NAME: Final[dict[str, FaultKind]] = {k.name: k for k in KINDS}

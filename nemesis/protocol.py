@@ -58,6 +58,8 @@ class FaultInfo:
       without, it picks its nodes itself (a partition's shape, every node)
     - min_nodes: the least cluster it can act on; needs_queue: it asks where the queue's leader is
     - queue_kinds: the queue kinds (workloads.kinds names) it can act on; empty: any
+    - needs_unsynced_fs: it needs the nodes' data directories on the layer that forgets unsynced
+      writes (clusters.lazyfs), which only some backends can host (backend.unsynced_fs)
     """
 
     name: str
@@ -68,6 +70,7 @@ class FaultInfo:
     min_nodes: int = 1
     needs_queue: bool = False
     queue_kinds: tuple[str, ...] = ()
+    needs_unsynced_fs: bool = False
 
     @property
     def start_f(self) -> str:

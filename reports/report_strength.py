@@ -153,6 +153,20 @@ def effects_text(fault: dict[str, Any]) -> str:
     return "; ".join(said) + (f"; {more} more" if more > 0 else "")
 
 
+def dropped_text(fault: dict[str, Any]) -> str | None:
+    """Takes a results.json fault. Returns what a power loss dropped, in total and per node
+    ("dropped 12,288 unsynced bytes in 3 files (n1: 8,192 B in 2; n2: 4,096 B in 1)"), or None
+    for a fault without a `dropped` entry."""
+    dropped = fault.get("dropped")
+    if not isinstance(dropped, dict):
+        return None
+    nodes = as_dict(dropped.get("nodes"))
+    each = "; ".join(f"{n}: {count(d.get('bytes'))} B in {count(d.get('files'))}"
+                     for n, d in sorted(nodes.items()) if isinstance(d, dict))
+    return (f"dropped {count(dropped.get('bytes'))} unsynced bytes in "
+            f"{count(dropped.get('files'))} files" + (f" ({each})" if each else ""))
+
+
 def at_risk_text(fault: dict[str, Any]) -> tuple[str, str]:
     """Takes a results.json fault. Returns (the at-risk count, the note beside it: where the
     count came from and the depth sample nearest the fault's start)."""
@@ -185,7 +199,10 @@ def fault_cells(fault: dict[str, Any] | None) -> list[Cell]:
     risk, source = at_risk_text(fault)
     cls = "weak-cell" if fault.get("noticed") is False else None
     # Not a numeric (nowrap) cell: the note beside the count must wrap.
-    return [td(noticed, cls=cls, note=why), td(effects_text(fault)), td(risk, note=source)]
+    effects, dropped = effects_text(fault), dropped_text(fault)
+    if dropped is not None:  # a power loss: what its layers dropped first, then the effects
+        effects = f"{dropped}; {effects}"
+    return [td(noticed, cls=cls, note=why), td(effects), td(risk, note=source)]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clusters.backend import (
     Backend,
@@ -40,6 +40,8 @@ from clusters.backend import (
     ManagedCluster,
 )
 from clusters.base import Node, node_named
+from clusters.lazyfs import LazyFSError
+from clusters.local.layers import Layers, clean_records, not_visible
 from clusters.local.remote import NetnsRemote
 from clusters.releases import RELEASES, ChrootLauncher, HostLauncher, Launcher, Release
 from clusters.remote import RemoteError, run_local
@@ -232,10 +234,13 @@ class NetnsCluster:
 
     kind = "local"
 
-    def __init__(self, plan: NetnsPlan, data_root: str = "") -> None:
+    def __init__(self, plan: NetnsPlan, data_root: str = "", layers: Layers | None = None) -> None:
         self.plan = plan
         self.data_root = data_root
         self._mountpoint: str | None = None
+        # The unsynced layers under the nodes' data directories (backend.unsynced_fs), if asked.
+        self.layers = layers
+        self._launcher: Launcher | None = None
         self.nodes: tuple[Node, ...] = tuple(
             Node(name, plan.ip(name), NetnsRemote(name, plan.namespace(name)))
             for name in plan.names
@@ -258,6 +263,8 @@ class NetnsCluster:
         except RemoteError:
             cleanup(self.plan.prefix)
             raise
+        if self.layers is not None:
+            self._mount_layers(self.layers)
         log.info(
             "created %d namespaces on %s (%s)",
             len(self.nodes), self.plan.bridge, self.plan.subnet,
@@ -286,7 +293,37 @@ class NetnsCluster:
         shutil.copyfile("/etc/hosts", root / "etc" / "hosts")
         self._make_home(root, home)
         self._mountpoint = f"{root}{data}"  # made by the launcher; removed by destroy
-        return ChrootLauncher(str(root), (data,), home)
+        # A bind is not recursive: each layer is bound at its own path after the data folder.
+        layered = tuple(self.layers.points.values()) if self.layers is not None else ()
+        self._launcher = ChrootLauncher(str(root), (data, *layered), home)
+        return self._launcher
+
+    def _mount_layers(self, layers: Layers) -> None:
+        """Mounts the unsynced layers and checks that every node's broker commands see its data
+        directory on one. Raises BackendError, nothing left mounted nor built, when not."""
+        try:
+            layers.mount_all()
+            blind = not_visible(self.nodes, layers.points, self._launcher)
+        except (LazyFSError, RemoteError) as e:
+            blind = [str(e)]
+        if blind:
+            layers.unmount_all()
+            cleanup(self.plan.prefix)
+            raise BackendError("the unsynced layer is not under every node's data directory: "
+                               + "; ".join(blind))
+        log.info("unsynced layers mounted on %s", ", ".join(layers.points.values()))
+
+    @property
+    def unsynced(self) -> bool:
+        """Returns whether the nodes' data directories are on unsynced layers."""
+        return self.layers is not None
+
+    def power_loss(self, node: Node) -> dict[str, Any]:
+        """Takes a node whose broker is down. Drops its layer's unsynced writes. Returns what was
+        dropped (clusters.base.UnsyncedDisks). Raises LazyFSError without the layer."""
+        if self.layers is None:
+            raise LazyFSError("this cluster has no unsynced layer (backend.unsynced_fs)")
+        return self.layers.power_loss(node.name)
 
     @staticmethod
     def _make_home(tree: Path, home: str) -> None:
@@ -301,9 +338,13 @@ class NetnsCluster:
         broker.collect_logs(dest)
 
     def destroy(self) -> None:
-        """Ends every process in our namespaces by pid and removes namespaces and links, and
-        the empty folder a root filesystem's data bind was mounted on."""
+        """Ends every process in our namespaces by pid and removes namespaces and links, unmounts
+        the unsynced layers, and removes the empty folder a root filesystem's data bind was
+        mounted on."""
         cleanup(self.plan.prefix)
+        if self.layers is not None:  # after the brokers: nothing holds a file on them now
+            for line in self.layers.unmount_all():
+                log.info("lazyfs: %s", line)
         if self._mountpoint:
             with contextlib.suppress(OSError):  # not empty or still mounted: leave it
                 os.rmdir(self._mountpoint)
@@ -321,14 +362,21 @@ def check(options: BackendOptions, nodes: int) -> None:
 
 def make(options: BackendOptions, nodes: int, run_id: str, state_dir: Path) -> ManagedCluster:
     """Takes options, a node count, the run's id and the state directory. Returns the local
-    cluster (not yet created), its broker data under <state_dir>/cluster/<run_id>."""
-    return NetnsCluster(make_plan(nodes), data_root=str(state_dir / "cluster" / run_id))
+    cluster (not yet created), its broker data under <state_dir>/cluster/<run_id>, on an unsynced
+    layer per node when `options.unsynced_fs` asks for it (clusters.local.layers)."""
+    plan = make_plan(nodes)
+    data_root = str(state_dir / "cluster" / run_id)
+    layers = (Layers(data_root, plan.names, (state_dir, run_id)) if options.unsynced_fs
+              else None)
+    return NetnsCluster(plan, data_root=data_root, layers=layers)
 
 
 def clean(state_dir: Path) -> list[str]:
-    """Takes the state directory (unused: namespaces are found by name). Removes what local runs
-    left. Returns lines saying what went."""
-    return [f"local: {x}" for x in cleanup(DEFAULT_PREFIX)]
+    """Takes the state directory. Removes what local runs left: the processes in namespaces
+    found by name, then the unsynced layers' daemons the run records name (by pid) and their
+    mounts. Returns lines saying what went."""
+    return [f"local: {x}" for x in cleanup(DEFAULT_PREFIX) + clean_records(state_dir)]
 
 
-BACKEND = Backend(check=check, make=make, cleanup=clean, lines=tuple(RELEASES))
+BACKEND = Backend(check=check, make=make, cleanup=clean, lines=tuple(RELEASES),
+                  unsynced_fs=True)

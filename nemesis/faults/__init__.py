@@ -30,6 +30,13 @@ Processes (through the Broker):
 - `full-restart`: stops every broker, so the cluster is down for the fault's duration;
   stop starts them all at once [start-full-restart / stop-full-restart].
 
+Disks (nemesis.faults.disk; the nodes' data directories on the unsynced layer,
+backend.unsynced_fs, which a power-loss fault turns on):
+
+- `power-loss`: SIGKILLs the targets' brokers and drops every write their layers hold
+  unsynced, recording what each dropped; stop starts them again
+  [start-power-loss / stop-power-loss].
+
 RabbitMQ's own operations (through the broker's CLI, each call with a hard timeout; the
 commands are clusters.rabbitmq_ops's, the same on 3.10 and 4.0):
 
@@ -99,11 +106,13 @@ from history.faults import (
     PACKET,
     PARTITION,
     PAUSE,
+    POWER_LOSS,
     ROLLING_RESTART,
     STOP,
     FaultKind,
 )
 from nemesis.errors import NemesisConfigError
+from nemesis.faults.disk import PowerLoss
 from nemesis.faults.network import (
     PacketLossFault,
     PartitionFault,
@@ -174,6 +183,8 @@ DECLARED: tuple[Declared, ...] = (
     _on_targets("pause", PAUSE, "pause", partial(NodeProcessFault, act=pause, undo=resume)),
     (FaultInfo("rolling-restart", ROLLING_RESTART, "process"), RollingRestart),
     (FaultInfo("full-restart", FULL_RESTART, "process"), FullRestart),
+    (FaultInfo("power-loss", POWER_LOSS, "process", takes_targets=True, needs_unsynced_fs=True),
+     PowerLoss),
     (FaultInfo("leader-transfer", LEADER_TRANSFER, "none", min_nodes=2, needs_queue=True,
                queue_kinds=("quorum",)), LeaderTransfer),
     (FaultInfo("member-remove", MEMBER_REMOVE, MEMBERSHIP, takes_targets=True, min_nodes=2,

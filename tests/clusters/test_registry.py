@@ -31,8 +31,18 @@ def test_options_are_plain_json_data_without_secrets():
     d = dataclasses.asdict(BackendOptions())
     assert json.loads(json.dumps(d)) == d
     assert set(d) == {"kind", "inventory", "accept_new_host_keys", "install_rabbitmq",
-                      "docker_image", "docker_network", "docker_subnet"}
+                      "docker_image", "docker_network", "docker_subnet", "unsynced_fs"}
     assert not any(w in k for k in d for w in ("password", "cookie", "secret"))
+
+
+@pytest.mark.parametrize(("kind", "why"), [("ssh", "run on other hosts"),
+                                           ("docker", "keep their data elsewhere")])
+def test_only_the_local_backend_hosts_the_unsynced_layer(kind: str, why: str) -> None:
+    assert BACKENDS["local"].unsynced_fs
+    options = BackendOptions(kind=kind, unsynced_fs=True, inventory="/x.toml")
+    with pytest.raises(BackendConfigError, match=f"the {kind} backend cannot put .*unsynced "
+                                                 f"layer .*{why}; use --backend local"):
+        check_options(options, 3)
 
 
 @pytest.mark.parametrize("options,nodes,match", [

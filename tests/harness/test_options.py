@@ -40,7 +40,7 @@ NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-dura
            "--nemesis-targets", "--packet-loss", "--packet-scope", "--bandwidth-kbit",
            "--delay-ms"]
 BACKEND = ["--backend", "--inventory", "--accept-new-host-keys", "--install-rabbitmq",
-           "--docker-image", "--docker-network", "--docker-subnet"]
+           "--docker-image", "--docker-network", "--docker-subnet", "--unsynced-fs"]
 RUN_GROUPS = {"test": TEST, "broker": BROKER, "queue": QUEUE, "workload": WORKLOAD,
               "nemesis": NEMESIS, "check": ["--spark-master", "--strict-order"],
               "backend": BACKEND}

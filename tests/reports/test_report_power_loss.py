@@ -1,0 +1,27 @@
+"""The strength table's cell for a power loss (issue 32): the bytes and files its layers dropped,
+in total and per node, before its effects; other faults' cells are as before."""
+
+from __future__ import annotations
+
+from reports.report_strength import dropped_text, fault_cells
+
+LOSS = {"kind": "power-loss", "noticed": True, "noticed_ms": 800.0, "effects": [],
+        "at_risk": {"count": 120, "source": "history"},
+        "dropped": {"nodes": {"n2": {"bytes": 4096, "files": 1},
+                              "n1": {"bytes": 8192, "files": 2}},
+                    "bytes": 12288, "files": 3}}
+
+
+def test_the_effects_cell_says_what_was_dropped_per_node() -> None:
+    assert dropped_text(LOSS) == ("dropped 12,288 unsynced bytes in 3 files "
+                                  "(n1: 8,192 B in 2; n2: 4,096 B in 1)")
+    _, effects, _ = fault_cells(LOSS)
+    assert effects.text == ("dropped 12,288 unsynced bytes in 3 files "
+                            "(n1: 8,192 B in 2; n2: 4,096 B in 1); none seen")
+
+
+def test_a_fault_without_a_dropped_entry_keeps_its_cell() -> None:
+    kill = {k: v for k, v in LOSS.items() if k != "dropped"}
+    assert dropped_text(kill) is None
+    assert fault_cells(kill)[1].text == "none seen"
+    assert dropped_text({"dropped": "garbage"}) is None
