@@ -56,6 +56,9 @@ class FakeBroker:
         # returned by basic.reject or basic.nack (with requeue: back in its queue).
         self.consume_args: dict[str, dict[str, Any]] = {}
         self.returns: list[tuple[str, bytes]] = []
+        # (queue, body): a message handed to a consumer as its basic.cancel arrives, before the
+        # cancel-ok, as a broker that had sent it before taking the cancel in does.
+        self.late_on_cancel: tuple[str, str] | None = None
         self._ready: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         self._unacked: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
@@ -279,6 +282,10 @@ class _Connection:
                     self.broker._ready[done[0]].append((done[1], done[2]))
 
     def _cancel(self, ch: int, method: Any) -> None:
+        late, self.broker.late_on_cancel = self.broker.late_on_cancel, None
+        if late is not None:
+            self.broker.put(*late)
+            self.broker._deliver(self.conn, ch, method.consumer_tag, late[0], self.out)
         self.broker._consumers = [c for c in self.broker._consumers
                                   if c != (self.conn, ch, method.consumer_tag)]
         self.broker._send(self.conn, ch,
