@@ -155,7 +155,7 @@ class Run:
         self.broker = RabbitBroker(self.cluster.nodes, spec.broker, self.cluster.data_root)
         self.admin = RabbitAdmin(self.broker)
         self.workload: Workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes,
-                                                self.history)
+                                                self.history, seed=spec.seed)
         self.nemesis: NemesisInterpreter | None = None
         self.test_info: dict[str, Any] = {
             "name": spec.name,

@@ -29,8 +29,8 @@ QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group
          "--ha-promote-on-shutdown", "--ha-promote-on-failure", "--queue-master-locator",
          "--single-active-consumer", "--max-length", "--overflow", "--dead-letter-exchange"]
 WORKLOAD = ["--publishers", "--consumers", "--rate", "--consume-rate",
-            "--pause-consumers-in-faults", "--backlog", "--publish-timeout", "--window",
-            "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
+            "--pause-consumers-in-faults", "--backlog", "--priorities", "--publish-timeout",
+            "--window", "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
             "--consumer-crash-after", "--placement-interval"]
 NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-duration",
            "--nemesis-targets", "--packet-loss", "--packet-scope", "--bandwidth-kbit",

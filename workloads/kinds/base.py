@@ -79,6 +79,10 @@ class QueueKind:
     # It takes a delivery limit (x-delivery-limit): a message returned more often is dropped,
     # or dead-lettered (workloads.queue_spec.dead_lettering).
     takes_delivery_limit = False
+    # Its messages' priority property orders their delivery without an x-argument of the
+    # harness's (a quorum queue's priorities are always on; a classic queue's need
+    # x-max-priority, which the harness does not declare).
+    takes_priorities = False
     # The QueueSpec fields only this kind reads (a mirrored queue's policy settings); other
     # kinds ignore them (workloads.queue_spec.settings_that_matter).
     own_fields: tuple[str, ...] = ()
