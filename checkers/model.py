@@ -20,6 +20,10 @@ a few kinds, and this module is the one place that says how:
   x-death `reason`. No ack pairs with it. The harness's observation
   f "dead-lettering" says where the queue dead-letters (by "harness", read
   back; by "user", not) and under which limits;
+- the harness's observation f "priorities" says that the run's publishers
+  gave messages priorities, and what the priority check needs to judge them
+  (the queue, its release line's priority levels and whether it serves them
+  strictly, the consumers' prefetch: checkers.spark_priority);
 - *nemesis ops* (process "nemesis") and *harness events* (process "harness")
   are few and are read on the driver;
 - every other client op (another f, a consume that is not "ok") is ignored.
@@ -42,6 +46,7 @@ DELIVERY_FS: Final = frozenset({"consume", "drain"})
 ACK: Final = "ack"
 DEAD_LETTER: Final = "dead-letter"
 DEAD_LETTERING: Final = "dead-lettering"
+PRIORITIES: Final = "priorities"
 
 # The error text of a failed publish recorded without one, as fail_reasons counts it.
 NO_REASON: Final = "(none)"

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.model import DEAD_LETTERING
+from checkers.model import DEAD_LETTERING, PRIORITIES
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,18 @@ def dead_lettering(events: Iterable[HarnessEvent]) -> dict[str, Any] | None:
     found = None
     for e in events:
         if e.f == DEAD_LETTERING and isinstance(e.value, dict):
+            found = e.value
+    return found
+
+
+def priorities_observed(events: Iterable[HarnessEvent]) -> dict[str, Any] | None:
+    """Takes harness events in order. Returns the value of the last `priorities` observation
+    (the run's publishers gave messages priorities: the queue, its release line's levels and
+    whether it serves them strictly, the consumers' prefetch), or None when there is none (no
+    priorities, or an older run)."""
+    found = None
+    for e in events:
+        if e.f == PRIORITIES and isinstance(e.value, dict):
             found = e.value
     return found
 
