@@ -44,6 +44,7 @@ from checkers.phases import (
     drain_state,
     main_phase,
     phase_start,
+    phase_start_index,
     priorities_observed,
 )
 from checkers.results import (
@@ -128,8 +129,8 @@ def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
                              value=decode_value(r["value"]), node=r["node"], index=r["index"],
                              time=r["time"], error=r["error"]))
                for r in rows if r["proc"] == NEMESIS]
-    harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]), r["node"], r["loc"])
-               for r in rows if r["proc"] == HARNESS]
+    harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]), r["node"], r["loc"],
+                            r["index"]) for r in rows if r["proc"] == HARNESS]
     return nemesis, harness
 
 
@@ -251,7 +252,9 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
         "queue": queue, "ordering": ordering, "perf": perf, "liveness": liveness}
     observed = priorities_observed(harness)
     if observed is not None:
-        checks[PRIORITY] = functools.partial(priority_check, h, observed, options.example_size)
+        checks[PRIORITY] = functools.partial(priority_check, h, observed,
+                                             phase_start_index(harness, "drain"),
+                                             options.example_size)
     sections = dict(zip(checks, run_all([functools.partial(section, n, f)
                                          for n, f in checks.items()], workers), strict=True))
     for name in ("liveness", PRIORITY):  # a check composing only when false, raising: not false

@@ -43,11 +43,13 @@ broker confirms after enqueuing and dispatches d only after s (prefetch 1),
 and the harness records s right after writing it (the ack goes through the
 queue's Raft log before the broker dispatches again, far slower). Whether
 m was still ready then, and not already on its way to another consumer,
-depends on that consumer: m was sure to be ready at d's dispatch when the
-delivery its consumer received `prefetch` deliveries before m (which it had
-to settle before m could be dispatched; with prefetch 1, its previous
-delivery) comes at or after d; or when the queue has a single active
-consumer (m's consumer became active after d's). m's first recorded
+depends on when m's own first delivery was dispatched. m's *bound* is an
+index it was surely dispatched after: its consumer's previous delivery when
+that consumer has prefetch 1 (which it had to settle before m could come);
+for a drain delivery, the drain's start event (the drain's consumers
+subscribe after it), if later; else none. m was sure to be ready at d's
+dispatch when its bound is at or after d, or when the queue has a single
+active consumer (m's consumer became active after d's). m's first recorded
 delivery unflagged also says nobody held m before (a consumer that held it
 unrecorded, its connection abandoned, would have returned it, flagged).
 
@@ -66,22 +68,25 @@ Reported: delivery_count (the queue's deliveries), judged_count (in order
 or violations), violation_count, not_judged_count and not_judged by reason
 (PRIORITY_NOT_JUDGED), unconfirmed_set_aside_count, and the first
 `example_size` violations by d's index, each with the message that overtook
-it (of those sure to be ready, the one whose readiness bound above, then
-id, is greatest) and the timelines of both (ids, indexes, times, nodes,
-consumers). Valid: false with a violation, true when a delivery was judged,
-else "unknown"; the section composes only when false.
+it (of those sure to be ready, the one whose bound, then id, is greatest:
+its first delivery's index under single active consumer) and the timelines
+of both (ids, indexes, times, nodes, consumers). Valid: false with a
+violation, true when a delivery was judged, else "unknown"; the section
+composes only when false.
 
 In Spark. One window per consumer stream (deliveries and acks) gives each
-delivery its previous settlement and the delivery `prefetch` before it; one
-aggregate per message id gives its level, confirm and first delivery. A
-message's confirm is an *event* at its confirm's index, carrying its first
-delivery and readiness bound; a delivery to judge is a *query* at its
-settlement's index. For each level, the greatest bound (with its id) of the
-events before a query is a running maximum: the history is cut into buckets
-of BUCKET indexes, each bucket's maxima are carried over from the buckets
-before it (a small table), and within a bucket one window per bucket runs
-the maximum; so the tasks are as many as the buckets, none holds a whole
-queue, and nothing but counts and examples is collected.
+delivery its previous settlement and previous delivery; one aggregate per
+message id (fixed-width columns only, so Spark hashes it) gives its level,
+confirm and first delivery. A message's confirm is an *event* at its
+confirm's index, carrying its first delivery's index and bound; a delivery
+to judge is a *query* at its settlement's index. For each level, the
+greatest bound and first delivery of the events before a query are running
+maxima: the history is cut into buckets of BUCKET indexes, each bucket's
+maxima are carried over from the buckets before it (a small table), and
+within a bucket one window runs them; so the tasks are as many as the
+buckets, none holds a whole queue, and nothing but counts and examples is
+collected. The examples' overtaking messages are found again for those few
+deliveries, and their timelines read from the history by id.
 """
 
 from __future__ import annotations
@@ -100,7 +105,15 @@ from checkers.results import (
     priority_not_applicable,
     priority_section,
 )
-from checkers.spark_io import History, is_ack, is_delivery, is_publish
+from checkers.spark_io import (
+    DELIVERY_ROW,
+    PUBLISH_ROW,
+    History,
+    is_ack,
+    is_delivery,
+    is_publish,
+    literal_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +122,7 @@ SECTION: Final = "priority"
 DEFAULT_LEVEL: Final = 4
 # Indexes per bucket of the running maxima (a task each).
 BUCKET: Final = 1 << 18
-# Event kinds, in their order at one index (indexes are unique: never needed).
+# Event kinds.
 CONFIRMED, UNCONFIRMED, QUERY = 0, 1, 2
 
 
@@ -144,76 +157,89 @@ def _in_queue(queue: str | None) -> Column:
     return F.coalesce(F.col("queue") == F.lit(queue), F.lit(True))
 
 
-def _back(n: int, w: Any) -> Column:
-    """Returns the index of the delivery `n` before this one in its window (null without)."""
-    return F.lag("index", n).over(w) if n > 0 else F.lit(None).cast("long")
-
-
-def deliveries(h: History, observed: Mapping[str, Any]) -> DataFrame:
-    """Takes a History and the `priorities` observation. Returns the queue's deliveries, each
-    with its consumer stream's facts: `s` (its previous settlement: struct of index and time),
-    `bound` (the index of the delivery its prefetch before it: null for none, or an unlimited
-    prefetch), `prefetch`, `returned`, `level`, and `why` (the reason it is not judged on its
-    own, null for one to judge against the messages that overtook it)."""
+def deliveries(h: History, observed: Mapping[str, Any], drain_start: int | None) -> DataFrame:
+    """Takes a History, the `priorities` observation and the index of the drain's start event
+    (None: none). Returns the queue's deliveries in fixed-width columns but their id: `id`,
+    `index`, and their consumer stream's facts: `s_index` (its previous settlement), `bound`
+    (the index it was surely dispatched after: see the module docstring), `returned`, `level`,
+    and `why` (the reason it is not judged on its own, null for one to judge against the
+    messages that overtook it). (What examples show of a few is read again by index.)"""
     levels = int(observed["levels"])
     prefetch = observed.get("prefetch") or {}
-    consume, drain = int(prefetch.get("consume", 0)), int(prefetch.get("drain", 0))
-    stream = Window.partitionBy("pid", "consumer").orderBy("index")
-    rows = h.df.where((is_delivery() & _in_queue(observed.get("queue"))) | is_ack()).select(
-        "cls", "pid", "consumer", "f", F.col("value").alias("id"), "index", "time", "node",
-        "redelivered", "acquired", "priority")
-    settled = F.last(F.when(is_ack(), F.struct("index", "time")), ignorenulls=True).over(
-        stream.rowsBetween(Window.unboundedPreceding, -1))
-    d = rows.select("*", settled.alias("s")).where(is_delivery())
     main = F.col("f") == "consume"
-    returned = F.col("redelivered") | (F.coalesce(F.col("acquired"), F.lit(0)) > 0)
-    d = d.select("id", "pid", "consumer", "index", "time", "node", "priority", "s",
-                 F.when(main, _back(consume, stream)).otherwise(_back(drain, stream))
-                 .alias("bound"),
-                 F.when(main, F.lit(consume)).otherwise(F.lit(drain)).alias("prefetch"),
-                 returned.alias("returned"), _level(F.col("priority"), levels).alias("level"))
+    pf = F.when(main, F.lit(int(prefetch.get("consume", 0)))).otherwise(
+        F.lit(int(prefetch.get("drain", 0))))
+    before = Window.partitionBy("pid", "consumer").orderBy("index").rowsBetween(
+        Window.unboundedPreceding, -1)
+
+    def last(cond: Column, col: str) -> Column:
+        return F.last(F.when(cond, F.col(col)), ignorenulls=True).over(before)
+
+    rows = h.df.where((is_delivery() & _in_queue(observed.get("queue"))) | is_ack()).select(
+        "cls", "pid", "consumer", "f", F.col("value").alias("id"), "index", "redelivered",
+        "acquired", "priority")
+    drained = F.when(~main, F.lit(drain_start)) if drain_start is not None else F.lit(None)
+    d = rows.select(
+        "*", last(is_ack(), "index").alias("s_index"),
+        F.greatest(F.when(pf == 1, last(is_delivery(), "index")), drained.cast("long"))
+        .alias("bound"), pf.alias("prefetch"),
+        (F.col("redelivered") | (F.coalesce(F.col("acquired"), F.lit(0)) > 0)).alias("returned"),
+        _level(F.col("priority"), levels).alias("level")).where(is_delivery())
     why = (F.when(F.col("returned"), F.lit("returned"))
            .when(F.col("prefetch") != 1, F.lit("prefetch"))
            .when(F.col("level").isNull(), F.lit("priority_unknown"))
-           .when(F.col("s").isNull(), F.lit("no_settlement")))
-    return d.select("*", why.alias("why"))
+           .when(F.col("s_index").isNull(), F.lit("no_settlement")))
+    return d.select("id", "index", "s_index", "bound", "returned", "level", why.alias("why"))
 
 
 def messages(h: History, d: DataFrame, observed: Mapping[str, Any]) -> DataFrame:
     """Takes a History, its annotated deliveries and the observation. Returns one row per
-    message of the queue published and delivered: `id`, `level` (of its invoke's priority),
-    `inv` (its first invoke: index, time, node, priority), `ok` (its first ok completion:
-    index, time; null when never confirmed) and `first` (its first delivery: index, returned,
-    bound, time, node, pid, consumer)."""
-    code = F.col("code")
-    pubs = h.df.where(is_publish() & _in_queue(observed.get("queue"))).groupBy(
-        F.col("value").alias("id")).agg(
-        F.min(F.when(code == 0, F.struct("index", "time", "node", "priority"))).alias("inv"),
-        F.min(F.when(code == OUTCOME_CODES["ok"], F.struct("index", "time"))).alias("ok"))
-    firsts = d.groupBy("id").agg(F.min(F.struct(
-        "index", "returned", "bound", "time", "node", "pid", "consumer")).alias("first"))
-    level = F.when(F.col("inv").isNotNull(),
-                   _level(F.col("inv.priority"), int(observed["levels"])))
-    return pubs.join(firsts, "id").select("id", level.alias("level"), "inv", "ok", "first")
+    message of the queue published and delivered, in fixed-width columns: `id`, `level` (of
+    its first invoke's priority; null without an invoke), `inv_index`, `ok_index` (its first
+    ok completion; null when never confirmed), and its first delivery's `first_index`,
+    `first_returned` and `first_bound`."""
+    pub, dlv = F.col("pub"), ~F.col("pub")
+    inv = pub & (F.col("code") == 0)
+    rows = h.df.where(is_publish() & _in_queue(observed.get("queue"))).select(
+        F.col("value").alias("id"), F.lit(True).alias("pub"), "code", "index", "priority",
+        F.lit(None).cast("boolean").alias("returned"), F.lit(None).cast("long").alias("bound"),
+    ).unionByName(d.select("id", F.lit(False).alias("pub"), F.lit(None).cast("int")
+                           .alias("code"), "index", F.lit(None).cast("long").alias("priority"),
+                           "returned", "bound"))
+    first = F.when(dlv, F.col("index"))
+    grouped = rows.groupBy("id").agg(
+        F.count_if(pub).alias("n_pub"), F.min(F.when(inv, F.col("index"))).alias("inv_index"),
+        F.min_by("priority", F.when(inv, F.col("index"))).alias("inv_priority"),
+        F.min(F.when(pub & (F.col("code") == OUTCOME_CODES["ok"]), F.col("index")))
+        .alias("ok_index"),
+        F.min(first).alias("first_index"), F.min_by("returned", first).alias("first_returned"),
+        F.min_by("bound", first).alias("first_bound"))
+    level = F.when(F.col("inv_index").isNotNull(),
+                   _level(F.col("inv_priority"), int(observed["levels"])))
+    return grouped.where((F.col("n_pub") > 0) & F.col("first_index").isNotNull()).select(
+        "id", level.alias("level"), "inv_index", "ok_index", "first_index", "first_returned",
+        "first_bound")
 
 
-def _events(msgs: DataFrame, sac: bool) -> DataFrame:
+def _key(sac: bool) -> Column:
+    """Returns a message's readiness key: its first delivery's index under single active
+    consumer, else its bound (-1 without)."""
+    return F.col("first_index") if sac else F.coalesce(F.col("first_bound"), F.lit(-1))
+
+
+def events(msgs: DataFrame, sac: bool) -> DataFrame:
     """Takes the messages. Returns the events: each confirmed message whose first delivery is
-    not returned, at its confirm's index, with `K` (its readiness bound and id: the first
-    delivery's index under single active consumer, else its bound, -1 without) and `D` (its
-    first delivery's index and id); each never confirmed one likewise at its invoke's index,
-    with `D` only."""
-    first_index = F.col("first.index")
-    bound = first_index if sac else F.coalesce(F.col("first.bound"), F.lit(-1))
-    fresh = F.col("level").isNotNull() & ~F.col("first.returned")
-    confirmed = msgs.where(fresh & F.col("ok").isNotNull()).select(
-        F.col("ok.index").alias("key"), F.lit(CONFIRMED).alias("kind"), "level",
-        F.struct(bound.alias("v"), "id").alias("K"),
-        F.struct(first_index.alias("v"), "id").alias("D"))
-    unconfirmed = msgs.where(fresh & F.col("ok").isNull() & F.col("inv").isNotNull()).select(
-        F.col("inv.index").alias("key"), F.lit(UNCONFIRMED).alias("kind"), "level",
-        F.lit(None).cast("struct<v:bigint,id:string>").alias("K"),
-        F.struct(first_index.alias("v"), "id").alias("D"))
+    not returned, at its confirm's index, with `K` (its readiness key), `D` (its first
+    delivery's index) and its id; each never confirmed one likewise at its invoke's index,
+    with `D`."""
+    fresh = F.col("level").isNotNull() & ~F.col("first_returned")
+    confirmed = msgs.where(fresh & F.col("ok_index").isNotNull()).select(
+        F.col("ok_index").alias("key"), F.lit(CONFIRMED).alias("kind"), "level",
+        _key(sac).alias("K"), F.col("first_index").alias("D"), "id")
+    unconfirmed = msgs.where(fresh & F.col("ok_index").isNull()
+                             & F.col("inv_index").isNotNull()).select(
+        F.col("inv_index").alias("key"), F.lit(UNCONFIRMED).alias("kind"), "level",
+        F.lit(None).cast("long").alias("K"), F.col("first_index").alias("D"), "id")
     return confirmed.unionByName(unconfirmed)
 
 
@@ -221,62 +247,59 @@ def _greatest(cols: Sequence[Column]) -> Column:
     return cols[0] if len(cols) == 1 else F.greatest(*cols)
 
 
-def _maxima(level: int) -> list[tuple[str, Column, Column]]:
-    """Returns, for a level, the (name, kind condition, value) of its three running maxima:
-    confirmed messages' bounds, their first deliveries, never confirmed ones' first
-    deliveries."""
+def _maxima(level: int) -> list[tuple[str, Column]]:
+    """Returns, for a level, the name and value of its three running maxima: confirmed
+    messages' keys and first deliveries, never confirmed ones' first deliveries."""
     at = F.col("level") == F.lit(level)
-    return [(f"K{level}", at & (F.col("kind") == CONFIRMED), F.col("K")),
-            (f"D{level}", at & (F.col("kind") == CONFIRMED), F.col("D")),
-            (f"U{level}", at & (F.col("kind") == UNCONFIRMED), F.col("D"))]
+    confirmed, unconfirmed = F.col("kind") == CONFIRMED, F.col("kind") == UNCONFIRMED
+    return [(f"K{level}", F.when(at & confirmed, F.col("K"))),
+            (f"D{level}", F.when(at & confirmed, F.col("D"))),
+            (f"U{level}", F.when(at & unconfirmed, F.col("D")))]
 
 
-def judged(events: DataFrame, queries: DataFrame, levels: list[int]) -> DataFrame:
-    """Takes the events, the deliveries to judge and the levels the events have. Returns the
-    deliveries with `verdict` ("violation", "competing" or "in_order"), `unconfirmed` (an
-    unconfirmed message overtook it) and `witness` (the overtaking message sure to be ready
-    whose bound, then id, is greatest)."""
+def judged(ev: DataFrame, queries: DataFrame, levels: list[int]) -> DataFrame:
+    """Takes the events, the deliveries to judge (`key`: their settlement's index, `index`,
+    `level`) and the levels the events have. Returns the deliveries with `verdict`
+    ("violation", "competing" or "in_order") and `unconfirmed` (a never confirmed message
+    overtook it)."""
     bucket = F.floor(F.col("key") / BUCKET).cast("long")
-    ev = events.select(bucket.alias("bucket"), "*")
+    ev = ev.select(bucket.alias("bucket"), "key", "kind", "level", "K", "D")
     q = queries.select(bucket.alias("bucket"), "*", F.lit(QUERY).alias("kind"))
-    # What the buckets before each one carried: each bucket's maxima per level (query buckets
-    # included, so that each has a row), maxed over the buckets before it, one row per bucket.
-    per = [(name, F.max(F.when(cond, v))) for lvl in levels for name, cond, v in _maxima(lvl)]
-    own = ev.groupBy("bucket").agg(*(agg.alias(name) for name, agg in per))
+    maxima = [m for lvl in levels for m in _maxima(lvl)]
+    # What the buckets before each one carried: each bucket's maxima (query buckets included,
+    # so that each has a row), maxed over the buckets before it; one small partition.
+    own = ev.groupBy("bucket").agg(*(F.max(v).alias(name) for name, v in maxima))
     buckets = q.select("bucket").distinct().join(own, "bucket", "full")
-    # One small partition: a row per bucket.
     before = Window.partitionBy(F.lit(0)).orderBy("bucket").rowsBetween(
         Window.unboundedPreceding, -1)
     carried = buckets.select("bucket", *(F.max(name).over(before).alias(f"p{name}")
-                                         for name, _ in per))
+                                         for name, _ in maxima))
     # Within a bucket: the running maxima up to each query.
     upto = Window.partitionBy("bucket").orderBy("key").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
-    both = ev.unionByName(q, allowMissingColumns=True)
-    run = both.select("*", *(F.max(F.when(cond, v)).over(upto).alias(name)
-                             for lvl in levels for name, cond, v in _maxima(lvl)))
+    run = ev.unionByName(q, allowMissingColumns=True).select(
+        "*", *(F.max(v).over(upto).alias(name) for name, v in maxima))
     at = run.where(F.col("kind") == QUERY).join(F.broadcast(carried), "bucket", "left")
 
     def over(prefix: str) -> Column:
-        higher = [F.when(F.lit(lvl) > F.col("level"), _greatest(
-            [F.col(f"{prefix}{lvl}"), F.col(f"p{prefix}{lvl}")])) for lvl in levels]
-        return _greatest(higher)
+        return _greatest([F.when(F.lit(lvl) > F.col("level"), _greatest(
+            [F.col(f"{prefix}{lvl}"), F.col(f"p{prefix}{lvl}")])) for lvl in levels])
 
-    witness, delivered, unconfirmed = over("K"), over("D"), over("U")
-    later = F.col("index")
-    verdict = (F.when(F.coalesce(witness["v"] >= later, F.lit(False)), F.lit("violation"))
-               .when(F.coalesce(delivered["v"] > later, F.lit(False)), F.lit("competing"))
+    index = F.col("index")
+    verdict = (F.when(F.coalesce(over("K") >= index, F.lit(False)), F.lit("violation"))
+               .when(F.coalesce(over("D") > index, F.lit(False)), F.lit("competing"))
                .otherwise(F.lit("in_order")))
     return at.select(*queries.columns, verdict.alias("verdict"),
-                     F.coalesce(unconfirmed["v"] > later, F.lit(False)).alias("unconfirmed"),
-                     witness["id"].alias("witness"))
+                     F.coalesce(over("U") > index, F.lit(False)).alias("unconfirmed"))
 
 
-def priority_check(h: History, observed: Mapping[str, Any], example_size: int) -> dict[str, Any]:
-    """Takes a History, the harness's `priorities` observation and how many examples to give.
-    Returns the "priority" section (see the module docstring): not applicable without strict
-    priorities on the run's line, or without a message carrying a priority; else the counts
-    of one aggregate over the deliveries, one over the judged ones, and the examples."""
+def priority_check(h: History, observed: Mapping[str, Any], drain_start: int | None,
+                   example_size: int) -> dict[str, Any]:
+    """Takes a History, the harness's `priorities` observation, the index of the drain's start
+    event (None: none) and how many examples to give. Returns the "priority" section (see
+    the module docstring): not applicable without strict priorities on the run's line, or
+    without a message carrying a priority; else the counts of one aggregate over the
+    deliveries, one over the judged ones, and the examples."""
     why = not_applicable(observed)
     if why is not None:
         return priority_not_applicable(observed, why)
@@ -284,34 +307,32 @@ def priority_check(h: History, observed: Mapping[str, Any], example_size: int) -
                                & F.col("priority").isNotNull()).limit(1).count()
     if not with_priority:
         return priority_not_applicable(observed, "no message carried a priority")
-    d = deliveries(h, observed).persist(StorageLevel.MEMORY_AND_DISK)
+    d = deliveries(h, observed, drain_start).persist(StorageLevel.MEMORY_AND_DISK)
     msgs = messages(h, d, observed).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _judge(d, msgs, observed, example_size)
+        return _judge(h, d, msgs, observed, example_size)
     finally:
         msgs.unpersist()
         d.unpersist()
 
 
-def _judge(d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any],
+def _judge(h: History, d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any],
            example_size: int) -> dict[str, Any]:
-    """Takes the annotated deliveries and messages, the observation and the example size.
-    Returns the judged section."""
+    """Takes the History, the annotated deliveries and messages, the observation and the
+    example size. Returns the judged section."""
     why = F.col("why")
     counts = d.agg(F.count(F.lit(1)).alias("n"), *(
         F.count_if(why == k).alias(k) for k in PRIORITY_NOT_JUDGED[:-1])).collect()[0]
     not_judged = {k: int(counts[k]) for k in PRIORITY_NOT_JUDGED[:-1]}
-    queries = d.where(why.isNull()).select(
-        F.col("s.index").alias("key"), "id", "pid", "consumer", "index", "time", "node",
-        "priority", "level", "s")
-    events = _events(msgs, bool(observed.get("single_active_consumer")))
-    levels = sorted(r["level"] for r in events.select("level").distinct().collect())
+    queries = d.where(why.isNull()).select(F.col("s_index").alias("key"), "index", "level")
+    sac = bool(observed.get("single_active_consumer"))
+    ev = events(msgs, sac)
+    levels = sorted(r["level"] for r in ev.select("level").distinct().collect())
     if levels:
-        verdicts = judged(events, queries, levels)
+        verdicts = judged(ev, queries, levels)
     else:  # nothing overtook anything
         verdicts = queries.select("*", F.lit("in_order").alias("verdict"),
-                                  F.lit(False).alias("unconfirmed"),
-                                  F.lit(None).cast("string").alias("witness"))
+                                  F.lit(False).alias("unconfirmed"))
     verdicts = verdicts.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         verdict = F.col("verdict")
@@ -321,8 +342,8 @@ def _judge(d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any],
             F.count_if(verdict == "in_order").alias("in_order"),
             F.count_if((verdict == "in_order") & F.col("unconfirmed")).alias("unconfirmed"),
         ).collect()[0]
-        examples = (_examples(verdicts, msgs, example_size)
-                    if row["violation"] and example_size else [])
+        found = (verdicts.where(verdict == "violation").orderBy("index").limit(example_size)
+                 .collect() if row["violation"] and example_size else [])
     finally:
         verdicts.unpersist()
     not_judged["competing"] = int(row["competing"])
@@ -330,35 +351,77 @@ def _judge(d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any],
         observed, delivery_count=int(counts["n"]),
         judged_count=int(row["violation"] + row["in_order"]),
         violation_count=int(row["violation"]), not_judged=not_judged,
-        unconfirmed_set_aside_count=int(row["unconfirmed"]), examples=examples)
+        unconfirmed_set_aside_count=int(row["unconfirmed"]),
+        examples=examples(h, ev, found, observed) if found else [])
 
 
-def _examples(verdicts: DataFrame, msgs: DataFrame, example_size: int) -> list[dict[str, Any]]:
-    """Takes the judged deliveries, the messages and how many examples to give. Returns the
-    first violations by index, each with the message that overtook it, as timelines."""
-    rows = (verdicts.where(F.col("verdict") == "violation").orderBy("index")
-            .limit(example_size).collect())
-    ids = sorted({r["witness"] for r in rows})
-    found = {m["id"]: m for m in msgs.where(F.col("id").isin(ids)).collect()}
-    return [example(r, found[r["witness"]]) for r in rows]
+def witnesses(ev: DataFrame, found: Sequence[Row]) -> dict[int, str]:
+    """Takes the events and a few violating deliveries. Returns, by delivery index, the id of
+    the message that overtook it: of the confirmed ones of a higher level confirmed before its
+    settlement and sure to be ready, the one whose key, then id, is greatest."""
+    spark = ev.sparkSession
+    wanted = literal_rows(spark, [(r["index"], r["key"], r["level"]) for r in found],
+                          "w_index bigint, w_key bigint, w_level bigint")
+    cond = ((F.col("kind") == CONFIRMED) & (F.col("level") > F.col("w_level"))
+            & (F.col("key") < F.col("w_key")) & (F.col("K") >= F.col("w_index")))
+    rows = (ev.join(F.broadcast(wanted), cond).groupBy("w_index")
+            .agg(F.max(F.struct("K", "id")).alias("best")).collect())
+    return {r["w_index"]: r["best"]["id"] for r in rows}
 
 
-def example(d: Row, m: Row) -> dict[str, Any]:
-    """Takes a violating delivery and the message that overtook it. Returns the example as
+def examples(h: History, ev: DataFrame, found: Sequence[Row],
+             observed: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Takes the History, the events, the first violating deliveries (key, index, level) and
+    the observation. Returns them as results.json's examples: each with the message that
+    overtook it and the timelines of both, read from the history (the deliveries and their
+    settlements by index, the messages' publish ops and deliveries by id)."""
+    who = witnesses(ev.select("key", "kind", "level", "K", "id"), found)
+    ids = sorted(set(who.values()))
+    at = sorted({r["index"] for r in found} | {r["key"] for r in found})
+    mine = F.col("value").isin(ids) & _in_queue(observed.get("queue")) & (
+        is_publish() | is_delivery())
+    ops = (h.df.where(F.col("index").isin(at) | mine)
+           .select("value", "cls", "code", "index", "time", "node", "priority", "pid",
+                   "consumer").orderBy("index").collect())
+    by_index = {r["index"]: r for r in ops}
+    return [example(by_index[r["index"]], r["level"], by_index[r["key"]],
+                    _timeline(ops, who[r["index"]])) for r in found]
+
+
+def _timeline(ops: Sequence[Row], mid: str) -> dict[str, Any]:
+    """Takes the publish ops and deliveries of a few messages, in index order, and the id of
+    one that overtook a delivery. Returns that message's publish, confirm and first
+    delivery."""
+    mine = [r for r in ops if r["value"] == mid]
+    inv = next(r for r in mine if is_row(r, "publish") and r["code"] == 0)
+    ok = next(r for r in mine if is_row(r, "publish") and r["code"] == OUTCOME_CODES["ok"])
+    first = next(r for r in mine if is_row(r, "delivery"))
+    priority = inv["priority"]
+    return {
+        "id": mid, "priority": priority,
+        "level": DEFAULT_LEVEL if priority is None else priority,  # a known one: an event's
+        "published": {"index": inv["index"], "time_ms": ns_to_ms(inv["time"]),
+                      "node": inv["node"]},
+        "confirmed": {"index": ok["index"], "time_ms": ns_to_ms(ok["time"])},
+        "delivered": {"index": first["index"], "time_ms": ns_to_ms(first["time"]),
+                      "node": first["node"],
+                      "consumer": consumer_identity(first["pid"], first["consumer"])}}
+
+
+def is_row(r: Row, kind: str) -> bool:
+    """Takes a prepared row and "publish" or "delivery". Returns whether it is one."""
+    return r["cls"] == (PUBLISH_ROW if kind == "publish" else DELIVERY_ROW)
+
+
+def example(d: Row, level: int, settled: Row, overtaken_by: dict[str, Any]) -> dict[str, Any]:
+    """Takes a violating delivery (its history row), its level, its previous settlement (the
+    ack's row) and the timeline of the message that overtook it. Returns the example as
     results.json shows it: the consumer, the delivery, its previous settlement, and the
     overtaking message's publish, confirm and first delivery."""
-    inv, ok, first = m["inv"], m["ok"], m["first"]
     return {
         "consumer": consumer_identity(d["pid"], d["consumer"]),
-        "delivery": {"id": d["id"], "priority": d["priority"], "level": d["level"],
+        "delivery": {"id": d["value"], "priority": d["priority"], "level": level,
                      "index": d["index"], "time_ms": ns_to_ms(d["time"]), "node": d["node"]},
-        "settled": {"index": d["s"]["index"], "time_ms": ns_to_ms(d["s"]["time"])},
-        "overtaken_by": {
-            "id": m["id"], "priority": inv["priority"], "level": m["level"],
-            "published": {"index": inv["index"], "time_ms": ns_to_ms(inv["time"]),
-                          "node": inv["node"]},
-            "confirmed": {"index": ok["index"], "time_ms": ns_to_ms(ok["time"])},
-            "delivered": {"index": first["index"], "time_ms": ns_to_ms(first["time"]),
-                          "node": first["node"],
-                          "consumer": consumer_identity(first["pid"], first["consumer"])}},
+        "settled": {"index": settled["index"], "time_ms": ns_to_ms(settled["time"])},
+        "overtaken_by": overtaken_by,
     }

@@ -14,9 +14,10 @@ priorities and issue 31):
   level 4), else unknown. A message's level is that of its first invoke's priority.
 - A delivery is returned when flagged redelivered or its delivery_count or acquired_count is
   above 0. Its consumer's prefetch is the observation's "consume" one for f "consume", else
-  its "drain" one. Its bound is the index of its consumer's delivery `prefetch` deliveries
-  before it (none for fewer, or prefetch 0). Its settlement is its consumer's last ack before
-  it.
+  its "drain" one. Its bound is the index of its consumer's previous delivery when that
+  prefetch is 1, and for an f "drain" delivery the index of the first harness phase event of
+  the drain's start when that is greater; none without either. Its settlement is its
+  consumer's last ack before it.
 - Each delivery d is not judged, first that applies: returned, prefetch (not 1),
   priority_unknown, no_settlement. Otherwise, over the messages m published (any publish op)
   and delivered in the queue, with a known level above d's, whose first delivery (lowest
@@ -70,7 +71,8 @@ def _level(priority: Any, levels: int) -> int | None:
 class _Read:
     """The queue's publishes and deliveries, each delivery with its consumer's facts."""
 
-    def __init__(self, obs: dict[str, Any], ops: list[dict[str, Any]], mine: Any) -> None:
+    def __init__(self, obs: dict[str, Any], ops: list[dict[str, Any]], mine: Any,
+                 drain_start: int | None) -> None:
         self.levels = int(obs["levels"])
         prefetch = obs.get("prefetch") or {}
         self.invoked: dict[str, dict[str, Any]] = {}
@@ -89,8 +91,10 @@ class _Read:
             elif op["f"] in ("consume", "drain") and op["type"] == "ok" and mine(op):
                 p = int(prefetch.get("consume" if op["f"] == "consume" else "drain", 0))
                 before = seen.setdefault(consumer, [])
+                bounds = ([before[-1]] if p == 1 and before else []) + (
+                    [drain_start] if op["f"] == "drain" and drain_start is not None else [])
                 d = {"op": op, "consumer": consumer, "prefetch": p, "s": acked.get(consumer),
-                     "bound": before[-p] if 0 < p <= len(before) else None,
+                     "bound": max(bounds) if bounds else None,
                      "level": _level(op.get("priority"), self.levels),
                      "returned": op.get("redelivered") is True or max(
                          op.get("delivery_count") or 0, op.get("acquired_count") or 0) > 0}
@@ -184,7 +188,11 @@ def priority(ops: list[dict[str, Any]], example_size: int = 20) -> dict[str, Any
     if why is not None:
         return {"valid": "unknown", "composes_only_when_false": True, "applicable": False,
                 "reason": f"not applicable: {why}", **head}
-    r = _Read(obs, clients, mine)
+    drain_start = next((op["index"] for op in ops if op["process"] == "harness"
+                        and op["f"] == "phase" and isinstance(op.get("value"), dict)
+                        and op["value"].get("phase") == "drain"
+                        and op["value"].get("state") == "start"), None)
+    r = _Read(obs, clients, mine, drain_start)
     counts = dict.fromkeys(REASONS, 0)
     verdicts = {"violation": 0, "in_order": 0}
     set_aside, examples = 0, []

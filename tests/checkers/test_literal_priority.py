@@ -149,6 +149,31 @@ def test_drain_deliveries_are_not_judged_with_the_drains_prefetch(tmp_path: Path
     assert check(p)["priority"]["not_judged"] == {**NONE_JUDGED, "prefetch": 2}
 
 
+def test_a_higher_message_left_for_the_drain_overtook_what_the_consumer_got(
+        tmp_path: Path) -> None:
+    # 2-0 (priority 9) is confirmed before consumer 5 settles 1-0, yet 5 gets 1-1 and 1-2
+    # (priority 1), and 2-0 is first read by the drain, whose consumer subscribed after its
+    # start: it was ready all along.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.priorities()
+        b.publish(1, 0, priority=1)
+        b.publish(1, 1, priority=1)
+        b.publish(1, 2, priority=1)
+        b.publish(2, 0, priority=9)
+        take(b, 5, "1-0", 1)
+        take(b, 5, "1-1", 1)
+        take(b, 5, "1-2", 1)
+        b.phase("drain", "start")
+        take(b, 7, "2-0", 9, f="drain")
+        b.phase("drain", "end")
+    r = check(p)
+    assert r["valid"] is False
+    assert r["priority"]["violation_count"] == 2 and r["priority"]["judged_count"] == 2
+    assert [e["delivery"]["id"] for e in r["priority"]["examples"]] == ["1-1", "1-2"]
+    assert r["priority"]["examples"][0]["overtaken_by"]["delivered"]["consumer"] == "7/c7"
+
+
 def test_an_unconfirmed_higher_priority_publish_is_not_counted(tmp_path: Path) -> None:
     p = tmp_path / "h.jsonl"
     overtaken(p, confirm="info")
