@@ -8,10 +8,13 @@ violation."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.checkers.histories import Builder
 from tests.checkers.test_literal import check
@@ -278,3 +281,82 @@ def test_a_priority_beyond_the_lines_levels_is_not_judged(tmp_path: Path) -> Non
     assert r["priority"]["not_judged"] == {**NONE_JUDGED, "no_settlement": 1,
                                            "priority_unknown": 1}
     assert r["priority"]["judged_count"] == 1 and r["priority"]["violation_count"] == 0
+
+
+# -- random priority histories: the engine says what the oracle says -------------------------
+
+
+@st.composite
+def priority_histories(draw: st.DrawFn) -> dict[str, Any]:
+    """Draws a small priority run that keeps the history contract (every completion after its
+    invoke, every ack after a delivery it acks) and follows no queue model: messages of random
+    priorities and outcomes, delivered in any order to two main consumers and the drain's
+    (mostly acked at once), flagged or counted returned now and then."""
+    n = draw(st.integers(3, 9))
+    prios = draw(st.lists(st.sampled_from([None, 1, 1, 9, 9, 31, 40]), min_size=n, max_size=n))
+    steps: list[tuple[Any, ...]] = []
+    invoked: list[int] = []
+    completed: set[int] = set()
+    unacked: dict[int, list[int]] = {5: [], 6: [], 9: []}
+    drain = False
+    length = draw(st.integers(12, 40))
+    for i in range(length):
+        action = draw(st.sampled_from(["publish", "publish", "invoke", "complete", "take",
+                                       "take", "take", "deliver", "ack", "drain"]))
+        if action in ("publish", "invoke") and len(invoked) < n:
+            invoked.append(len(invoked))
+            steps.append(("invoke", invoked[-1]))
+            action = "complete" if action == "publish" else action
+        if action == "complete" and set(invoked) - completed:
+            k = draw(st.sampled_from(sorted(set(invoked) - completed)))
+            completed.add(k)
+            steps.append(("complete", k, draw(st.sampled_from(["ok"] * 4 + ["info", "fail"]))))
+        elif action in ("take", "deliver") and invoked:
+            c = 9 if drain else draw(st.sampled_from([5, 5, 6]))
+            k = draw(st.sampled_from(invoked))
+            returned = draw(st.sampled_from([(False, None)] * 6 + [(True, None), (False, 2)]))
+            steps.append(("deliver", c, k, *returned))
+            unacked[c].append(k)
+            action = "ack" if action == "take" else action
+        if action == "ack":
+            waiting = [c for c, ks in unacked.items() if ks]
+            if waiting:
+                c = draw(st.sampled_from(waiting))
+                steps.append(("ack", c, unacked[c].pop(0)))
+        elif action == "drain" and not drain and 3 * i > 2 * length:  # late, if at all
+            drain = True
+            steps.append(("drain",))
+    return {"prios": prios, "steps": steps, "consume": draw(st.sampled_from([1, 1, 1, 2])),
+            "sac": draw(st.booleans())}
+
+
+def write_priority_history(path: Path, h: dict[str, Any]) -> Path:
+    prios = h["prios"]
+    with Builder(path) as b:
+        b.priorities(consume=h["consume"], sac=h["sac"])
+        for step in h["steps"]:
+            kind, *args = step
+            if kind == "invoke":
+                b.invoke(1, args[0], priority=prios[args[0]])
+            elif kind == "complete":
+                b.complete(1, args[0], args[1], priority=prios[args[0]])
+            elif kind == "deliver":
+                c, k, flagged, acquired = args
+                b.deliver(c, f"1-{k}", redelivered=flagged, priority=prios[k],
+                          acquired_count=acquired, f="drain" if c == 9 else "consume")
+            elif kind == "ack":
+                b.ack(args[0], f"1-{args[1]}", phase="drain" if args[0] == 9 else "main")
+            else:
+                b.phase("drain", "start")
+    return path
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(priority_histories())
+def test_random_priority_histories_are_judged_as_the_oracle_judges_them(
+        h: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        r = check(write_priority_history(Path(d) / "history.jsonl", h))  # asserts agreement
+    p = r["priority"]
+    if p["applicable"]:  # else no message carried a priority
+        assert p["judged_count"] + p["not_judged_count"] == p["delivery_count"]
