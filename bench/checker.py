@@ -1,6 +1,7 @@
 """Benchmark of the Spark checker: synthetic histories of 1M, 10M (and with --huge 100M) ops.
 
     python -m bench.checker [--ops 1000000 10000000] [--huge] [--no-acks] [--anomalies]
+                            [--priorities]
     python -m bench.checker --generate-only --anomalies --ops 10000000
 
 Histories are generated once into bench-data/ (git-ignored), on every core,
@@ -30,6 +31,13 @@ faulty run costs: explanations, mends, incidents): every 1000th message
 (duplicated), each fault's start is preceded by a queue depth sample and a
 placement sample, and the harness restarts a node (a mend) after the main
 phase, before the drain.
+
+With --priorities (to measure the priority check, checkers.spark_priority):
+message k has priority 9, 1 or none (k % 3), on its publish ops and its
+deliveries, and the history ends with the harness's `priorities` observation
+of a 4.3 line (32 levels, strict) whose consumers have prefetch 1. Every
+message is delivered right after its confirm, so every delivery but each
+consumer's first is judged, and none is a violation.
 """
 
 from __future__ import annotations
@@ -60,17 +68,32 @@ CHUNK = 500_000  # messages per generation task
 
 
 
-def _pub(type_: str, p: int, mid: str, index: int, t: int, seq: int, error: str) -> str:
+def _pub(type_: str, p: int, mid: str, index: int, t: int, seq: int, error: str,
+         priority: str = "") -> str:
     return (f'{{"type":"{type_}","process":{p},"f":"publish","value":"{mid}","node":"n1",'
             f'"index":{index},"time":{t},"queue":"q","publisher":{p},"seq":{seq},'
-            f'"consumer":null,"redelivered":null,"phase":"main","error":{error}}}')
+            f'"consumer":null,"redelivered":null,"phase":"main","error":{error}{priority}}}')
 
 
-def _dlv(c: int, mid: str, index: int, t: int, p: int, seq: int, redelivered: str) -> str:
+def _dlv(c: int, mid: str, index: int, t: int, p: int, seq: int, redelivered: str,
+         priority: str = "") -> str:
     return (f'{{"type":"ok","process":{c},"f":"consume","value":"{mid}","node":"n2",'
             f'"index":{index},"time":{t},"queue":"q","publisher":{p},"seq":{seq},'
             f'"consumer":"consume-{c}","redelivered":{redelivered},"phase":"main",'
-            f'"error":null}}')
+            f'"error":null{priority}}}')
+
+
+# The `priorities` observation of a --priorities history (workloads.queue_workload).
+PRIORITIES_VALUE = ('{"queue":"q","type":"quorum","version":"4.3.0","line":"4.3","levels":32,'
+                    '"strict":true,"prefetch":{"consume":1,"drain":200},'
+                    '"single_active_consumer":false,"distribution":"none,1,9"}')
+
+
+def _priority(k: int, priorities: bool) -> str:
+    """Returns message k's priority field as its lines carry it ("" for none)."""
+    if not priorities or k % 3 == 2:
+        return ""
+    return f',"priority":{9 if k % 3 == 0 else 1}'
 
 
 def _ack(c: int, mid: str, index: int, t: int, p: int, seq: int) -> str:
@@ -132,9 +155,9 @@ def _ops_before(k: int, m: int, acks: bool = True, anomalies: bool = False) -> i
     return 2 * k + per_delivery * (k - not_enqueued + redeliveries) + 2 * nemesis + extra
 
 
-def _chunk(args: tuple[int, int, int, str, bool, bool]) -> str:
+def _chunk(args: tuple[int, int, int, str, bool, bool, bool]) -> str:
     """Writes messages [lo, hi) of an m-message history to a part file. Returns its path."""
-    lo, hi, m, out, acks, anomalies = args
+    lo, hi, m, out, acks, anomalies, priorities = args
     period = _period(m)
     index = 1 + _ops_before(lo, m, acks, anomalies)
     lines: list[str] = []
@@ -165,19 +188,20 @@ def _chunk(args: tuple[int, int, int, str, bool, bool]) -> str:
             p, seq = k % PUBLISHERS + 1, k // PUBLISHERS
             mid = f"{p}-{seq}"
             outcome, enqueued = _outcome(k)
-            add(_pub("invoke", p, mid, index, base + 2, seq, "null"))
+            prio = _priority(k, priorities)
+            add(_pub("invoke", p, mid, index, base + 2, seq, "null", prio))
             lat = 20_000 + (k * 7919) % 60_000
             add(_pub(outcome, p, mid, index, base + 2 + lat, seq,
-                     "null" if outcome == "ok" else '"x"'))
+                     "null" if outcome == "ok" else '"x"', prio))
             if enqueued and not _lost(k, anomalies):
                 c = 100 + k % CONSUMERS
-                add(_dlv(c, mid, index, base + 90_000, p, seq, "false"))
+                add(_dlv(c, mid, index, base + 90_000, p, seq, "false", prio))
                 if acks:
                     add(_ack(c, mid, index, base + 91_000, p, seq))
             if k % 10000 == 0 or _duplicated(k, anomalies):
                 c2 = 100 + (k + 1) % CONSUMERS
                 flag = "false" if _duplicated(k, anomalies) else "true"
-                add(_dlv(c2, mid, index, base + 95_000, p, seq, flag))
+                add(_dlv(c2, mid, index, base + 95_000, p, seq, flag, prio))
                 if acks:
                     add(_ack(c2, mid, index, base + 96_000, p, seq))
             if len(lines) >= 20_000:
@@ -196,10 +220,11 @@ def messages_for(ops: int, acks: bool = True) -> int:
 
 
 def generate(ops: int, out: Path, workers: int | None = None,
-             acks: bool = True, anomalies: bool = False) -> tuple[Path, float]:
-    """Takes a target op count, a path, whether consumers record acks and whether to plant
-    anomalies (the module docstring). Writes a synthetic history there unless it exists.
-    Returns (path, seconds spent generating)."""
+             acks: bool = True, anomalies: bool = False,
+             priorities: bool = False) -> tuple[Path, float]:
+    """Takes a target op count, a path, whether consumers record acks, whether to plant
+    anomalies and whether messages have priorities (the module docstring). Writes a synthetic
+    history there unless it exists. Returns (path, seconds spent generating)."""
     if out.exists():
         return out, 0.0
     t0 = time.monotonic()
@@ -207,8 +232,8 @@ def generate(ops: int, out: Path, workers: int | None = None,
     out.parent.mkdir(parents=True, exist_ok=True)
     parts_dir = out.with_suffix(".parts")
     parts_dir.mkdir(exist_ok=True)
-    tasks = [(lo, min(lo + CHUNK, m), m, str(parts_dir / f"{i:06d}"), acks, anomalies)
-             for i, lo in enumerate(range(0, m, CHUNK))]
+    tasks = [(lo, min(lo + CHUNK, m), m, str(parts_dir / f"{i:06d}"), acks, anomalies,
+              priorities) for i, lo in enumerate(range(0, m, CHUNK))]
     with ProcessPoolExecutor(max_workers=workers or os.cpu_count()) as pool:
         parts = list(pool.map(_chunk, tasks))
     last_index, last_time = 1 + _ops_before(m, m, acks, anomalies), 100_000 * m + 2_000_000
@@ -218,6 +243,9 @@ def generate(ops: int, out: Path, workers: int | None = None,
                             last_index + len(tail), last_time + len(tail)))
     for ph, st in (("drain", "start"), ("drain", "end")):
         tail.append(_harness(ph, st, last_index + len(tail), last_time + len(tail)))
+    if priorities:
+        tail.append(_sample("priorities", PRIORITIES_VALUE, last_index + len(tail),
+                            last_time + len(tail)))
     with replacing(out) as tmp, open(tmp, "wb") as fh:
         fh.write((_harness("main", "start", 0, 0) + "\n").encode())
         for part in parts:
@@ -318,6 +346,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--anomalies", action="store_true",
                    help="plant lost and duplicated messages, depth and placement samples and a "
                         "harness restart (an invalid history; see above)")
+    p.add_argument("--priorities", action="store_true",
+                   help="messages with priorities and the harness's observation of a 4.3 line "
+                        "(see above), for the priority check")
     p.add_argument("--generate-only", action="store_true",
                    help="write the histories (bench-data/) and print their paths; measure nothing")
     p.add_argument("--run-one", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
@@ -331,7 +362,8 @@ def _measure_size(args: argparse.Namespace, ops: int, flavour: str,
     """Generates (or reuses) the history of `ops` ops and measures each kind of check on it.
     Returns one row per kind, printing each as it ends."""
     path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}{flavour}.jsonl",
-                           acks=not args.no_acks, anomalies=args.anomalies)
+                           acks=not args.no_acks, anomalies=args.anomalies,
+                           priorities=args.priorities)
     n = count_ops(path)
     print(f"# {path.name}: {n} ops, {path.stat().st_size / 2**30:.2f} GiB"
           + (f" (generated in {gen_s:.0f}s)" if gen_s else ""), flush=True)
@@ -366,11 +398,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sizes = [*args.ops, *([100_000_000] if args.huge else [])]
     archive = None if args.no_class_archive else args.dir / "spark-classes.jsa"
-    flavour = ("-noacks" if args.no_acks else "") + ("-anomalies" if args.anomalies else "")
+    flavour = ("-noacks" if args.no_acks else "") + ("-anomalies" if args.anomalies else "") \
+        + ("-priorities" if args.priorities else "")
     if args.generate_only:
         for ops in sizes:
             path, gen_s = generate(ops, args.dir / f"history-{ops}-v{FORMAT_VERSION}{flavour}"
-                                   ".jsonl", acks=not args.no_acks, anomalies=args.anomalies)
+                                   ".jsonl", acks=not args.no_acks, anomalies=args.anomalies,
+                                   priorities=args.priorities)
             print(f"{path} ({gen_s:.0f} s)", flush=True)
         return 0
     if archive is not None and not archive.exists():

@@ -76,7 +76,8 @@ DICTIONARY: Final = ("_block", "code", "pid", "value", "cls", "problem", "proc",
 # The row classes of deliveries and acks (checkers.spark_io's DELIVERY_ROW, ACK_ROW).
 DELIVERY_CLS, ACK_CLS = 2, 3
 # Fields by Spark type (checkers.spark_io.SCHEMA, `_corrupt` aside).
-LONGS: Final = ("index", "time", "publisher", "seq")
+LONGS: Final = ("index", "time", "publisher", "seq", "priority", "delivery_count",
+                 "acquired_count")
 BOOLS: Final = ("redelivered",)
 
 
@@ -309,6 +310,9 @@ def prepare(t: pa.Table, pid: pa.Array) -> pa.Table:
         "redelivered": _where(dlv, pc.coalesce(col("redelivered"), False)),
         "reason": pc.case_when(pc.make_struct(failed, dead), col("error"), col("reason")),
         "phase": _where(dlv, col("phase")), "queue": _where(pc.or_(publish, dlv), col("queue")),
+        "priority": _where(pc.or_(publish, dlv), col("priority")),
+        "acquired": _where(dlv, pc.max_element_wise(col("delivery_count"),
+                                                    col("acquired_count"))),
     })
 
 

@@ -27,6 +27,10 @@ a few kinds, and this module is the one place that says how:
   closed (one info op). They are few, one or two of each per consumer process,
   and are read on the driver when the ordering check needs them
   (checkers.holds);
+- the harness's observation f "priorities" says that the run's publishers
+  gave messages priorities, and what the priority check needs to judge them
+  (the queue, its release line's priority levels and whether it serves them
+  strictly, the consumers' prefetch: checkers.spark_priority);
 - *nemesis ops* (process "nemesis") and *harness events* (process "harness")
   are few and are read on the driver;
 - a *probe op* is a client op with f "connect", "declare", "bind" or "delete"
@@ -59,6 +63,7 @@ END_FS: Final = frozenset({CANCEL, CLOSE})
 # Harness observations: a phase's start or end, and the workers told to stop.
 PHASE: Final = "phase"
 STOP_WORKERS: Final = "stop-workers"
+PRIORITIES: Final = "priorities"
 
 # The error text of a failed publish recorded without one, as fail_reasons counts it.
 NO_REASON: Final = "(none)"

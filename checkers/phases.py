@@ -32,19 +32,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.model import DEAD_LETTERING
+from checkers.model import DEAD_LETTERING, PRIORITIES
 
 
 @dataclass(frozen=True)
 class HarnessEvent:
-    """One harness op: its time (ns), f and decoded value, and the node it names and where it
-    sits in the file (checkers.spark_io.loc), where known."""
+    """One harness op: its time (ns), f and decoded value, and the node it names, where it
+    sits in the file (checkers.spark_io.loc) and its index, where known."""
 
     time: int
     f: str
     value: Any
     node: str | None = None
     loc: int | None = None
+    index: int | None = None
 
 
 # A consume refused because the queue's record exists but its process cannot be reached.
@@ -132,7 +133,25 @@ def dead_lettering(events: Iterable[HarnessEvent]) -> dict[str, Any] | None:
     return found
 
 
+def priorities_observed(events: Iterable[HarnessEvent]) -> dict[str, Any] | None:
+    """Takes harness events in order. Returns the value of the last `priorities` observation
+    (the run's publishers gave messages priorities: the queue, its release line's levels and
+    whether it serves them strictly, the consumers' prefetch), or None when there is none (no
+    priorities, or an older run)."""
+    found = None
+    for e in events:
+        if e.f == PRIORITIES and isinstance(e.value, dict):
+            found = e.value
+    return found
+
+
 def phase_start(events: Iterable[HarnessEvent], phase: str) -> int | None:
     """Takes harness events in order and a phase name. Returns the time (ns) of the phase's
     first start event, or None."""
     return next((e.time for e in events if phase_of(e) == (phase, "start")), None)
+
+
+def phase_start_index(events: Iterable[HarnessEvent], phase: str) -> int | None:
+    """Takes harness events in order and a phase name. Returns the index of the phase's first
+    start event, or None (none, or its index unknown)."""
+    return next((e.index for e in events if phase_of(e) == (phase, "start")), None)

@@ -377,3 +377,45 @@ def longest_gap(confirms_sorted: Sequence[int], start: int, end: int) -> Gap:
     if end - prev > best.end - best.start:
         best = Gap(prev, end)
     return best
+
+
+# Why a delivery of a priority run was not judged (checkers.spark_priority), in the section's
+# order.
+PRIORITY_NOT_JUDGED: Final = ("returned", "prefetch", "priority_unknown", "no_settlement",
+                              "competing")
+
+
+def _priority_head(observed: Mapping[str, Any]) -> dict[str, Any]:
+    """Takes the harness's `priorities` observation. Returns what a priority section says of the
+    run whatever it judged: the queue, release line, levels and whether it serves them
+    strictly, and single active consumer."""
+    return {"queue": observed.get("queue"), "line": observed.get("line"),
+            "levels": observed.get("levels"), "strict": bool(observed.get("strict")),
+            "single_active_consumer": bool(observed.get("single_active_consumer"))}
+
+
+def priority_not_applicable(observed: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """Takes the `priorities` observation and why the rule does not apply (a line that serves
+    priorities at a ratio, or has none; no message with a priority). Returns the "priority"
+    section: "unknown", composing only when false (so never), with that reason."""
+    return {"valid": UNKNOWN, FALSE_ONLY: True, "applicable": False,
+            "reason": f"not applicable: {reason}", **_priority_head(observed)}
+
+
+def priority_section(observed: Mapping[str, Any], *, delivery_count: int, judged_count: int,
+                     violation_count: int, not_judged: Mapping[str, int],
+                     unconfirmed_set_aside_count: int,
+                     examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Takes the `priorities` observation and the priority facts (checkers.spark_priority
+    defines them). Returns the "priority" section: false with any violation, else true when it
+    judged a delivery, else "unknown" (it judged none; a delivery not judged is never a pass).
+    It composes only when false: a run whose deliveries it cannot judge is no less valid."""
+    reasons = {k: int(not_judged.get(k, 0)) for k in PRIORITY_NOT_JUDGED}
+    valid: Valid = False if violation_count else True if judged_count else UNKNOWN
+    reason = None if valid is not UNKNOWN else "no delivery could be judged"
+    return {"valid": valid, FALSE_ONLY: True, "applicable": True, "reason": reason,
+            **_priority_head(observed), "delivery_count": delivery_count,
+            "judged_count": judged_count, "violation_count": violation_count,
+            "not_judged_count": sum(reasons.values()), "not_judged": reasons,
+            "unconfirmed_set_aside_count": unconfirmed_set_aside_count,
+            "examples": [dict(e) for e in examples]}

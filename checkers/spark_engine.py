@@ -8,8 +8,9 @@ one aggregate (the queue counts, whether a publish or an ack breaks the
 contract, what was consumed after the harness's first mend), count what was
 at risk at each fault and the publishes it made unknown or a blocked
 connection held (one small group-by), find the first line breaking the
-contract (raising HistoryError naming it), then the four sections, each
-guarded so that one failing checker leaves the others' verdicts (Jepsen's
+contract (raising HistoryError naming it), then the four sections (five when
+the run published priorities: the harness observed it, checkers.spark_priority),
+each guarded so that one failing checker leaves the others' verdicts (Jepsen's
 compose). Each stage logs its time.
 When the harness observed a metadata probe, its section follows, composed in
 like the others (checkers.spark_metadata).
@@ -41,7 +42,15 @@ from checkers.liveness import LivenessBound
 from checkers.metadata import SECTION as METADATA
 from checkers.model import HARNESS, NEMESIS, decode_value
 from checkers.options import CheckOptions
-from checkers.phases import HarnessEvent, dead_lettering, drain_state, main_phase, phase_start
+from checkers.phases import (
+    HarnessEvent,
+    dead_lettering,
+    drain_state,
+    main_phase,
+    phase_start,
+    phase_start_index,
+    priorities_observed,
+)
 from checkers.results import (
     FALSE_ONLY,
     check_safe,
@@ -71,6 +80,8 @@ from checkers.spark_liveness import liveness_check
 from checkers.spark_metadata import metadata_check
 from checkers.spark_order import ordering_facts
 from checkers.spark_perf import perf_facts
+from checkers.spark_priority import SECTION as PRIORITY
+from checkers.spark_priority import priority_check
 from checkers.spark_queue import (
     SAMPLED,
     ack_problem,
@@ -129,8 +140,8 @@ def side_ops(h: History) -> tuple[list[tuple[int, Op]], list[HarnessEvent]]:
                              value=decode_value(r["value"]), node=r["node"], index=r["index"],
                              time=r["time"], error=r["error"]))
                for r in rows if r["proc"] == NEMESIS]
-    harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]), r["node"], r["loc"])
-               for r in rows if r["proc"] == HARNESS]
+    harness = [HarnessEvent(r["time"], r["f"], decode_value(r["value"]), r["node"], r["loc"],
+                            r["index"]) for r in rows if r["proc"] == HARNESS]
     return nemesis, harness
 
 
@@ -218,9 +229,9 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
               harness: list[HarnessEvent], windows: list[FaultWindow], span: tuple[int, int],
               acks: bool, options: CheckOptions, bound: LivenessBound | None,
               workers: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Checks the queue, ordering, perf and liveness sections (in parallel for a small
-    history) and composes them. Returns the results and the ordering violations attributed to
-    faults (for the fates)."""
+    """Checks the queue, ordering, perf and liveness sections, and the priority section when
+    the harness observed priorities (in parallel for a small history), and composes them.
+    Returns the results and the ordering violations attributed to faults (for the fates)."""
     def queue() -> dict[str, Any]:
         counts, samples = queue_facts(msgs, options.sample_size, totals)
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
@@ -250,11 +261,19 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
         with timed(f"checked {name}"):
             return check_safe(name, facts)
 
-    names = ("queue", "ordering", "perf", "liveness")
-    sections = run_all([functools.partial(section, n, f) for n, f in
-                        zip(names, (queue, ordering, perf, liveness), strict=True)], workers)
-    sections[-1].setdefault(FALSE_ONLY, True)  # a liveness check that raised cannot be false
-    return compose(dict(zip(names, sections, strict=True))), reordered
+    checks: dict[str, Callable[[], dict[str, Any]]] = {
+        "queue": queue, "ordering": ordering, "perf": perf, "liveness": liveness}
+    observed = priorities_observed(harness)
+    if observed is not None:
+        checks[PRIORITY] = functools.partial(priority_check, h, observed,
+                                             phase_start_index(harness, "drain"),
+                                             options.example_size)
+    sections = dict(zip(checks, run_all([functools.partial(section, n, f)
+                                         for n, f in checks.items()], workers), strict=True))
+    for name in ("liveness", PRIORITY):  # a check composing only when false, raising: not false
+        if name in sections:
+            sections[name].setdefault(FALSE_ONLY, True)
+    return compose(sections), reordered
 
 
 def _with_metadata(results: dict[str, Any], h: History, windows: list[FaultWindow],

@@ -82,6 +82,9 @@ SCHEMA = T.StructType([
     T.StructField("phase", T.StringType()),
     T.StructField("reason", T.StringType()),  # why a message was dead-lettered
     T.StructField("queue", T.StringType()),
+    T.StructField("priority", T.LongType()),  # a message's priority property
+    T.StructField("delivery_count", T.LongType()),  # a delivery's x-delivery-count
+    T.StructField("acquired_count", T.LongType()),  # a delivery's x-acquired-count
     T.StructField(CORRUPT, T.StringType()),
 ])
 
@@ -131,9 +134,9 @@ PUBLISH_ROW, DELIVERY_ROW, ACK_ROW, DEAD_ROW = 1, 2, 3, 4
 CODE_NAMES = {v: k for k, v in OUTCOME_CODES.items()}
 PREPARED = ("_block", "_pos", "index", "time", "code", "pid", "value", "cls", "problem", "proc",
             "f", "node", "error", "consumer", "pub", "seq", "redelivered", "reason", "phase",
-            "queue")
+            "queue", "priority", "acquired")
 # Prepared columns a Parquet history converted by an older version may lack: read as null.
-OPTIONAL = {"phase": "string", "queue": "string"}
+OPTIONAL = {"phase": "string", "queue": "string", "priority": "bigint", "acquired": "bigint"}
 
 
 def _problem(pid: Column, code: Column) -> Column:
@@ -176,7 +179,9 @@ def prepare(raw: DataFrame) -> DataFrame:
     text) and for dead letters (why the queue dead-lettered the message); `queue` for
     publish ops and deliveries (checkers.spark_liveness judges per queue and node). Probe ops
     (client ops f in PROBE_FS, checkers.model) keep their `f`, `node` and `error`
-    (checkers.spark_metadata). (The
+    (checkers.spark_metadata); `priority` for publish ops and deliveries, and `acquired` for
+    deliveries: the larger of its x-delivery-count and x-acquired-count, how often the broker
+    says it handed the message out before (checkers.spark_priority). (The
     node, f, error and phase of client ops are otherwise read only for the few messages an
     explanation tells: checkers.evidence.)
     """
@@ -217,6 +222,8 @@ def prepare(raw: DataFrame) -> DataFrame:
         F.when(failed, F.col("error")).when(dead, F.col("reason")).alias("reason"),
         only(dlv, "phase").alias("phase"),
         only(publish | dlv, "queue").alias("queue"),
+        only(publish | dlv, "priority").alias("priority"),
+        only(dlv, F.greatest("delivery_count", "acquired_count")).alias("acquired"),
     )
 
 

@@ -18,7 +18,7 @@ and the node's data folder mounted at the same paths inside the tree).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -53,6 +53,12 @@ class Release:
     placement_columns: the `list_queues` columns that say where a queue lives.
     partition_handling_applies: whether cluster_partition_handling governs its metadata store
       (Khepri is a Raft store: a minority stops serving metadata whatever the setting).
+    priority_levels: how many message priority levels a quorum queue has (None: none, the
+      priority property is ignored). 4.0-4.2 have two, normal (0-4, and no priority) and high
+      (above 4), served at a ratio (2:1) rather than strictly; 4.3 has 32 (0-31), strict.
+    strict_priority: whether a quorum queue dispatches every ready message of a higher priority
+      before any of a lower one (subject to prefetch), so that the harness can judge the order
+      (checkers.spark_priority).
     joiners_wait_for_first: whether a new cluster's other nodes start only once its first node
       has booted. 4.0's peer discovery joins the oldest reachable node whose database is ready,
       counting itself, so a joiner that cannot reach the first node yet (or whose VM started
@@ -93,6 +99,8 @@ class Release:
         "queues; an older broker ignores the arguments. Choose --rabbitmq 4.3")
     no_consumer_timeout_argument: str | None = None
     timeout_cancels: bool = False
+    priority_levels: int | None = None
+    strict_priority: bool = False
 
     def delayed_retry_refusal(self, set_: bool) -> str | None:
         """Takes whether a spec sets delayed retry. Returns why this line refuses it, or None."""
@@ -148,6 +156,24 @@ class Release:
             return None
         return handling or DEFAULT_PARTITION_HANDLING
 
+    def refuses_priorities(self, priorities: Iterable[int]) -> str | None:
+        """Takes the message priorities a run's publishers use (AMQP's 0-255). Returns why a
+        quorum queue of this release cannot honour them (none at all: it has no priorities; a
+        strict line: one beyond its levels, which it would fold into its highest), or None."""
+        used = sorted(set(priorities))
+        if not used:
+            return None
+        if self.priority_levels is None:
+            return (f"RabbitMQ {self.line}'s quorum queues have no message priorities (they "
+                    f"ignore the property; quorum queues have them from 4.0): publish without "
+                    f"priorities, or choose a later release")
+        beyond = [p for p in used if p >= self.priority_levels]
+        if self.strict_priority and beyond:
+            return (f"RabbitMQ {self.line}'s quorum queues have {self.priority_levels} priority "
+                    f"levels, 0-{self.priority_levels - 1}: priority "
+                    f"{', '.join(map(str, beyond))} is not one")
+        return None
+
     def partition_handling_applies(self, store: str) -> bool:
         """Takes the metadata store. Returns whether cluster_partition_handling governs it."""
         return self.no_partition_handling is None and store == DEFAULT_METADATA_STORE
@@ -181,9 +207,11 @@ RELEASES: dict[str, Release] = {
         delivery_limit=20,
         placement_columns=("name", "type", "leader", "members", "pid"),
         joiners_wait_for_first=True,
+        priority_levels=2,
     ),
     "4.3": Release(
         "4.3", rootfs="4.3",
+        priority_levels=32, strict_priority=True,
         removed_kinds=(("mirrored", "classic queue mirroring was removed in RabbitMQ 4.0; "
                                     "test quorum queues or streams, or choose --rabbitmq 3.10"),),
         metadata_stores=("khepri",),

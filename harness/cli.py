@@ -260,6 +260,7 @@ def summary(results: dict[str, Any]) -> str:
         said = live.get("summary") or (f"error: {live['error']}" if live.get("error") else "")
         note = " (counts only when false)" if live.get("valid") not in (True, False) else ""
         lines.append(f"liveness: {said}  [{live.get('valid')}{note}]")
+    lines += _priority_line(results.get("priority"))
     if strength.get("summary"):
         lines.append(f"strength: {strength['summary']}"
                      + ("  [weak: not a pass]" if strength.get("weak") else ""))
@@ -267,6 +268,21 @@ def summary(results: dict[str, Any]) -> str:
     if run.get("problems"):
         lines.append("run: " + "; ".join(run["problems"]))
     return "\n".join(lines)
+
+
+def _priority_line(section: Any) -> list[str]:
+    """Takes results' priority section (None when the run published no priorities). Returns its
+    summary line: why it does not apply, or what it judged, in a list (empty without it)."""
+    if not isinstance(section, dict) or not section:
+        return []
+    if section.get("error") or section.get("applicable") is False:
+        said = section.get("reason") or f"error: {section.get('error')}"
+    else:
+        said = (f"judged {section.get('judged_count')}, violations "
+                f"{section.get('violation_count')}, not judged "
+                f"{section.get('not_judged_count')}")
+    note = " (counts only when false)" if section.get("valid") is not False else ""
+    return [f"priority: {said}  [{section.get('valid')}{note}]"]
 
 
 def _require_root(specs: Sequence[TestSpec] = ()) -> None:

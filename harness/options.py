@@ -324,6 +324,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--backlog", "workload.backlog", group=_W, parse=int,
            help="messages published and confirmed before the main phase, so the first fault "
                 "already finds them queued (default {default})"),
+    Option("--priorities", "workload.priorities", group=_W, metavar="DIST",
+           help="each message's priority, drawn from VALUE[:WEIGHT],... (VALUE 0-255, or none "
+                "for no priority property; e.g. none:2,1,9); default: no priorities. Quorum "
+                "queues only: 4.0 serves two levels at a ratio, 4.3 32 levels (0-31) strictly, "
+                "which the priority check judges (with --prefetch 1); 3.10 has none (refused)"),
     Option("--publish-timeout", "workload.client.publish_timeout_s", group=_W, parse=float,
            help="seconds to wait for a confirm (default {default})"),
     Option("--window", "workload.client.window", group=_W, parse=int,

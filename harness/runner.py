@@ -156,7 +156,7 @@ class Run:
         self.broker = RabbitBroker(self.cluster.nodes, spec.broker, self.cluster.data_root)
         self.admin = RabbitAdmin(self.broker)
         self.workload: Workload = QueueWorkload(spec.queue, spec.workload, self.cluster.nodes,
-                                                self.history)
+                                                self.history, seed=spec.seed)
         self.probe = self.metadata_probe()
         self.nemesis: NemesisInterpreter | None = None
         self.test_info: dict[str, Any] = {

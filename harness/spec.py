@@ -41,6 +41,7 @@ from harness.recovery import liveness_bound
 from nemesis import NemesisConfigError, NemesisOptions
 from workloads.clients import ClientOptions
 from workloads.kinds import QueueKind, kind_of
+from workloads.priorities import levels as priority_levels
 from workloads.queue_spec import QueueConfigError, QueueSpec
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
@@ -124,16 +125,22 @@ class TestSpec:
         """Returns why the spec's release line cannot run it, in the release table's sentence
         (a mirrored queue on 4.0 or 4.3; on 4.3 a partition handling, the Mnesia store, a
         transient queue without the permission; a test about a metadata store the run does not
-        have, `store_refusal`), or None when it can. `validate` refuses
+        have, `store_refusal`; its publishers' message priorities: none on 3.10, one beyond a
+        strict line's levels), or None when it can. `validate` refuses
         such a spec; a matrix or an explorer lists it as not applicable instead of running it."""
         line = release(self.broker.rabbitmq)
         transient = None if self.queue.durable else line.transient_queue_refusal(
             self.broker.permit_transient_queues)
+        try:
+            used = priority_levels(self.workload.priorities)
+        except ValueError:  # an unreadable distribution: `validate` says what is wrong
+            used = []
         return (line.refuses_kind(kind_of(self.queue).name) or self.broker.refusal()
                 or transient or self.store_refusal()
                 or line.delayed_retry_refusal(self.queue.delayed_retry_set())
                 or line.consumer_timeout_refusal(
-                    self.workload.client.consumer_timeout_ms is not None))
+                    self.workload.client.consumer_timeout_ms is not None)
+                or line.refuses_priorities(used))
 
     def store_refusal(self) -> str | None:
         """Returns why the run's metadata store is not the one the test is about
@@ -177,6 +184,10 @@ class TestSpec:
                 f"{'nack' if self.queue.overflow == 'reject-publish' else 'discard'} the rest)")
         if self.workload.client.prefetch < kind.min_prefetch:
             raise SpecError(f"{kind.name} consumers need a prefetch >= {kind.min_prefetch}")
+        if priority_levels(self.workload.priorities) and not kind.takes_priorities:
+            raise SpecError(f"--priorities applies to quorum queues, not {kind.name} (a classic "
+                            f"queue orders by priority only when declared with x-max-priority, "
+                            f"which the harness does not do)")
         clash = [k for k, v in kind.check_rules().items() if getattr(self.check, k) != v]
         if clash:
             raise SpecError(f"a {kind.name} test needs {', '.join(clash)} = "
@@ -244,13 +255,15 @@ class TestSpec:
     def warnings(self) -> list[str]:
         """Returns a sentence for each fault entry that RabbitMQ can notice only by its silence
         (a partition, a pause, a packet fault) and that heals before its failure detector can
-        fire: it may heal unnoticed (the run's strength will say)."""
+        fire: it may heal unnoticed (the run's strength will say); then for each broker setting
+        that does not apply (`not_applying`) and each reason the priority check will not judge
+        (`priority_warnings`)."""
         from history.faults import kind_named
         from nemesis.faults import fault_info
 
         low, high = self.detection_s()
         spec = self.resolved()
-        out = self.not_applying()
+        out = self.not_applying() + self.priority_warnings()
         for entry, lasts in spec.nemesis.timed_entries():  # a schedule's items: their own
             info = fault_info(entry.fault)
             if kind_named(info.kind.name).silent and lasts is not None and lasts < high:
@@ -272,6 +285,27 @@ class TestSpec:
                 f"to the {store} metadata store: it is a Raft store, and a minority stops "
                 f"serving metadata whatever the setting (RabbitMQ documents that Khepri behaves "
                 f"like pause_minority); quorum queues and streams are Raft too"]
+
+    def priority_warnings(self) -> list[str]:
+        """Returns a sentence for each reason the priority check will not judge a run whose
+        publishers give priorities: a release line whose quorum queues serve priorities at a
+        ratio rather than strictly, consumers with a prefetch other than 1."""
+        try:
+            if not priority_levels(self.workload.priorities):
+                return []
+        except ValueError:
+            return []
+        line = release(self.broker.rabbitmq)
+        out = []
+        if line.priority_levels is not None and not line.strict_priority:
+            out.append(f"RabbitMQ {line.line}'s quorum queues have {line.priority_levels} "
+                       f"priority levels served at a ratio, not strictly: the priority check "
+                       f"will say it does not apply")
+        prefetch = self.workload.client.prefetch
+        if prefetch != 1:
+            out.append(f"consumers with prefetch {prefetch or 'unlimited'}: the priority check "
+                       f"judges deliveries to consumers of prefetch 1 only (--prefetch 1)")
+        return out
 
     def broker_differences(self) -> list[dict[str, Any]]:
         """Returns where the broker settings differ from RabbitMQ's own defaults: each

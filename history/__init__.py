@@ -12,7 +12,12 @@ small history back; the Spark checkers read the file themselves.
 Queue ops, beyond Jepsen's: a delivery (f "consume" or "drain") carries
 `delivery_count`, the broker's x-delivery-count header (quorum queues set it on
 a redelivery; null where absent, and in histories written before it existed),
-which tells a first delivery from a redelivery. A message the queue
+which tells a first delivery from a redelivery, and `acquired_count`, its
+x-acquired-count header (quorum queues on 4.3 count every acquisition there,
+where x-delivery-count counts the failed ones only). A publish (its invoke
+and its completion) and a delivery carry the message's `priority` property.
+Both are written only when set, so a history without them keeps its size
+(a line without one reads as null). A message the queue
 dead-lettered by design (its max length with overflow drop-head, its delivery
 limit) and the harness read back from its own dead-letter queue is one op,
 `type "ok"`, `f "dead-letter"` (DEAD_LETTER), with the message's `value`,
@@ -117,6 +122,9 @@ BY_HARNESS = "harness"
 BY_BROKER = "broker"
 # The harness's observation that it told the workers to stop.
 STOP_WORKERS = "stop-workers"
+# The harness observation of a run whose publishers give messages priorities: what the
+# priority check needs to judge them (workloads.queue_workload.priorities_observation).
+PRIORITIES = "priorities"
 
 
 @dataclass(frozen=True)
@@ -138,12 +146,17 @@ class Op:
     delivery_count: int | None = None
     phase: str | None = None
     error: str | None = None
+    priority: int | None = None
+    acquired_count: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_line(self) -> bytes:
         """Returns the op as one UTF-8 JSON line, newline included (orjson: a few times faster
         than json, and the recorder is on every client's hot path)."""
         d = {name: getattr(self, name) for name in _FIELDS}
+        for name in _WHEN_SET:
+            if d[name] is None:
+                del d[name]
         if self.extra:
             d.update(self.extra)
         try:
@@ -162,6 +175,8 @@ class Op:
 
 # The fields of a history line, in order (extra keys follow).
 _FIELDS: tuple[str, ...] = tuple(f for f in Op.__dataclass_fields__ if f != "extra")
+# Fields written only when set (most runs have none: every line would carry their nulls).
+_WHEN_SET: tuple[str, ...] = ("priority", "acquired_count")
 
 
 class Recorder(Protocol):

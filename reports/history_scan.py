@@ -6,7 +6,12 @@ reservoir sample of client latencies per (f, type), the nemesis fault
 windows and heals, the harness phases, queue depth samples (`depth` ops),
 queue placement changes (`placement` ops) and a capped list of other
 harness events (recovery actions). Memory is O(buckets + sample size + open
-ops), so a 10M-op history scans like a small one. What became of each
+ops), so a 10M-op history scans like a small one. In a run whose publishers
+gave messages priorities (the harness's `priorities` observation), it also
+samples each message's wait from its confirm to its first delivery, by the
+priority it was published with (`priority_wait`; at most MAX_WAITING confirmed
+messages awaiting their first delivery are followed at a time, those past it
+counted in `priority_untracked`). What became of each
 message is not the scan's to judge: it carries the checker's fates (the
 `fates` section of results.json, `CheckedFates`), which the fates
 plot draws.
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from history import HARNESS, NEMESIS, Op
+from history import HARNESS, NEMESIS, PRIORITIES, Op
 from history.faults import FaultWindow, WindowTracker, fault_windows
 
 log = logging.getLogger(__name__)
@@ -46,6 +51,12 @@ MAX_SERIES = 20_000
 MAX_NODES = 64
 # Log-scale axes cannot show a zero latency; clamp to 1 µs.
 MIN_LATENCY_MS = 1e-3
+# Confirmed messages followed at once until their first delivery (priority runs), and the
+# points kept per priority.
+MAX_WAITING = 200_000
+PRIORITY_POINTS = 20_000
+# How a message published without a priority is labelled.
+NO_PRIORITY = "none"
 
 DEPTH_F = "depth"
 PLACEMENT_F = "placement"
@@ -211,6 +222,11 @@ class HistoryScan:
     events_dropped: int = 0
     # What became of the messages, as the checker judged them (None: no checked fates).
     fates: CheckedFates | None = None
+    # Priority runs: by priority published ("none" without), a sample of (confirm time s, ms
+    # from the confirm to the first delivery); and the confirmed messages not followed.
+    priority_wait: dict[str, Reservoir] = field(default_factory=dict)
+    priority_untracked: int = 0
+    priorities_observed: bool = False
 
     @property
     def latency_seen(self) -> int:
@@ -326,6 +342,13 @@ class _Scanner:
         self.depth: Thinned[DepthSample] = Thinned()
         self.placements: Thinned[PlacementSample] = Thinned()
         self.end = 0
+        # Priority runs (from the `priorities` observation on): the priorities of messages
+        # published and not completed, those of them delivered already, and the confirmed
+        # ones awaiting their first delivery (confirm time, priority label).
+        self.priorities = False
+        self.unconfirmed: dict[Any, Any] = {}
+        self.early: set[Any] = set()
+        self.waiting: dict[Any, tuple[int, str]] = {}
 
     def line(self, line: str) -> None:
         """Takes one line of the history. Counts it as an op or a bad line and feeds the op
@@ -349,9 +372,12 @@ class _Scanner:
             scan.nodes.add(node)
         if _is_client(process):
             self._client(d, process, t)
+            if self.priorities:
+                self._wait(d, t)
         elif process == NEMESIS:
             self.tracker.feed(Op.from_dict(d))
         elif process == HARNESS:
+            self.priorities = self.priorities or d.get("f") == PRIORITIES
             _harness_op(Op.from_dict(d), scan, self.open_phases, self.depth, self.placements,
                         self.max_events)
 
@@ -376,6 +402,34 @@ class _Scanner:
             del self.pending[(process, value)]
             self._point((f, typ), t if typ == "info" else inv[1], t - inv[1])
 
+    def _wait(self, d: dict[str, Any], t: int) -> None:
+        """Takes a client op (decoded) of a priority run and its time. Follows each message from
+        its confirm to its first delivery, which gives a point of its priority's sample; a
+        message delivered before its confirm came is not followed."""
+        f, typ, value = d.get("f"), d.get("type"), d.get("value")
+        if f == "publish":
+            if typ == "invoke":
+                self.unconfirmed[value] = d.get("priority")
+                return
+            priority = self.unconfirmed.pop(value, d.get("priority"))
+            if typ != "ok" or value in self.early:
+                self.early.discard(value)
+            elif len(self.waiting) < MAX_WAITING:
+                self.waiting[value] = (t, NO_PRIORITY if priority is None else str(priority))
+            else:
+                self.scan.priority_untracked += 1
+        elif f in ("consume", "drain") and typ == "ok":
+            confirmed = self.waiting.pop(value, None)
+            if confirmed is not None:
+                res = self.scan.priority_wait.get(confirmed[1])
+                if res is None:
+                    res = self.scan.priority_wait[confirmed[1]] = Reservoir(
+                        min(self.max_points, PRIORITY_POINTS), self.rng)
+                res.add(confirmed[0] / NS_PER_S,
+                        max((t - confirmed[0]) / NS_PER_MS, MIN_LATENCY_MS))
+            elif value in self.unconfirmed:
+                self.early.add(value)
+
     def _point(self, key: Key, x_ns: int, latency_ns: int) -> None:
         """Takes a (f, type), a time and a latency. Adds the point to that key's sample."""
         res = self.scan.latency.get(key)
@@ -399,6 +453,7 @@ class _Scanner:
         scan.phases.sort(key=lambda p: (p.start_ns, p.end_ns))
         scan.depth, scan.depth_seen = self.depth.items, self.depth.seen
         scan.placements = self.placements.items
+        scan.priorities_observed = self.priorities
 
 
 def _harness_op(
@@ -440,6 +495,7 @@ def _track_phase(op: Op, open_phases: dict[str, int], spans: list[PhaseSpan]) ->
 
 __all__ = [
     "DEFAULT_MAX_POINTS",
+    "NO_PRIORITY",
     "NS_PER_MS",
     "NS_PER_S",
     "CheckedFates",

@@ -16,7 +16,11 @@ report their times line up:
   red, ...) per bucket of publish time, one row per fate, fault periods
   shaded, queue depth beneath; the plot judges nothing itself;
 - `plot_placement` -> placement.png: which node led the queue when, and which
-  held its other replicas, from `placement` ops.
+  held its other replicas, from `placement` ops;
+- `plot_priority_wait` -> priority.png (runs whose publishers gave priorities):
+  a point per message, the time from its confirm to its first delivery in ms
+  on a log scale against its confirm's time, coloured by the priority it was
+  published with (the median of each in the legend).
 
 Every plot shades fault windows in the colour of their kind (history.faults,
 the one declaration of kinds), marks heals and hatches the drain phase, with
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -46,6 +51,7 @@ from history.faults import HEAL, kind_named
 from history.files import replacing
 from reports.history_scan import (
     DEFAULT_MAX_POINTS,
+    NO_PRIORITY,
     NS_PER_MS,
     NS_PER_S,
     FaultWindow,
@@ -415,6 +421,61 @@ def fates_missing(scan: HistoryScan) -> str | None:
     return None if published or scan.fates is not None else "no published messages in the history"
 
 
+def _priority_order(label: str) -> tuple[int, int]:
+    """Orders priority labels from the highest down, "none" where RabbitMQ 4.3 counts it (4,
+    after a 4 of its own)."""
+    return (-4, 1) if label == NO_PRIORITY else (-int(label), 0)
+
+
+def plot_priority_wait(scan: HistoryScan, path: Path, title: str) -> Path:
+    """Takes a scan, the PNG path and a title. Returns the path, after drawing the time from
+    each message's confirm to its first delivery (ms, log scale) against its confirm's time,
+    a colour per priority it was published with, highest first in the legend with its count
+    and median; fault periods shaded."""
+    fig, ax = _new_axes(f"{title}: time from confirm to first delivery, by priority")
+    ax.set_ylabel("confirm to first delivery (ms)")
+    handles: list[Any] = []
+    labels = sorted(scan.priority_wait, key=_priority_order)
+    cmap = colormaps["viridis"]
+    for i, label in enumerate(labels):
+        res = scan.priority_wait[label]
+        colour = cmap(i / max(len(labels) - 1, 1) * 0.9)
+        ax.plot(res.xs, res.ys, linestyle="none", marker=".", markersize=3 if res.seen > 5_000
+                else 5, alpha=0.5 if res.seen > 5_000 else 0.8, color=colour, rasterized=True)
+        ys = sorted(res.ys)
+        median = ys[(len(ys) - 1) // 2] if ys else None
+        name = "no priority" if label == NO_PRIORITY else f"priority {label}"
+        handles.append(Line2D([], [], linestyle="none", marker="o", color=colour, label=_plain(
+            f"{name} ({res.seen:,}; median {median:.3g} ms)" if median is not None
+            else f"{name} ({res.seen:,})")))
+    if labels:
+        ax.set_yscale("log")
+        top = max((max(r.ys) for r in scan.priority_wait.values() if r.ys), default=1.0)
+        ax.set_ylim(top=top * 2)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+    else:
+        _no_data(ax, "no confirmed message was delivered")
+    kept = sum(len(r.xs) for r in scan.priority_wait.values())
+    seen = sum(r.seen for r in scan.priority_wait.values())
+    if kept < seen or scan.priority_untracked:
+        ax.set_title(_plain(f"{title}: time from confirm to first delivery, by priority "
+                            f"(sample of {kept:,} of {seen + scan.priority_untracked:,})"))
+    handles += _decorate(ax, scan)
+    _legend(ax, handles)
+    return _save(fig, path)
+
+
+def priority_missing(scan: HistoryScan) -> str | None:
+    """Takes a scan. Returns why there is no priority plot to draw (the run published no
+    priorities, or none of its confirmed messages was delivered), or None."""
+    if scan.priority_wait:
+        return None
+    if not scan.priorities_observed:
+        return "the run published no priorities"
+    return "no confirmed message was delivered"
+
+
 def placement_nodes(placements: list[PlacementSample], others: Iterable[str] = ()) -> list[str]:
     """Takes placement samples and other node names (the cluster's). Returns every node named,
     in natural order (n2 < n10), so a node that never held the queue gets its (empty) row."""
@@ -520,7 +581,9 @@ __all__ = [
     "plot_fates",
     "plot_latency",
     "plot_placement",
+    "plot_priority_wait",
     "plot_rate",
+    "priority_missing",
     "rate_series",
     "scan_history",
 ]

@@ -42,7 +42,9 @@ from reports.plots import (
     plot_fates,
     plot_latency,
     plot_placement,
+    plot_priority_wait,
     plot_rate,
+    priority_missing,
 )
 from reports.report_results import (
     anomalies_data,
@@ -143,6 +145,12 @@ def plot_specs() -> list[PlotSpec]:
                  "its other replicas, from the placement samples of the main phase.",
                  lambda s: None if s.placements else 'no queue placement samples '
                  '(f "placement" ops) in the history'),
+        PlotSpec("priority.png", "Time to delivery by priority", plot_priority_wait,
+                 "For a run whose publishers gave messages priorities: each message's time "
+                 "from its confirm to its first delivery (log scale), by the priority it was "
+                 "published with (no priority counts as 4 on RabbitMQ 4.3); fault periods "
+                 "shaded. The priority section of the results judges the order.",
+                 priority_missing),
     ]
 
 

@@ -3,10 +3,12 @@
 Each client is one logical process of the history: one connection and one
 channel to one node (the publisher is in workloads.publisher). A delivery is
 one `ok` op recorded before it is acked, with the broker's x-delivery-count
-header where it sets one (`delivery_count`); the ack, once written on an open
-channel, is an `ok` op of its own (f "ack"). A consumer of the harness's
-dead-letter queue records each message as f "dead-letter" with why and from
-where it was dead-lettered (`death_of`, from its x-death header), and no ack.
+and x-acquired-count headers where it sets them (`delivery_count`,
+`acquired_count`) and the message's priority property (`priority`); the
+ack, once written on an open channel, is an `ok` op of its own (f "ack"). A
+consumer of the harness's dead-letter queue records each message as f
+"dead-letter" with why and from where it was dead-lettered (`death_of`, from
+its x-death header), and no ack.
 
 A consumer ends recorded (history's CANCEL and CLOSE): `close` cancels it
 with its own basic.cancel, records that, then closes its channel and records
@@ -160,6 +162,13 @@ def delivery_count(headers: Any) -> int | None:
     """Takes a delivery's headers (a dict, or None). Returns its x-delivery-count (quorum
     queues set it on a redelivery), or None when absent or not a count."""
     return _count(headers.get("x-delivery-count")) if isinstance(headers, dict) else None
+
+
+def acquired_count(headers: Any) -> int | None:
+    """Takes a delivery's headers (a dict, or None). Returns its x-acquired-count (quorum queues
+    on 4.3 set it on a redelivery: every acquisition so far), or None when absent or not a
+    count."""
+    return _count(headers.get("x-acquired-count")) if isinstance(headers, dict) else None
 
 
 def death_of(headers: Any) -> dict[str, Any]:
@@ -358,6 +367,8 @@ class Consumer:
             seq=parsed[1] if parsed else None, consumer=self.tag,
             redelivered=bool(method.redelivered), delivery_count=delivery_count(headers),
             phase=self.phase, extra=death_of(headers) if self._dead_letters else {},
+            priority=_count(getattr(props, "priority", None)),
+            acquired_count=acquired_count(headers),
         ))
         self.delivered += 1
         self._unacked[method.delivery_tag] = text

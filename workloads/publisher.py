@@ -19,6 +19,10 @@ error "blocked", as does everything else in flight on it: the broker holds
 those bytes unread and may still take them when the alarm clears, so they are
 unknown, never `fail`.
 
+A publisher given a priority draw (workloads.priorities) publishes each
+message with the priority it draws (none: without the property) and records
+it on the message's invoke and completion (`priority`).
+
 With `window` 1 a process has one message in flight at a time; a larger
 window pipelines, as a throughput-minded client does (per-channel order is
 kept by the broker either way). pika's BlockingChannel.basic_publish waits for
@@ -62,7 +66,8 @@ class Publisher:
     """One publishing process: a connection and confirm-mode channel to one node.
 
     Takes the recorder, queue name, node (short name and host), process number,
-    options and the publisher slot whose sequence it continues. `send` publishes
+    options, the publisher slot whose sequence it continues and what draws each
+    message's priority (None: no message has one). `send` publishes
     one message; `drive` runs I/O (confirms, returns, deadlines) until a time;
     `publish` does both for one message and returns its completion type.
     """
@@ -70,6 +75,7 @@ class Publisher:
     def __init__(
         self, history: Recorder, queue: str, node: str, host: str, process: int,
         opts: ClientOptions, slot: PublisherSlot | None = None,
+        priority: Callable[[], int | None] | None = None,
     ) -> None:
         self.history = history
         self.queue = queue
@@ -81,6 +87,7 @@ class Publisher:
         self._impl: Any = None
         # Without a slot the process is its own publisher (one process, one sequence).
         self.slot = slot if slot is not None else PublisherSlot(process)
+        self._priority = priority
         self._tag = 0
         # In flight: delivery tag -> (invocation, deadline); returned message ids.
         self._pending: OrderedDict[int, tuple[Op, float]] = OrderedDict()
@@ -130,6 +137,7 @@ class Publisher:
         self.history.append(Op(
             type=type_, process=self.process, f="publish", value=inv.value, node=self.node,
             queue=self.queue, publisher=inv.publisher, seq=inv.seq, phase=inv.phase, error=error,
+            priority=inv.priority,
         ))
 
     def _on_confirm(self, frame: Any) -> None:
@@ -207,9 +215,10 @@ class Publisher:
             raise ClientError("publisher is not open")
         seq = self.slot.next_seq()
         mid = message_id(self.slot.id, seq)
+        priority = self._priority() if self._priority is not None else None
         inv = self.history.append(Op(
             type="invoke", process=self.process, f="publish", value=mid, node=self.node,
-            queue=self.queue, publisher=self.slot.id, seq=seq, phase=phase,
+            queue=self.queue, publisher=self.slot.id, seq=seq, phase=phase, priority=priority,
         ))
         self._tag += 1
         tag = self._tag
@@ -218,6 +227,7 @@ class Publisher:
             message_id=mid,
             delivery_mode=2 if self.opts.persistent else 1,
             headers={"publisher": self.slot.id, "seq": seq},
+            priority=priority,
         )
         try:
             self._impl.basic_publish(

@@ -13,7 +13,14 @@ queue holds a standing backlog of thousands of messages through every fault,
 and the drain reads it back at the end. `consumers=0` makes the main phase
 publish-only; `pause_consumers_in_faults` stops consuming while a fault is on;
 `backlog` publishes that many messages before the main phase, so the first
-fault already finds them queued.
+fault already finds them queued. `priorities` is the distribution each
+publisher draws its messages' priorities from (workloads.priorities), seeded
+per publisher from the run's seed; a run that publishes priorities records, at
+setup, what the checker needs to judge them: a harness observation `f
+"priorities"` (`priorities_observation`: the queue, its kind, the release line
+the broker announced and that line's priority levels and whether it serves
+them strictly, the prefetch of the main phase's and the drain's consumers,
+and single active consumer).
 
 The drain is complete only when the broker itself says the queue is empty
 (0 ready, 0 unacknowledged) from a source that fails loudly, asked of every
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,9 +56,9 @@ from typing import Any
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
-from clusters.releases import default_delivery_limit, line_of
+from clusters.releases import default_delivery_limit, known_line, line_of, release
 from clusters.remote import RemoteError
-from history import DEAD_LETTER, HARNESS, Op, Recorder
+from history import DEAD_LETTER, HARNESS, PRIORITIES, Op, Recorder
 from workloads.clients import (
     AMQP_ERRORS,
     ClientError,
@@ -66,6 +74,7 @@ from workloads.clients import (
 )
 from workloads.errors import WorkloadError
 from workloads.kinds import QueueKind, kind_of
+from workloads.priorities import PriorityDraw, levels, parse
 from workloads.publisher import Publisher
 from workloads.queue_spec import (
     DeadLettering,
@@ -97,6 +106,9 @@ class WorkloadOptions:
     # Messages published (and confirmed) before the main phase, so that the first fault
     # already finds at least this many queued.
     backlog: int = 0
+    # The distribution each message's priority is drawn from (workloads.priorities: "0,9",
+    # "none:2,1,9"); None: no message carries a priority.
+    priorities: str | None = None
     client: ClientOptions = field(default_factory=ClientOptions)
     drain_idle_s: float = 2.0
     drain_timeout_s: float = 120.0
@@ -120,6 +132,8 @@ class WorkloadOptions:
             raise WorkloadConfigError(f"backlog must be >= 0 messages, got {self.backlog}")
         if self.drain_idle_s <= 0 or self.drain_timeout_s <= 0:
             raise WorkloadConfigError("drain idle time and timeout must be > 0")
+        if self.priorities is not None:
+            parse(self.priorities)  # PriorityError, a ValueError, names what is wrong
         self._check_client()
         self._check_probe()
 
@@ -215,12 +229,36 @@ class DrainReport:
     dead_letter: dict[str, Any] | None = None
 
 
+# Unacknowledged deliveries a drain consumer may hold.
+DRAIN_PREFETCH = 200
+
+
+def priorities_observation(spec: QueueSpec, opts: WorkloadOptions,
+                           version: str | None) -> dict[str, Any]:
+    """Takes the queue spec, the workload's options and the broker's version (None: unknown).
+    Returns the value of the `priorities` observation: queue, type, version, line (the release
+    record whose answers hold for it), levels and strict (its quorum queues' priority levels and
+    whether it serves them strictly; None and false for an unknown line), prefetch ({"consume":
+    the main phase's consumers', "drain": the drain's}), single_active_consumer and the
+    distribution."""
+    line = known_line(version) if version is not None else None
+    record = release(line) if line is not None else None
+    return {"queue": spec.name, "type": spec.type, "version": version, "line": line,
+            "levels": record.priority_levels if record is not None else None,
+            "strict": record.strict_priority if record is not None else False,
+            "prefetch": {"consume": opts.client.prefetch, "drain": DRAIN_PREFETCH},
+            "single_active_consumer": spec.single_active_consumer,
+            "distribution": opts.priorities}
+
+
 class QueueWorkload:
-    """Publishers and consumers on one queue of a cluster, recorded into a history."""
+    """Publishers and consumers on one queue of a cluster, recorded into a history. Takes the
+    queue spec, the workload's options, the nodes, the recorder and the run's seed (the
+    publishers' priority draws start from it; None: 0)."""
 
     def __init__(
         self, spec: QueueSpec, opts: WorkloadOptions, nodes: Sequence[Node],
-        history: Recorder,
+        history: Recorder, seed: int | None = None,
     ) -> None:
         self.spec = spec
         self.opts = opts
@@ -230,6 +268,11 @@ class QueueWorkload:
         # Each publisher thread's identity; the backlog is published as publisher 0, whose
         # thread continues its sequence in the main phase.
         self._slots = [PublisherSlot(k) for k in range(opts.publishers)]
+        # Each publisher's priority draw (None: messages without priorities).
+        choices = parse(opts.priorities) if opts.priorities is not None else None
+        self._priorities = [
+            PriorityDraw(choices, random.Random(f"{seed or 0}-priorities-{k}"))
+            if choices is not None else None for k in range(opts.publishers)]
         self._threads: list[threading.Thread] = []
         self.kind = kind_of(spec)
         # Consumers of a log (a stream) say where they start reading.
@@ -287,6 +330,9 @@ class QueueWorkload:
         if self.spec.delayed_retry_set():
             self.history.append(Op(type="info", process=HARNESS, f="delayed-retry",
                                    value=self._delayed_retry(line)))
+        if levels(self.opts.priorities):
+            self.history.append(Op(type="info", process=HARNESS, f=PRIORITIES,
+                                   value=priorities_observation(self.spec, self.opts, version)))
         if self.opts.backlog:
             self._publish_backlog(self.opts.backlog)
 
@@ -328,7 +374,7 @@ class QueueWorkload:
             node = self.nodes[node_ix % len(self.nodes)]
             node_ix += 1
             pub = Publisher(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                            opts, self._slots[0])
+                            opts, self._slots[0], self._priorities[0])
             try:
                 pub.open()
             except ClientError as e:
@@ -376,7 +422,7 @@ class QueueWorkload:
         while not stop.is_set():
             node = self.nodes[node_ix % len(self.nodes)]
             pub = Publisher(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                            self.opts.client, ident)
+                            self.opts.client, ident, self._priorities[slot])
             try:
                 pub.open()
             except ClientError as e:
@@ -493,7 +539,8 @@ class QueueWorkload:
                     f: str) -> tuple[int, str | None, int | None]:
         """Drains a queue through one node until idle, recording its deliveries as `f`.
         Returns (deliveries, error, highest offset)."""
-        drain_opts = dataclasses.replace(self.consumer_opts, prefetch=200, crash_after=0)
+        drain_opts = dataclasses.replace(self.consumer_opts, prefetch=DRAIN_PREFETCH,
+                                         crash_after=0)
         con = Consumer(self.history, queue, node.name, node.ip, self.pids.next(),
                        drain_opts, f=f, phase="drain")
         try:

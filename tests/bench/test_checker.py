@@ -28,3 +28,16 @@ def test_generated_history_is_consecutive_and_valid(tmp_path: Path, acks: bool) 
     assert q["explanations"] == ["redelivered_duplicated", "recovered"]
     m = q["attempt_count"]
     assert len(r["perf"]["windows"]) == -(-m // max(m // 10, 2))  # one per period started
+
+
+def test_generated_priorities_are_judged_and_in_order(tmp_path: Path) -> None:
+    path, _ = bench.generate(4_000, tmp_path / "h.jsonl", workers=1, priorities=True)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["index"] for x in lines] == list(range(len(lines)))
+    assert {x.get("priority") for x in lines if x["f"] == "publish"} == {None, 1, 9}
+    p = oracle.judge(path)["priority"]
+    assert p["valid"] is True and p["violation_count"] == 0
+    # Each consumer's first delivery; consumer 101's is message 0's redelivery (returned).
+    assert p["not_judged"]["no_settlement"] == bench.CONSUMERS - 1
+    assert p["judged_count"] + p["not_judged_count"] == p["delivery_count"]
+    assert p["judged_count"] > 0.9 * p["delivery_count"]

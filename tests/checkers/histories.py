@@ -52,38 +52,44 @@ class Builder:
         """Appends an Op built from the keywords. Returns it stamped."""
         return self.w.append(Op(**kw))
 
-    def invoke(self, process: int, seq: int, publisher: int | None = None) -> Op:
+    def invoke(self, process: int, seq: int, publisher: int | None = None,
+               priority: int | None = None) -> Op:
         """Appends a publish invocation of message "<publisher>-<seq>" by `process`."""
         pub = process if publisher is None else publisher
         return self.op(type="invoke", process=process, f="publish", value=f"{pub}-{seq}",
-                       node="n1", queue="q", publisher=pub, seq=seq, phase="main")
+                       node="n1", queue="q", publisher=pub, seq=seq, phase="main",
+                       priority=priority)
 
     def complete(self, process: int, seq: int, type_: str = "ok",
-                 publisher: int | None = None) -> Op:
+                 publisher: int | None = None, priority: int | None = None) -> Op:
         """Appends the completion (`ok`, `fail` or `info`) of a publish."""
         pub = process if publisher is None else publisher
         return self.op(type=type_, process=process, f="publish", value=f"{pub}-{seq}",
                        node="n1", queue="q", publisher=pub, seq=seq, phase="main",
-                       error=None if type_ == "ok" else "test")
+                       error=None if type_ == "ok" else "test", priority=priority)
 
     def publish(self, process: int, seq: int, type_: str = "ok",
-                publisher: int | None = None, error: str | None = None) -> None:
-        """Appends a publish invocation and its completion (`error` overrides the fail/info text)."""
-        self.invoke(process, seq, publisher)
+                publisher: int | None = None, error: str | None = None,
+                priority: int | None = None) -> None:
+        """Appends a publish invocation and its completion (`error` overrides the fail/info
+        text), both with the message's priority."""
+        self.invoke(process, seq, publisher, priority)
         if error is None:
-            self.complete(process, seq, type_, publisher)
+            self.complete(process, seq, type_, publisher, priority)
             return
         pub = process if publisher is None else publisher
         self.op(type=type_, process=process, f="publish", value=f"{pub}-{seq}", node="n1",
                 queue="q", publisher=pub, seq=seq, phase="main", error=error)
 
     def deliver(self, process: int, mid: str, consumer: str | None = None,
-                redelivered: bool = False, f: str = "consume") -> Op:
+                redelivered: bool = False, f: str = "consume", priority: int | None = None,
+                acquired_count: int | None = None) -> Op:
         """Appends a delivery of `mid` to consumer `process` (tag defaults to "c<process>")."""
         pub, seq = _parse(mid)
         return self.op(type="ok", process=process, f=f, value=mid, node="n2", queue="q",
                        publisher=pub, seq=seq, consumer=consumer or f"c{process}",
-                       redelivered=redelivered, phase="drain" if f == "drain" else "main")
+                       redelivered=redelivered, phase="drain" if f == "drain" else "main",
+                       priority=priority, acquired_count=acquired_count)
 
     def ack(self, process: int, mid: str, consumer: str | None = None,
             phase: str = "main") -> Op:
@@ -133,6 +139,16 @@ class Builder:
                 value={"queue": "q", "exchange": "q.harness-dlx" if by == "harness" else "mine",
                        "dead_letter_queue": "q.harness-dlq" if by == "harness" else None,
                        "by": by, "limits": list(limits)})
+
+    def priorities(self, line: str | None = "4.3", levels: int | None = 32, strict: bool = True,
+                   consume: int = 1, drain: int = 200, sac: bool = False) -> None:
+        """Appends the harness's observation of a run whose publishers give priorities
+        (workloads.queue_workload.priorities_observation), for queue "q"."""
+        self.op(type="info", process=HARNESS, f="priorities",
+                value={"queue": "q", "type": "quorum", "version": line and f"{line}.0",
+                       "line": line, "levels": levels, "strict": strict,
+                       "prefetch": {"consume": consume, "drain": drain},
+                       "single_active_consumer": sac, "distribution": "none,1,9"})
 
     def nemesis(self, f: str, value: Any = None, node: str | None = None) -> None:
         """Appends a nemesis invoke and its info completion."""

@@ -113,6 +113,7 @@ The definitions, as this file applies them:
   after its publish's completion (else its invocation), or to none; per
   window, the count of each class and its first 10 ids in results.json's
   order.
+- Priority: tests.checkers.oracle_priority says its rule and works it out.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.checkers.oracle_priority import priority
 
 ID_RE = re.compile(r"^([0-9]+)-([0-9]+)$")
 STOPS = {"start-partition": "stop-partition", "kill": "start", "stop": "start",
@@ -765,7 +768,8 @@ def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invali
           flagged_duplicates_invalid: bool = False, require_drain: bool = True,
           sample_size: int = 100, example_size: int = 20) -> dict[str, Any]:
     """Takes a history and the check's options. Returns what results.json must say of it: the
-    whole verdict and the queue, ordering and perf sections' fields this oracle knows."""
+    whole verdict and the queue, ordering and perf sections' fields this oracle knows, and the
+    priority section when the harness observed priorities (tests.checkers.oracle_priority)."""
     r = read(Path(path))
     sections = {
         "queue": queue(r, unflagged_duplicates_invalid=unflagged_duplicates_invalid,
@@ -776,6 +780,10 @@ def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invali
         "perf": perf(r),
     }
     valids = [s["valid"] for s in sections.values()]
+    found = priority(read_ops(Path(path)), example_size)
+    if found is not None:  # composes only when false
+        sections["priority"] = found
+        valids += [False] if found["valid"] is False else []
     sections["fates"] = fates(r, strict=strict_order, require_drain=require_drain)
     valid = False if False in valids else "unknown" if "unknown" in valids else True
     return {"valid": valid, **sections}

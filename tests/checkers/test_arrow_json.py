@@ -74,6 +74,11 @@ ODD_BUT_SPARKS = [
     line(f="consume", value="7-8\n", publisher=None),
     line(f="dead-letter", value="1-0", reason="maxlen"),
     line(f="ack", value="1-0", consumer="c1"),
+    # Priorities and the broker's counts of a delivery's earlier acquisitions.
+    line(priority=9),
+    line(f="consume", value="1-0", priority=0, delivery_count=2, acquired_count=None),
+    line(f="drain", value="1-1", delivery_count=None, acquired_count=3),
+    line(f="consume", value="1-2", priority=None, delivery_count=1, acquired_count=4),
 ]
 
 

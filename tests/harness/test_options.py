@@ -31,11 +31,11 @@ QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group
          "--single-active-consumer", "--max-length", "--overflow", "--dead-letter-exchange",
          "--delayed-retry-type", "--delayed-retry-min", "--delayed-retry-max"]
 WORKLOAD = ["--publishers", "--consumers", "--rate", "--consume-rate",
-            "--pause-consumers-in-faults", "--backlog", "--publish-timeout", "--window",
-            "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
+            "--pause-consumers-in-faults", "--backlog", "--priorities", "--publish-timeout",
+            "--window", "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
             "--consumer-crash-after", "--reject-share", "--nack-share", "--hold-share",
-            "--hold-s", "--consumer-timeout-ms", "--metadata-probe-interval", "--metadata-probe-timeout",
-            "--placement-interval"]
+            "--hold-s", "--consumer-timeout-ms", "--metadata-probe-interval",
+            "--metadata-probe-timeout", "--placement-interval"]
 NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-duration",
            "--nemesis-targets", "--packet-loss", "--packet-scope", "--bandwidth-kbit",
            "--delay-ms"]

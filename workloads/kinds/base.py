@@ -90,6 +90,10 @@ class QueueKind:
     takes_delivery_limit = False
     # It takes delayed retry (x-delayed-retry-type, -min, -max; RabbitMQ 4.3 quorum queues).
     takes_delayed_retry = False
+    # Its messages' priority property orders their delivery without an x-argument of the
+    # harness's (a quorum queue's priorities are always on; a classic queue's need
+    # x-max-priority, which the harness does not declare).
+    takes_priorities = False
     # The QueueSpec fields only this kind reads (a mirrored queue's policy settings); other
     # kinds ignore them (workloads.queue_spec.settings_that_matter).
     own_fields: tuple[str, ...] = ()

@@ -22,6 +22,7 @@ class Quorum(QueueKind):
     summary = "a quorum queue (Raft), always durable"
     takes_delivery_limit = True
     takes_delayed_retry = True
+    takes_priorities = True
 
     def validate(self, spec: QueueSettings, node_count: int) -> None:
         """Quorum queues are durable and take no mirroring settings."""
