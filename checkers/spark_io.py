@@ -171,11 +171,10 @@ def prepare(raw: DataFrame) -> DataFrame:
     number `pid`, class `cls` (publish op, delivery, ack, dead letter, or null), and `problem`
     (null if fine). Fields only some rows need are kept only there, null (and
     nearly free in Parquet) elsewhere: `proc` for nemesis and harness ops; `f`
-    for those, deliveries (consume or drain) and consumer ends (a client op f
-    cancel or close, checkers.model); `node` for those and publish
-    ops; `error` for those and publish completions; `consumer` for deliveries,
-    acks and consumer ends; `pub`, `seq` (from the fields, else the id), `redelivered` and
-    `phase` for deliveries; `reason` for failed publish completions (the error
+    for those, deliveries (consume or drain) and consumer ends (a client op f cancel or
+    close, checkers.model); `node` for those and publish ops; `error` for those and publish
+    completions; `consumer` for deliveries, acks and consumer ends; `pub`, `seq` (from the
+    fields, else the id), `redelivered` and `phase` for deliveries; `reason` for failed publish completions (the error
     text) and for dead letters (why the queue dead-lettered the message); `queue` for
     publish ops and deliveries (checkers.spark_liveness judges per queue and node). Probe ops
     (client ops f in PROBE_FS, checkers.model) keep their `f`, `node` and `error`
