@@ -47,6 +47,7 @@ from typing import Any
 import pika
 import pika.exceptions
 import pika.spec
+from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
 from history import BY_BROKER, BY_HARNESS, CANCEL, CLOSE, DEAD_LETTER, Op, OpType, Recorder
 from workloads.errors import WorkloadError
@@ -208,7 +209,10 @@ def connect(host: str, opts: ClientOptions) -> pika.BlockingConnection:
     )
     try:
         return pika.BlockingConnection(params)
-    except AMQP_ERRORS as e:
+    except (*AMQP_ERRORS, AMQPConnectorException) as e:
+        # AMQPConnectorException is no AMQPError: a handshake past the stack timeout (a paused
+        # node, a listener that accepts and never answers) raises it, and unwrapped it ended the
+        # workload thread that asked.
         raise ClientError(f"connect to {host}: {type(e).__name__}: {e}") from e
 
 
