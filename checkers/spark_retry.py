@@ -35,13 +35,15 @@ from checkers.retry import (
     section,
 )
 
-SCHEMA: Final = T.StructType([
+# The fields of a client op that say which consumer settled or got what, and when: what the
+# settlement checks (this module, checkers.spark_timeouts) read of the history besides their own.
+CLIENT_OP_FIELDS: Final = (
     T.StructField("index", T.LongType()), T.StructField("time", T.LongType()),
     T.StructField("type", T.StringType()), T.StructField("process", T.StringType()),
     T.StructField("f", T.StringType()), T.StructField("value", T.StringType()),
     T.StructField("consumer", T.StringType()), T.StructField("redelivered", T.BooleanType()),
-    T.StructField("delivery_count", T.LongType()),
-])
+)
+SCHEMA: Final = T.StructType([*CLIENT_OP_FIELDS, T.StructField("delivery_count", T.LongType())])
 TIMELINE_LIMIT: Final = 20  # events of one message an example shows
 
 

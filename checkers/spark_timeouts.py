@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from checkers.model import CANCEL, DEAD_LETTER, DELIVERY_FS
+from checkers.spark_retry import CLIENT_OP_FIELDS
 from checkers.timeouts import (
     DEAD_LETTERED,
     DELIVERED_AFTER_CANCEL,
@@ -28,10 +29,7 @@ from checkers.timeouts import (
 )
 
 SCHEMA: Final = T.StructType([
-    T.StructField("index", T.LongType()), T.StructField("time", T.LongType()),
-    T.StructField("type", T.StringType()), T.StructField("process", T.StringType()),
-    T.StructField("f", T.StringType()), T.StructField("value", T.StringType()),
-    T.StructField("consumer", T.StringType()), T.StructField("redelivered", T.BooleanType()),
+    *CLIENT_OP_FIELDS,
     T.StructField("by", T.StringType()), T.StructField("holding", T.ArrayType(T.StringType())),
 ])
 
