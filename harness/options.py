@@ -360,7 +360,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--metadata-probe-interval", "workload.metadata_probe_interval_s", group=_W,
            parse=float,
            help="seconds between two rounds of each node's metadata probe: a new connection, "
-                "then declare, bind and delete of a quorum queue, each op recorded and judged "
+                "then declare, bind and delete of a durable exchange, each op recorded and judged "
                 "in results.json's metadata section (default {default}: no probe)"),
     Option("--metadata-probe-timeout", "workload.metadata_probe_timeout_s", group=_W,
            parse=float,

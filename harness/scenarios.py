@@ -146,7 +146,7 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "quorum queue on the Khepri metadata store (RabbitMQ 4.3, or 4.0 with --metadata-store "
      "khepri): a node that does not host the queue's leader is cut off from the other two, and "
      "its clients stay connected to it; every node's metadata probe opens a connection, "
-     "declares, binds and deletes a quorum queue once a second",
+     "declares, binds and deletes an exchange once a second",
      "no confirmed message lost; cut off, the minority cannot change metadata (its declarations "
      "are refused with 541 or not answered, reported per fault), and it serves metadata again "
      "within the liveness bound after the heal", VALID, None,
