@@ -102,7 +102,14 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
-from checkers.holds import NEAR_BOUNDARY_NS, Boundary, HoldWindow, hold_windows, nearest_boundary
+from checkers.holds import (
+    HOLD_SKEW_NS,
+    NEAR_BOUNDARY_NS,
+    Boundary,
+    HoldWindow,
+    hold_windows,
+    nearest_boundary,
+)
 from checkers.model import END_FS, OUTCOME_CODES, consumer_identity, ns_to_ms
 from checkers.results import Delivery, Violation
 from checkers.spark_fates import violations_by_fault
@@ -162,38 +169,43 @@ def consumer_windows(h: History) -> list[HoldWindow]:
     from its cancel and close ops, collected (a few per consumer process)."""
     rows = collect_small(
         h.df.where(F.col("pid").isNotNull() & F.col("f").isin(*END_FS))
-        .select("pid", "consumer", "f", "code", "index"), MAX_ENDS, "cancel and close ops")
-    return hold_windows((r["pid"], r["consumer"], r["f"], r["code"], r["index"]) for r in rows)
+        .select("pid", "consumer", "f", "code", "index", "time"), MAX_ENDS,
+        "cancel and close ops")
+    return hold_windows((r["pid"], r["consumer"], r["f"], r["code"], r["index"], r["time"])
+                        for r in rows)
 
 
 def held_messages(h: History, ids: DataFrame, windows: list[HoldWindow]) -> DataFrame:
     """Takes a History, message ids (column `hid`) and the hold windows. Returns (hid, start,
-    stop) for each of those messages a cancelled consumer held (delivered to it before its
-    cancel more often than it acked it) and that consumer's window (stop null: open)."""
-    w = literal_rows(h.df.sparkSession, [(x.pid, x.tag, x.start, x.end) for x in windows],
-                     "w_pid bigint, w_tag string, start bigint, stop bigint")
+    stop, stop_time) for each of those messages a cancelled consumer held (delivered to it
+    before its cancel more often than it acked it) and that consumer's window (stop null:
+    open)."""
+    w = literal_rows(h.df.sparkSession,
+                     [(x.pid, x.tag, x.start, x.end, x.end_time) for x in windows],
+                     "w_pid bigint, w_tag string, start bigint, stop bigint, stop_time bigint")
     rows = (h.df.where(is_delivery() | is_ack())
             .join(F.broadcast(ids), F.col("value") == F.col("hid"), "left_semi")
             .join(F.broadcast(w), (F.col("pid") == F.col("w_pid"))
                   & (F.col("consumer") == F.col("w_tag"))))
-    per = rows.groupBy("value", "w_pid", "w_tag", "start", "stop").agg(
+    per = rows.groupBy("value", "w_pid", "w_tag", "start", "stop", "stop_time").agg(
         F.count_if(is_delivery() & (F.col("index") < F.col("start"))).alias("before"),
         F.count_if(is_ack()).alias("acked"))
     return per.where(F.col("before") > F.col("acked")).select(
-        F.col("value").alias("hid"), "start", "stop")
+        F.col("value").alias("hid"), "start", "stop", "stop_time")
 
 
 def held_reorders(h: History, cands: DataFrame, windows: list[HoldWindow]) -> DataFrame:
     """Takes a History, the candidate violations and the hold windows. Returns the indexes
     (`x_index`) of the candidates that are held reorders (the module docstring): d flagged,
     its message held by a cancelled consumer, d and p after its cancel, p before its
-    channel's end."""
+    channel's end (or recorded at most HOLD_SKEW_NS after it)."""
     flagged = cands.where(F.col("redelivered")).select(
-        "id", "index", F.col("p.index").alias("p_index"))
+        "id", "index", F.col("p.index").alias("p_index"), F.col("p.time").alias("p_time"))
     held = held_messages(h, flagged.select(F.col("id").alias("hid")).distinct(), windows)
+    before_end = (F.col("stop").isNull() | (F.col("p_index") < F.col("stop"))
+                  | (F.col("p_time") <= F.col("stop_time") + F.lit(HOLD_SKEW_NS)))
     inside = ((F.col("id") == F.col("hid")) & (F.col("index") > F.col("start"))
-              & (F.col("p_index") > F.col("start"))
-              & (F.col("stop").isNull() | (F.col("p_index") < F.col("stop"))))
+              & (F.col("p_index") > F.col("start")) & before_end)
     return flagged.join(F.broadcast(held), inside, "left_semi").select(
         F.col("index").alias("x_index"))
 

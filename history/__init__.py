@@ -120,6 +120,9 @@ CANCEL = "cancel"
 CLOSE = "close"
 BY_HARNESS = "harness"
 BY_BROKER = "broker"
+# The client library: pika's cancel rejects (requeue) a manual-ack consumer's deliveries that it
+# had not dispatched or that came before the cancel-ok (a reject op's `by`).
+BY_PIKA = "pika"
 # The harness's observation that it told the workers to stop.
 STOP_WORKERS = "stop-workers"
 # The harness observation of a run whose publishers give messages priorities: what the

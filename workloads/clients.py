@@ -49,7 +49,7 @@ import pika.exceptions
 import pika.spec
 from pika.adapters.utils.connection_workflow import AMQPConnectorException
 
-from history import BY_BROKER, BY_HARNESS, CANCEL, CLOSE, DEAD_LETTER, Op, OpType, Recorder
+from history import BY_BROKER, BY_HARNESS, BY_PIKA, CANCEL, CLOSE, DEAD_LETTER, Op, OpType, Recorder
 from workloads.errors import WorkloadError
 
 # How a main-phase consumer settles a delivery (ClientOptions' shares): basic.ack, basic.reject
@@ -490,22 +490,57 @@ class Consumer:
                                "basic.cancel or channel.close"):
                 if dispatch and self.channel.is_open:
                     self.conn.process_data_events(time_limit=0)
-                if self.channel.is_open and self.tag in self.channel.consumer_tags \
-                        and not self._ended:
-                    self._cancelled = True
-                    # pika hands back, instead of dispatching them, the deliveries that came
-                    # between the cancel and its cancel-ok: recorded as received (held, not
-                    # settled: the channel's close returns them), or the broker's later,
-                    # flagged delivery of one would have no first delivery in the history
-                    # (quorum-sac-fifo on 4.3, seed 4001: 0-744 was handed to the active
-                    # consumer as it cancelled, and came back flagged 9 s later).
-                    error = self._step(CANCEL, lambda: self.channel.basic_cancel(self.tag))
-                if self.channel.is_open and not self._ended:
-                    self._ended = True
-                    self._step(CLOSE, self.channel.close)
+                with self._recording_pikas_rejects():
+                    if self.channel.is_open and self.tag in self.channel.consumer_tags \
+                            and not self._ended:
+                        self._cancelled = True
+                        error = self._step(CANCEL, lambda: self.channel.basic_cancel(self.tag))
+                    if self.channel.is_open and not self._ended:
+                        self._ended = True
+                        self._step(CLOSE, self.channel.close)
         except AMQP_ERRORS as e:
             error = _describe(e)
         self._lost(error or f"the channel closed: {_describe(self._close_reason())}")
+
+    @contextlib.contextmanager
+    def _recording_pikas_rejects(self) -> Iterator[None]:
+        """Records what pika settles for this consumer while it is cancelled and closed. pika's
+        basic_cancel of a manual-ack consumer rejects (requeue), without dispatching them, the
+        deliveries it had read and not dispatched, and every delivery that arrives before the
+        cancel-ok (and before the close completes): each is recorded as received, then
+        rejected by pika (`by` "pika"), or the broker's later, flagged delivery of it would
+        have no first delivery in the history (quorum-sac-fifo on 4.3, seed 4001: 0-744 was
+        handed to the active consumer as it cancelled, and came back flagged 9 s later)."""
+        impl = self.channel._impl
+        on_deliver, pending = impl._on_deliver, self.channel._remove_pending_deliveries
+
+        def deliver(method_frame: Any, header_frame: Any, body: bytes) -> None:
+            method = method_frame.method
+            if method.consumer_tag == self.tag and self.tag in impl._cancelled \
+                    and impl.is_open:
+                self._rejected_by_pika(method, header_frame.properties, body)
+            on_deliver(method_frame, header_frame, body)
+
+        def remove_pending(tag: str) -> list[Any]:
+            events = pending(tag)
+            for e in events if tag == self.tag else ():
+                self._rejected_by_pika(e.method, e.properties, e.body)
+            return events
+
+        impl._on_deliver, self.channel._remove_pending_deliveries = deliver, remove_pending
+        try:
+            yield
+        finally:
+            del impl._on_deliver, self.channel._remove_pending_deliveries
+
+    def _rejected_by_pika(self, method: Any, props: Any, body: bytes) -> None:
+        """Records a delivery pika rejects (requeue) for this consumer as it ends: received,
+        then rejected, by pika."""
+        delivery = self._record_delivery(method, props, body)
+        self._unacked.pop(method.delivery_tag, None)
+        self.returned += 1
+        self.history.append(replace(delivery, f=REJECT, index=-1, time=-1,
+                                    extra={**delivery.extra, "by": BY_PIKA}))
 
     def _step(self, f: str, call: Callable[[], Any]) -> str | None:
         """Records the invocation of f (with what the consumer holds), makes the call, and

@@ -73,7 +73,8 @@ The definitions, as this file applies them:
   it was delivered before its cancel and never acked (no ack op at all: every
   delivery acked, nothing held). An out-of-order pair whose d is flagged, d's
   message held by a cancelled consumer, d and p after that consumer's cancel
-  and p before its channel's end, is a *held reorder* (RabbitMQ keeps a
+  and p before its channel's end (by index, or recorded at most 50 ms after
+  its end's time: the clients' recording skew), is a *held reorder* (RabbitMQ keeps a
   cancelled consumer's unacked messages until its channel closes) and counts
   nowhere else. deliveries_checked: unflagged deliveries (strict: every one).
   Each example carries `phase_boundary`: the boundary nearest d's time (the
@@ -129,6 +130,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.checkers.oracle_priority import priority
+
+HOLD_SKEW_NS = 50_000_000  # the clients' recording skew a hold window's end admits
 
 ID_RE = re.compile(r"^([0-9]+)-([0-9]+)$")
 STOPS = {"start-partition": "stop-partition", "kill": "start", "stop": "start",
@@ -411,25 +414,25 @@ def _side(d: Delivery) -> dict[str, Any]:
             "redelivered": d.flagged}
 
 
-def held(r: Read) -> dict[str, list[tuple[int, int | None]]]:
+def held(r: Read) -> dict[str, list[tuple[int, int | None, int | None]]]:
     """Takes a read history. Returns, per message id, the (cancel index, channel end index or
-    None) of each cancelled consumer that held it."""
+    None, channel end time or None) of each cancelled consumer that held it."""
     cancelled: dict[tuple[int, str], int] = {}
-    ended: dict[tuple[int, str], int] = {}
+    ended: dict[tuple[int, str], tuple[int, int]] = {}
     for op in r.ends:
         key = (client_of(op["process"]), op.get("consumer") or "")
         if op["f"] == "cancel" and op["type"] in ("invoke", "ok"):
             cancelled.setdefault(key, op["index"])  # type: ignore[arg-type]
         elif op["f"] == "close" and op["type"] != "invoke":
-            ended.setdefault(key, op["index"])  # type: ignore[arg-type]
-    out: dict[str, list[tuple[int, int | None]]] = {}
+            ended.setdefault(key, (op["index"], op["time"]))  # type: ignore[arg-type]
+    out: dict[str, list[tuple[int, int | None, int | None]]] = {}
     for key, at in cancelled.items():
-        end = ended.get(key)
+        end, end_time = ended.get(key, (None, None))
         if end is not None and end < at:
             continue
         for d in r.deliveries:
             if (d.process, d.tag) == key and d.index < at and d.ack_index is None:
-                out.setdefault(d.mid, []).append((at, end))
+                out.setdefault(d.mid, []).append((at, end, end_time))
     return out
 
 
@@ -479,8 +482,9 @@ def reorders(r: Read, strict: bool) -> dict[str, list[tuple[Delivery, Delivery]]
             bad = p is not None and d.seq <= p.seq
         if bad and p is not None:
             mine, theirs = r.publishes.get(d.mid), r.publishes.get(p.mid)
-            if d.flagged and any(at < p.index and at < d.index and (end is None or p.index < end)
-                                 for at, end in holds.get(d.mid, [])):
+            if d.flagged and any(at < p.index and at < d.index and (
+                    end is None or p.index < end or p.time <= end_time + HOLD_SKEW_NS)
+                    for at, end, end_time in holds.get(d.mid, [])):
                 kinds["held"].append((p, d))
             elif (mine is not None and theirs is not None and mine.process != theirs.process
                     and mine.outcome != "ok"):

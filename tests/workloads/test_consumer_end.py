@@ -79,10 +79,9 @@ def test_close_cancels_then_closes_the_channel_each_recorded_in_order(broker):
     assert broker.depth("q") == (1, 0)
 
 
-def test_a_delivery_between_the_cancel_and_its_cancel_ok_is_rejected_by_pika_unseen(broker):
-    # A known gap, pinned here until it is closed: pika's basic_cancel of a manual-ack consumer
-    # rejects (requeue) every delivery that arrives before the cancel-ok, without handing it to
-    # the consumer, so the history has neither that delivery nor the reject. The broker's later
+def test_a_delivery_between_the_cancel_and_its_cancel_ok_is_recorded_with_pikas_reject(broker):
+    # pika's basic_cancel of a manual-ack consumer rejects (requeue) every delivery that arrives
+    # before the cancel-ok without handing it to the consumer. Unrecorded, the broker's later
     # delivery of the message is flagged with no first one in the history (quorum-sac-fifo on
     # 4.3, seed 4001: 0-745 to the next consumer, 0-744 flagged 9 s later in the drain).
     broker.put("q", "0-0")
@@ -94,10 +93,35 @@ def test_a_delivery_between_the_cancel_and_its_cancel_ok_is_rejected_by_pika_uns
     con.close()
     fs = [(o.f, o.type, o.value) for o in h.ops]
     assert fs == [("consume", "ok", "0-0"), ("ack", "ok", "0-0"),
-                  ("cancel", "invoke", None), ("cancel", "ok", None),
-                  ("close", "invoke", None), ("close", "ok", None)]
+                  ("cancel", "invoke", None), ("consume", "ok", "0-1"), ("reject", "ok", "0-1"),
+                  ("cancel", "ok", None), ("close", "invoke", None), ("close", "ok", None)]
+    assert h.ops[4].extra["by"] == "pika" and h.ops[4].consumer == h.ops[3].consumer
+    assert h.ops[3].redelivered is False
     reqs = broker.requests
     assert reqs.index("Basic.Cancel") < reqs.index("Basic.Reject") < reqs.index("Channel.Close")
+    # The message is back in the queue, and nothing of the consumer is left patched.
+    assert broker.depth("q")[0] == 1
+    assert "_on_deliver" not in vars(con.channel._impl) if con.channel else True
+
+
+def test_deliveries_read_but_not_dispatched_when_a_crash_cancels_are_recorded_rejected(broker):
+    # A planted crash cancels from inside a delivery's callback: what pika had read behind that
+    # delivery is rejected by its cancel, undispatched; each is recorded, then its reject.
+    for i in range(4):
+        broker.put("q", f"0-{i}")
+    h = ListRecorder()
+    con = consumer(broker, h, crash_after=1, prefetch=10)
+    con.open()
+    with pytest.raises(ClientError):
+        poll_until(con, lambda: False)
+    delivered = [o.value for o in h.ops if o.f == "consume"]
+    rejected = [o.value for o in h.ops if o.f == "reject"]
+    assert delivered[0] == "0-0" and rejected == delivered[1:] and rejected
+    assert all(o.extra["by"] == "pika" for o in h.ops if o.f == "reject")
+    # Every message is received once in the history; the ones not rejected came back with the
+    # channel's close (the crash holds them).
+    assert sorted(delivered) == [f"0-{i}" for i in range(len(delivered))]
+    con.close()
 
 
 def test_a_planted_crash_ends_the_consumer_the_same_way_and_once(broker):
