@@ -21,8 +21,9 @@ setup:
 	@bash scripts/setup.sh
 
 # The whole suite: unit, Spark and real-cluster integration tests. pytest's exit 5 (no tests) is a failure.
+# The 30 slowest tests are listed at the end, so CI's output says where the suite's time goes.
 test: setup
-	@$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest -q --durations=30 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-unit: setup
