@@ -2,8 +2,9 @@
 
 Reads, from the JSONL history, the ok client ops of deliveries, dead letters
 and the broker's cancels, under a schema of its own (`by`, `holding`). The
-broker's cancels are few and collected; each held message's later ops are
-found by a join with them, each classified in columns, and counted.
+broker's cancels are few; each held message's ops after the delivery its
+consumer held it by are found by joins with them, classified in columns, and
+counted.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -50,9 +51,7 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                       & (msgs["consumer"] == cancels["c_consumer"]))
     fed = after.orderBy("index").limit(example_size).collect()
     n_fed = after.count()
-    held = cancels.select("*", F.explode("held").alias("id"))
-    later = held.join(msgs, (msgs["value"] == held["id"]) & (msgs["index"] > held["c_index"]),
-                      "left")
+    later = since_held(cancels, msgs)
     first = later.groupBy("c_index", "id").agg(
         F.min(F.when(dlv, F.struct("index", "redelivered"))).alias("nxt"),
         F.max(F.when(F.col("f") == DEAD_LETTER, True)).alias("dead"))
@@ -71,3 +70,22 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                 + [{"violation": r["outcome"], "id": r["id"], "cancel_index": r["c_index"]}
                    for r in bad])
     return section(settings, cancels.count(), counts, examples[:example_size])
+
+
+def since_held(cancels: DataFrame, msgs: DataFrame) -> DataFrame:
+    """Takes the broker's cancels (c_index, c_process, c_consumer, held) and the messages' ops.
+    Returns, for each message a cancel names as held (c_index, id), its ops after the delivery
+    the consumer held it by (its last to that consumer before the cancel; the cancel itself
+    without one), joined left: the broker returns the messages as it sends the cancel, and
+    another client process may record the redelivery before the cancelled one records the
+    cancel (checkers.timeouts)."""
+    held = cancels.select("c_index", "c_process", "c_consumer", F.explode("held").alias("id"))
+    own = msgs.where(F.col("f").isin(*DELIVERY_FS)).select(
+        F.col("value").alias("o_id"), F.col("index").alias("o_index"),
+        F.col("process").alias("o_process"), F.col("consumer").alias("o_consumer"))
+    mine = ((own["o_id"] == held["id"]) & (own["o_process"] == held["c_process"])
+            & (own["o_consumer"] == held["c_consumer"]) & (own["o_index"] < held["c_index"]))
+    since = held.join(own, mine, "left").groupBy("c_index", "id").agg(
+        F.coalesce(F.max("o_index"), F.max("c_index")).alias("h_index"))
+    return since.join(msgs, (msgs["value"] == since["id"]) & (msgs["index"] > since["h_index"]),
+                      "left")
