@@ -13,6 +13,7 @@ import pytest
 
 from tests.fake_amqp import FakeBroker
 from tests.fakes import ListRecorder
+from workloads import clients
 from workloads.clients import ClientOptions, Consumer
 from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
@@ -69,6 +70,28 @@ def test_shares_of_deliveries_are_rejected_and_nacked_with_requeue_each_recorded
             assert o.type == "ok"
             assert [getattr(o, k) for k in FIELDS] == [getattr(d, k) for k in FIELDS]
             assert h.ops.index(o) > h.ops.index(d)
+
+
+def test_a_return_is_recorded_before_it_is_written_an_ack_after(broker, monkeypatch):
+    # The delayed-retry check measures a return's delay from its op's time, which must not be
+    # later than the broker took the return in; an ack counts only once it was written.
+    h = ListRecorder()
+    seen: list[tuple[str, int, int]] = []  # (kind, its ordinal, ops of that kind at the write)
+
+    def spy(kind: str, real):  # type: ignore[no-untyped-def]
+        def write(ch, tag):  # type: ignore[no-untyped-def]
+            seen.append((kind, sum(1 for k, _, _ in seen if k == kind),
+                         sum(1 for o in h.ops if o.f == kind)))
+            real(ch, tag)
+        return write
+
+    monkeypatch.setattr(clients, "_SETTLE", {k: spy(k, v) for k, v in clients._SETTLE.items()})
+    con = consume(broker, h, 40, reject_share=0.3, nack_share=0.3)
+    con.close()
+    kinds = {k for k, _, _ in seen}
+    assert kinds == {"ack", "reject", "nack"}
+    for kind, ordinal, recorded in seen:
+        assert recorded == (ordinal if kind == "ack" else ordinal + 1), (kind, ordinal)
 
 
 def test_the_draw_is_the_processs_own_so_a_run_repeats_it(broker):
