@@ -1,7 +1,8 @@
 # The two commands users need: `make test-partition` (the main job) and `make test` (the suite).
 # Every target that needs the environment runs `setup` first; setup is idempotent.
 PY := .venv/bin/python
-SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-ignore \
+SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-leader-partition-returns \
+             quorum-ignore \
              quorum-majorities-ring quorum-rolling-restart quorum-packet-loss quorum-sac-fifo \
              quorum-crashing-consumers stream-partition khepri-minority khepri-minority-leader \
              quorum-delayed-retry quorum-delayed-retry-healthy quorum-consumer-timeout \

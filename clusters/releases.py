@@ -77,6 +77,9 @@ class Release:
       -min, -max: came in 4.3), or None when they have it.
     no_consumer_timeout_argument: why the line takes no per-consumer timeout
       (x-consumer-timeout: 3.11.15 and 3.12 on; 3.10 has only rabbitmq.conf's consumer_timeout), or None.
+    no_disconnected_timeout: why the line's quorum queues take no
+      x-consumer-disconnected-timeout (came in 4.3: before it, a consumer's messages were
+      returned as soon as its node was disconnected), or None.
     timeout_cancels: whether a consumer past its timeout is sent basic.cancel when its client
       advertises consumer_cancel_notify (4.3), rather than having its channel closed with 406
       precondition_failed (before 4.3).
@@ -98,6 +101,10 @@ class Release:
         "delayed retry (x-delayed-retry-type, -min, -max) came with RabbitMQ 4.3's quorum "
         "queues; an older broker ignores the arguments. Choose --rabbitmq 4.3")
     no_consumer_timeout_argument: str | None = None
+    no_disconnected_timeout: str | None = (
+        "x-consumer-disconnected-timeout came with RabbitMQ 4.3's quorum queues (before it, a "
+        "consumer's messages were returned as soon as its node was disconnected: the "
+        "behaviour 0 asks 4.3 for); an older broker ignores the argument. Choose --rabbitmq 4.3")
     timeout_cancels: bool = False
     priority_levels: int | None = None
     strict_priority: bool = False
@@ -106,6 +113,12 @@ class Release:
         """Takes whether a spec sets delayed retry. Returns why this line refuses it, or None."""
         return f"--delayed-retry-type: {self.no_delayed_retry}" if set_ and \
             self.no_delayed_retry else None
+
+    def disconnected_timeout_refusal(self, set_: bool) -> str | None:
+        """Takes whether a spec sets x-consumer-disconnected-timeout. Returns why this line
+        refuses it, or None."""
+        return f"--consumer-disconnected-timeout: {self.no_disconnected_timeout}" if set_ and \
+            self.no_disconnected_timeout else None
 
     def consumer_timeout_refusal(self, set_: bool) -> str | None:
         """Takes whether a spec sets a per-consumer timeout. Returns why this line refuses it,
@@ -229,6 +242,7 @@ RELEASES: dict[str, Release] = {
             "--permit-transient-queues to set that permission"),
         ra_query_mfa=True,
         no_delayed_retry=None,
+        no_disconnected_timeout=None,
         timeout_cancels=True,
         caveat=("Debian unstable's RabbitMQ 4.3 runs on Erlang 29, which RabbitMQ's "
                 "compatibility page does not list as supported for 4.3"),

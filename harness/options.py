@@ -308,6 +308,11 @@ OPTIONS: tuple[Option, ...] = (
                               "count (ms)"),
     Option("--delayed-retry-max", "queue.delayed_retry_max_ms", group=_Q, parse=int,
            metavar="MS", help="4.3 quorum queues: x-delayed-retry-max, the longest delay (ms)"),
+    Option("--consumer-disconnected-timeout", "queue.consumer_disconnected_timeout_ms", group=_Q,
+           parse=int, metavar="MS",
+           help="4.3 quorum queues: x-consumer-disconnected-timeout, how long a consumer whose "
+                "node became unreachable keeps its messages before they are returned (the "
+                "broker's default 60000; 0: at once, as before 4.3)"),
     # -- workload --------------------------------------------------------------------------------
     Option("--publishers", "workload.publishers", group=_W, parse=int,
            help="publisher processes (default {default})"),

@@ -107,6 +107,15 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
     ("quorum-leader-partition", "quorum queue, pause_minority, the queue leader's node isolated",
      "no loss: a new leader is elected by the majority; the old one steps down", VALID, None,
      {"nemesis": _faults("partition-leader")}),
+    ("quorum-leader-partition-returns",
+     "as quorum-leader-partition, on RabbitMQ 4.3 with x-consumer-disconnected-timeout 0: a "
+     "consumer's messages are returned as soon as its node is cut off, as before 4.3 (4.3's "
+     "default keeps them 60 s, past this run's partitions; 4.0.5 showed an acked message "
+     "delivered again unflagged under this schedule in 1 of 5 runs)",
+     "no loss, and every delivery after the first flagged redelivered: a new leader is elected "
+     "by the majority, and the cut-off consumers' messages go to the others", VALID, None,
+     {"broker": BrokerConfig(rabbitmq="4.3"), "queue": QueueSpec(consumer_disconnected_timeout_ms=0),
+      "nemesis": _faults("partition-leader")}),
     ("quorum-ignore", "quorum queue under cluster_partition_handling=ignore, random-halves "
      "partitions; the harness mends the split cluster (twin of mirrored-ignore-split-brain)",
      "no loss: Raft does not rely on partition handling", VALID, None,

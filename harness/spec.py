@@ -138,6 +138,8 @@ class TestSpec:
         return (line.refuses_kind(kind_of(self.queue).name) or self.broker.refusal()
                 or transient or self.store_refusal()
                 or line.delayed_retry_refusal(self.queue.delayed_retry_set())
+                or line.disconnected_timeout_refusal(
+                    self.queue.consumer_disconnected_timeout_ms is not None)
                 or line.consumer_timeout_refusal(
                     self.workload.client.consumer_timeout_ms is not None)
                 or line.refuses_priorities(used))

@@ -29,7 +29,8 @@ QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group
          "--delivery-limit", "--ha-mode", "--ha-params", "--ha-sync-mode",
          "--ha-promote-on-shutdown", "--ha-promote-on-failure", "--queue-master-locator",
          "--single-active-consumer", "--max-length", "--overflow", "--dead-letter-exchange",
-         "--delayed-retry-type", "--delayed-retry-min", "--delayed-retry-max"]
+         "--delayed-retry-type", "--delayed-retry-min", "--delayed-retry-max",
+         "--consumer-disconnected-timeout"]
 WORKLOAD = ["--publishers", "--consumers", "--rate", "--consume-rate",
             "--pause-consumers-in-faults", "--backlog", "--priorities", "--publish-timeout",
             "--window", "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",

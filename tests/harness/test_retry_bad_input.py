@@ -98,3 +98,42 @@ def test_the_4_3_scenarios_validate_and_are_refused_on_lines_without_the_feature
         spec = SCENARIOS[name].spec
         assert spec.refusal() is None
         assert [line for line, _ in not_applicable(spec)] == ["3.10"]
+
+
+# x-consumer-disconnected-timeout (4.3): how long a consumer cut off keeps its messages.
+@pytest.mark.parametrize("line", ["3.10", "4.0"])
+def test_a_disconnected_timeout_on_a_line_without_it_is_refused(line):
+    why = spec(line, {"consumer_disconnected_timeout_ms": 0}).refusal()
+    assert why is not None and why.startswith("--consumer-disconnected-timeout: ")
+    assert "Choose --rabbitmq 4.3" in why
+    assert spec("4.3", {"consumer_disconnected_timeout_ms": 0}).refusal() is None
+
+
+@pytest.mark.parametrize("queue, msg", [
+    ({"type": "classic", "consumer_disconnected_timeout_ms": 0},
+     "--consumer-disconnected-timeout applies to quorum queues, not classic"),
+    ({"consumer_disconnected_timeout_ms": -5}, "--consumer-disconnected-timeout must be >= 0 ms"),
+])
+def test_impossible_disconnected_timeouts_are_refused(queue, msg):
+    with pytest.raises(SpecError, match=msg):
+        spec("4.3", queue).validate()
+
+
+def test_a_quorum_queue_is_declared_with_the_disconnected_timeout_zero_included():
+    args = queue_arguments(QueueSpec(consumer_disconnected_timeout_ms=0))
+    assert args["x-consumer-disconnected-timeout"] == 0
+    assert "x-consumer-disconnected-timeout" not in queue_arguments(QueueSpec())
+    # The harness's own dead-letter queue does not inherit it.
+    from workloads.queue_spec import dead_letter_queue_spec
+    dlq = dead_letter_queue_spec(QueueSpec(consumer_disconnected_timeout_ms=0))
+    assert dlq.consumer_disconnected_timeout_ms is None
+
+
+def test_the_returns_scenario_runs_on_4_3_only(capsys, nothing_starts):
+    from harness.scenarios import SCENARIOS, not_applicable
+    sc = SCENARIOS["quorum-leader-partition-returns"].spec
+    assert sc.refusal() is None and sc.queue.consumer_disconnected_timeout_ms == 0
+    assert [line for line, _ in not_applicable(sc)] == [
+        "3.10", "4.0", "4.0 with --metadata-store khepri"]
+    assert main(["run", "--rabbitmq", "4.0", "--consumer-disconnected-timeout", "0"]) == 2
+    assert "--consumer-disconnected-timeout" in capsys.readouterr().err

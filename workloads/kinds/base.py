@@ -72,6 +72,9 @@ class QueueSettings(Protocol):
     @property
     def delayed_retry_max_ms(self) -> int | None: ...
 
+    @property
+    def consumer_disconnected_timeout_ms(self) -> int | None: ...
+
 
 class QueueKind:
     """A kind of queue. Subclasses set `name` and `summary` and override what differs."""

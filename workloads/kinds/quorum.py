@@ -39,7 +39,9 @@ class Quorum(QueueKind):
             args["x-delivery-limit"] = spec.delivery_limit
         for key, value in (("x-delayed-retry-type", spec.delayed_retry_type),
                            ("x-delayed-retry-min", spec.delayed_retry_min_ms),
-                           ("x-delayed-retry-max", spec.delayed_retry_max_ms)):
+                           ("x-delayed-retry-max", spec.delayed_retry_max_ms),
+                           ("x-consumer-disconnected-timeout",
+                            spec.consumer_disconnected_timeout_ms)):
             if value is not None:
                 args[key] = value
         return args
