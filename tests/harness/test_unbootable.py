@@ -176,3 +176,45 @@ def test_a_classic_queue_at_home_on_the_dead_node_leaves_the_verdict_unknown(tmp
     end = [o for o in read_history(path) if o.f == "phase"][-1]
     assert end.value["reason"].startswith("n1 did not boot again, and its home node n1 did "
                                           "not boot")
+
+
+class DrainWithout:
+    """A workload whose drain records the nodes it was told to do without."""
+
+    def __init__(self) -> None:
+        self.down: list[tuple[str, ...]] = []
+
+    def drain(self, admin: object, down: tuple[str, ...] = ()) -> Any:
+        from workloads.queue_workload import DrainReport
+
+        self.down.append(tuple(down))
+        return DrainReport(delivered={"n2": 5, "n3": 0}, complete=True, without=list(down),
+                           reason="proven empty without n1, which did not boot")
+
+
+def test_the_runner_records_the_node_after_recovery_and_drains_without_it(tmp_path):
+    import dataclasses
+
+    from harness.runner import Run, RunOutcome
+    from harness.spec import TestSpec
+
+    run = Run.__new__(Run)
+    run.spec = dataclasses.replace(TestSpec(), recovery_timeout_s=0.3)
+    run.history = HistoryWriter(tmp_path / "history.jsonl")  # type: ignore[assignment]
+    run.broker = NeverBoots()  # type: ignore[assignment]
+    run.admin = type("Admin", (), {"queue_placement": lambda self, q: {}})()  # type: ignore[assignment]
+    run.outcome, run.test_info = RunOutcome(tmp_path), {}
+    workload = DrainWithout()
+    run.workload = workload  # type: ignore[assignment]
+    run.grace = lambda: 0.0  # type: ignore[method-assign]
+    run.recover()
+    run.drain()
+    run.history.close()
+    assert run.outcome.unrecoverable == ["n1"] and workload.down == [("n1",)]
+    ops = read_history(tmp_path / "history.jsonl")
+    phases = [(o.value["phase"], o.value["state"]) for o in ops if o.f == "phase"]
+    assert phases == [("recovery", "start"), ("recovery", "end"), ("drain", "start"),
+                      ("drain", "end")]
+    recovery = ops[:[o.f for o in ops].index("phase", 1)]
+    assert recovery[-1].f == UNRECOVERABLE  # recorded inside the recovery phase
+    assert ops[-1].value["without"] == ["n1"] and ops[-1].value["complete"] is True
