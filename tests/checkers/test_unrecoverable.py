@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checkers.efficacy import judge_faults, strength
 from checkers.phases import HarnessEvent
 from checkers.unrecoverable import did_not_boot, unrecoverable_nodes
@@ -128,3 +130,49 @@ def test_the_summary_and_the_report_say_it() -> None:
     lines = summary({"valid": True, "queue": {"valid": True}, "run": run}).splitlines()
     assert lines[-1] == f"run: {said}"
     assert _outcome_text({}, {"run": run}) == f"ran to the end, {said}"
+
+
+def stored_run(path: Path, lost: bool) -> Path:
+    """A run whose power loss of n1 left it unbootable: two confirmed publishes, the loss, the
+    record of n1, the drain from n2 proven without n1 (reading 1-0, and 1-1 unless `lost`)."""
+    from tests.checkers.histories import Builder
+
+    path.mkdir(parents=True)
+    with Builder(path / store.HISTORY) as b:
+        b.phase("main", "start")
+        b.publish(1, 0)
+        b.publish(1, 1)
+        b.nemesis("start-power-loss", {"fault": "power-loss", "nodes": ["n1"], "dropped": {
+            "n1": {"bytes": 2939, "files": 19, "namespace": 0, "paths": []}}}, node="n1")
+        b.nemesis("stop-power-loss", {"fault": "power-loss", "nodes": ["n1"]}, node="n1")
+        b.phase("main", "end")
+        r = record()
+        b.op(type="info", process=HARNESS, f=UNRECOVERABLE, value=r["value"], node="n1")
+        b.phase("drain", "start")
+        for mid in ("1-0",) if lost else ("1-0", "1-1"):
+            b.op(type="ok", process=7, f="drain", value=mid, node="n2", queue="q",
+                 publisher=1, seq=int(mid[2:]), consumer="c7", phase="drain")
+        b.op(type="info", process=HARNESS, f="phase", value={
+            "phase": "drain", "state": "end", "complete": True, "without": ["n1"],
+            "reason": "proven empty without n1, which did not boot"})
+    info = archived_test_json()
+    info.pop("history_start_unix", None)
+    info.pop("start_time", None)
+    (path / store.TEST).write_text(json.dumps(info))
+    return path
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_a_stored_run_with_a_node_that_did_not_boot_is_judged(tmp_path: Path) -> None:
+    r = check.check_run(stored_run(tmp_path / "kept", lost=False))
+    assert r["run"]["valid"] is True
+    assert [u["node"] for u in r["run"]["unrecoverable_nodes"]] == ["n1"]
+    [loss] = r["faults"]
+    assert loss["effects"][-1]["text"] == f"n1 did not boot: {ERROR}"
+    assert r["strength"]["effects"]["node-did-not-boot"] == 1
+    assert r["queue"]["valid"] is True and r["queue"]["drain_complete"] is True
+    r = check.check_run(stored_run(tmp_path / "lost", lost=True))
+    # The drain was proven without n1: the missing message is lost, as on any proven drain.
+    assert r["queue"]["lost"] == ["1-1"] and r["valid"] is False
+    assert check.exit_code(r) == 1
