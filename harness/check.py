@@ -165,6 +165,7 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     results["versions"] = dict((test_info or {}).get("versions") or {})  # what was tested
     _explain_anomalies(run_dir, results, test_info)
     _weigh_mends(run_dir, results)
+    _say_unbooted(results)
     incidents.add_incidents(run_dir, results, test_info)
     sections = {k: v for k, v in results.items() if k != "valid"}
     results = {"valid": compose_valid(sections), **sections}
@@ -306,6 +307,28 @@ def _weigh_mends(run_dir: Path, results: dict[str, Any]) -> None:
     explanations = queue.get("explanations")
     if lost and section["mends"] and isinstance(explanations, dict) and "lost" in explanations:
         explanations["lost"] = f"{explanations['lost']} {section['statement']}"
+
+
+def _say_unbooted(results: dict[str, Any]) -> None:
+    """When something was lost and a node did not boot again, the lost messages' explanation
+    says so: the drain that proved them absent did without that node (a drain that could not
+    do without it is incomplete, and then nothing is called lost)."""
+    queue = results.get("queue")
+    run = results.get("run")
+    if not isinstance(queue, dict) or not isinstance(run, dict):
+        return
+    names = [str(u.get("node")) for u in run.get("unrecoverable_nodes") or []
+             if isinstance(u, dict)]
+    explanations = queue.get("explanations")
+    if names and queue.get("lost_count") and isinstance(explanations, dict) \
+            and "lost" in explanations:
+        explanations["lost"] = (
+            f"{explanations['lost']} {', '.join(names)} did not boot again after the faults "
+            f"(results.json run.unrecoverable_nodes), and the drain proved the queue empty "
+            f"without {'it' if len(names) == 1 else 'them'}, as the queue's kind allows (a "
+            f"quorum queue's leader on a serving majority of its members, a classic queue's "
+            f"home node serving): no message of the queue can be waiting there alone, so these "
+            f"are lost.")
 
 
 def exit_code(results: dict[str, Any] | None) -> int:

@@ -176,3 +176,18 @@ def test_a_stored_run_with_a_node_that_did_not_boot_is_judged(tmp_path: Path) ->
     # The drain was proven without n1: the missing message is lost, as on any proven drain.
     assert r["queue"]["lost"] == ["1-1"] and r["valid"] is False
     assert check.exit_code(r) == 1
+
+
+def test_the_lost_messages_explanation_says_the_drain_did_without_the_node() -> None:
+    run = check.run_section(archived_test_json(), unrecoverable_nodes([event(record())]))
+    results: dict[str, Any] = {"run": run, "queue": {"lost_count": 1, "explanations": {
+        "lost": "1 message."}}}
+    check._say_unbooted(results)
+    said = results["queue"]["explanations"]["lost"]
+    assert said.startswith("1 message. n1 did not boot again after the faults")
+    assert said.endswith("no message of the queue can be waiting there alone, so these are "
+                         "lost.")
+    nothing_lost: dict[str, Any] = {"run": run, "queue": {"lost_count": 0, "explanations": {
+        "lost": "x"}}}
+    check._say_unbooted(nothing_lost)
+    assert nothing_lost["queue"]["explanations"]["lost"] == "x"
