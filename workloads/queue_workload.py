@@ -218,9 +218,9 @@ class DrainReport:
     `reason` says why the drain is not complete (or, when complete, anything worth knowing,
     such as a queue that no longer exists, or the nodes it was proven empty without); `depth`
     is each serving node's last answer; `without` the nodes that would not boot again, neither
-    read nor asked. When the
-    harness reads dead letters, `dead_letter` is the same report of its dead-letter queue (a
-    dict, with the queue's name), and `complete` holds only when both are complete.
+    read nor asked. When the harness reads dead letters, `dead_letter` is the same report of
+    its dead-letter queue (a dict, with the queue's name), and `complete` holds only when both
+    are complete.
     """
 
     delivered: dict[str, int] = field(default_factory=dict)
