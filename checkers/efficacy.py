@@ -21,7 +21,8 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
   samples), nodes booting again, nodes drained, quorum members removed, leaders
   handing over, publishes cut and publishes blocked (from the history: the
   publishers' connections the broker blocked, and the publishes left unknown
-  because they were);
+  because they were), and a node that would not boot again after it
+  ("node-did-not-boot", from the harness's record: checkers.unrecoverable);
 - `at_risk`: confirmed, unconsumed messages when it began (the Spark count over
   the history, checkers.spark_risk) and the nearest depth sample before it.
 - `dropped` (a power loss only): what each target's unsynced layer dropped, from the
@@ -45,6 +46,7 @@ from typing import Any, Final
 from checkers.broker_log import LogCoverage, LogEvent
 from checkers.phases import HarnessEvent, phase_of
 from checkers.traces import MEND_FS
+from checkers.unrecoverable import did_not_boot, unrecoverable_nodes
 from history import BLOCKED
 from history.faults import FaultWindow, kind_named
 
@@ -405,7 +407,22 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
         dropped = dropped_of(w)
         if dropped is not None:
             out[-1]["dropped"] = dropped
+    _add_did_not_boot(out, windows, harness)
     return out
+
+
+def _add_did_not_boot(faults: list[dict[str, Any]], windows: Sequence[FaultWindow],
+                      harness: Sequence[HarnessEvent]) -> None:
+    """Adds to the fault that hit it each node recorded as one that would not boot again
+    (checkers.unrecoverable): the last fault begun before the record whose targets name the
+    node, else the last fault begun before it (a fault on the whole cluster)."""
+    for node in unrecoverable_nodes(harness):
+        at = int(node["at_s"] * NS)
+        before = [i for i, w in enumerate(windows) if w.start_ns <= at]
+        hit = [i for i in before if node["node"] in (windows[i].target or ())]
+        chosen = hit[-1] if hit else before[-1] if before else None
+        if chosen is not None:
+            faults[chosen]["effects"].append(did_not_boot(node))
 
 
 def _first_leader(placements: Sequence[HarnessEvent]) -> str | None:
@@ -419,6 +436,15 @@ def _kinds_text(faults: Sequence[Mapping[str, Any]]) -> str:
         word = kinds[0] if n == 1 else PLURAL.get(kinds[0], f"{kinds[0]} faults")
         return f"{n} {word}"
     return f"{n} faults"
+
+
+def _effect_counts(faults: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Takes the `faults` list. Returns how many effects of each kind they had, by kind."""
+    effects: dict[str, int] = {}
+    for f in faults:
+        for e in f["effects"]:
+            effects[str(e["kind"])] = effects.get(str(e["kind"]), 0) + 1
+    return dict(sorted(effects.items()))
 
 
 def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[str, Any]:
@@ -463,18 +489,18 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
                   "waiting to be consumed")
     else:
         weak = False
+    effects = _effect_counts(faults)
+    unbooted = effects.get("node-did-not-boot", 0)
     summary = "no faults: a control run" if n == 0 else (
                f"faults noticed {len(noticed)} of {n}"
                + (f" ({late} only after the heal)" if late else "")
                + (f", {unknown} unknown" if unknown else "")
                + f", failovers {failovers}, most messages at risk "
-               + (f"{most:,}" if most is not None else "unknown"))
-    effects: dict[str, int] = {}
-    for f in faults:
-        for e in f["effects"]:
-            effects[str(e["kind"])] = effects.get(str(e["kind"]), 0) + 1
+               + (f"{most:,}" if most is not None else "unknown")
+               + (f", {unbooted} node{'s' if unbooted > 1 else ''} did not boot again"
+                  if unbooted else ""))
     return {"faults": n, "noticed": len(noticed), "noticed_after_heal": late,
-            "unknown": unknown, "failovers": failovers, "effects": dict(sorted(effects.items())),
+            "unknown": unknown, "failovers": failovers, "effects": effects,
             "max_at_risk": most, "weak": weak,
             "dropped_bytes": (sum(int(f["dropped"]["bytes"]) for f in losses) if losses
                               else None),

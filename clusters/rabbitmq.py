@@ -656,15 +656,28 @@ class RabbitBroker:
         log.info("metadata store: khepri (feature flag %s enabled)", KHEPRI_FLAG)
         return True
 
+    def read_logs(self, node: Node) -> dict[str, str]:
+        """Takes a node. Returns each file of its log directory, by name, as it is now (best
+        effort: a file that cannot be read is left out): the same files, by the same names,
+        that collect_logs copies into the run's nodes/<node>/."""
+        p = self.paths(node)
+        listing = node.remote.run(["ls", "-1", p.log_dir], timeout=10, check=False)
+        texts = {}
+        for name in listing.stdout.split():
+            text = node.remote.read_file(f"{p.log_dir}/{name}")
+            if text is not None:
+                texts[name] = text
+        return texts
+
     def collect_logs(self, dest: Path) -> None:
         """Copies each node's log directory and config into dest/<node>/ (best effort)."""
         for n in self.nodes:
-            p = self.paths(n)
             out = dest / n.name
             out.mkdir(parents=True, exist_ok=True)
-            listing = n.remote.run(["ls", "-1", p.log_dir], timeout=10, check=False)
-            files = [f"{p.log_dir}/{f}" for f in listing.stdout.split()] + [p.config_file]
-            for f in files:
-                text = n.remote.read_file(f)
-                if text is not None:
-                    (out / Path(f).name).write_text(text, encoding="utf-8")
+            texts = self.read_logs(n)
+            config = self.paths(n).config_file
+            text = n.remote.read_file(config)
+            if text is not None:
+                texts[Path(config).name] = text
+            for name, text in texts.items():
+                (out / name).write_text(text, encoding="utf-8")

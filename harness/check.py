@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,11 +47,14 @@ def compose_valid(sections: dict[str, Any]) -> bool | str:
     return True
 
 
-def unhealthy_nodes(last_status: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Takes recovery's last status of every node (test.json: recovery.last_status). Returns the
+def unhealthy_nodes(last_status: list[dict[str, Any]],
+                    unbooted: Collection[str] = ()) -> list[dict[str, str]]:
+    """Takes recovery's last status of every node (test.json: recovery.last_status) and the
+    Erlang names of the nodes recorded as ones that would not boot again. Returns the other
     nodes that were not whole, each {"node": name, "why": ...}: not running, party to a
-    partition (by the union of every node's view), or not seeing every node running."""
-    names = {str(s.get("node")) for s in last_status}
+    partition (by the union of every node's view), or not seeing every node running but those
+    that would not boot."""
+    names = {str(s.get("node")) for s in last_status} - set(unbooted)
     peers: dict[str, set[str]] = {}
     for s in last_status:
         for a, others in (s.get("partitions") or {}).items():
@@ -61,6 +64,8 @@ def unhealthy_nodes(last_status: list[dict[str, Any]]) -> list[dict[str, str]]:
     out = []
     for s in last_status:
         node = str(s.get("node"))
+        if node in unbooted:
+            continue
         seen = {str(n) for n in s.get("running_nodes") or []}
         if not s.get("running"):
             why = f"not running: {s['error']}" if s.get("error") else "not running"
@@ -74,12 +79,19 @@ def unhealthy_nodes(last_status: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def run_section(test_info: dict[str, Any] | None) -> dict[str, Any]:
-    """Takes test.json's content (or None). Returns the `run` results section: "unknown" for an
-    interrupted or failed run, or a cluster that never recovered (`unhealthy_nodes` names its
-    nodes), else true."""
+def run_section(test_info: dict[str, Any] | None,
+                unrecoverable: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Takes test.json's content (or None) and the nodes the history records as ones that would
+    not boot again (checkers.unrecoverable.unrecoverable_nodes). Returns the `run` results
+    section: "unknown" for an interrupted or failed run, or a cluster that never recovered
+    (`unhealthy_nodes` names its nodes), else true. A node that would not boot again is an
+    outcome of the faults, not a failure of the run: it is named with its evidence
+    (`unrecoverable_nodes`), and the cluster counts as recovered when the others are whole
+    among themselves; whether the drain proved the queue empty without it is the queue
+    section's business."""
     if not test_info:
         return {"valid": "unknown", "reason": "no test.json"}
+    unbooted = {str(u["erlang_node"]) for u in unrecoverable if u.get("erlang_node")}
     problems = []
     if test_info.get("interrupted"):
         problems.append("run was interrupted")
@@ -88,17 +100,37 @@ def run_section(test_info: dict[str, Any] | None) -> dict[str, Any]:
     rec = test_info.get("recovery") or {}
     unhealthy: list[dict[str, str]] = []
     if rec and not rec.get("healthy"):
-        unhealthy = unhealthy_nodes(rec.get("last_status") or [])
+        unhealthy = unhealthy_nodes(rec.get("last_status") or [], unbooted)
         named = "; ".join(f"{u['node']} {u['why']}" for u in unhealthy)
-        problems.append("cluster did not recover after the faults"
-                        + (f" ({named}): what the history says of messages on those nodes "
-                           f"cannot be trusted" if named else ""))
+        if unhealthy or not unbooted:
+            problems.append("cluster did not recover after the faults"
+                            + (f" ({named}): what the history says of messages on those "
+                               f"nodes cannot be trusted" if named else ""))
     return {
         "valid": "unknown" if problems else True,
         "problems": problems,
         "recovery_actions": len(rec.get("actions", [])) if rec else 0,
         "unhealthy_nodes": unhealthy,
+        "unrecoverable_nodes": list(unrecoverable),
     }
+
+
+def _unrecoverable(run_dir: Path, results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Takes a run directory and the check's results. Returns the nodes its history records as
+    ones that would not boot again (checkers.unrecoverable), from the harness ops the check
+    gathered, else from the history read once; none when it cannot be read (then such a node
+    counts as a cluster that did not recover)."""
+    from checkers.traces import traces_from_file, traces_of
+    from checkers.unrecoverable import unrecoverable_nodes
+
+    traces = traces_of(results)
+    try:
+        if traces is None:
+            traces = traces_from_file(run_dir / store.HISTORY, ())
+    except (OSError, ValueError) as e:
+        log.warning("could not read the harness's records of nodes that did not boot: %s", e)
+        return []
+    return unrecoverable_nodes(traces.harness)
 
 
 def check_options(test_info: dict[str, Any] | None,
@@ -129,10 +161,11 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     results = check_history(history or run_dir / store.HISTORY, options=opts,
                             evidence=run_evidence(run_dir, test_info),
                             liveness=liveness_bound(test_info))
-    results["run"] = run_section(test_info)
+    results["run"] = run_section(test_info, _unrecoverable(run_dir, results))
     results["versions"] = dict((test_info or {}).get("versions") or {})  # what was tested
     _explain_anomalies(run_dir, results, test_info)
     _weigh_mends(run_dir, results)
+    _say_unbooted(results)
     incidents.add_incidents(run_dir, results, test_info)
     sections = {k: v for k, v in results.items() if k != "valid"}
     results = {"valid": compose_valid(sections), **sections}
@@ -274,6 +307,28 @@ def _weigh_mends(run_dir: Path, results: dict[str, Any]) -> None:
     explanations = queue.get("explanations")
     if lost and section["mends"] and isinstance(explanations, dict) and "lost" in explanations:
         explanations["lost"] = f"{explanations['lost']} {section['statement']}"
+
+
+def _say_unbooted(results: dict[str, Any]) -> None:
+    """When something was lost and a node did not boot again, the lost messages' explanation
+    says so: the drain that proved them absent did without that node (a drain that could not
+    do without it is incomplete, and then nothing is called lost)."""
+    queue = results.get("queue")
+    run = results.get("run")
+    if not isinstance(queue, dict) or not isinstance(run, dict):
+        return
+    names = [str(u.get("node")) for u in run.get("unrecoverable_nodes") or []
+             if isinstance(u, dict)]
+    explanations = queue.get("explanations")
+    if names and queue.get("lost_count") and isinstance(explanations, dict) \
+            and "lost" in explanations:
+        explanations["lost"] = (
+            f"{explanations['lost']} {', '.join(names)} did not boot again after the faults "
+            f"(results.json run.unrecoverable_nodes), and the drain proved the queue empty "
+            f"without {'it' if len(names) == 1 else 'them'}, as the queue's kind allows (a "
+            f"quorum queue's leader on a serving majority of its members, a classic queue's "
+            f"home node serving): no message of the queue can be waiting there alone, so these "
+            f"are lost.")
 
 
 def exit_code(results: dict[str, Any] | None) -> int:

@@ -267,6 +267,8 @@ def summary(results: dict[str, Any]) -> str:
     run = results.get("run", {})
     if run.get("problems"):
         lines.append("run: " + "; ".join(run["problems"]))
+    lines += [f"run: {u['text']}" for u in run.get("unrecoverable_nodes") or []
+              if isinstance(u, dict) and u.get("text")]
     return "\n".join(lines)
 
 

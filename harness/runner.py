@@ -45,6 +45,7 @@ from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, grace_s, recover, restart_each
 from harness.scenario_file import write_run_scenario
 from harness.spec import TestSpec
+from harness.unbootable import record_unbootable
 from history import HARNESS, STOP_WORKERS, Op
 from nemesis import NemesisError, NemesisInterpreter
 from workloads import Workload
@@ -75,6 +76,8 @@ class RunOutcome:
     recovery: RecoveryReport | None = None
     drain: dict[str, Any] | None = None
     results: dict[str, Any] | None = None
+    # The nodes that would not boot again after the faults (harness.unbootable).
+    unrecoverable: list[str] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -216,6 +219,7 @@ class Run:
             "interrupted": o.interrupted,
             "error": o.error,
             "recovery": None if o.recovery is None else o.recovery.__dict__,
+            "unrecoverable": o.unrecoverable,
             "drain": o.drain,
             "history_ops": self.history.count,
         }
@@ -348,23 +352,29 @@ class Run:
         return grace_s(self.spec.broker.net_ticktime)
 
     def recover(self) -> None:
-        """Waits until the cluster is whole, mending stuck nodes."""
+        """Waits until the cluster is whole, mending stuck nodes; a node still down at the end is
+        recorded as one that would not boot (harness.unbootable), and the drain does without
+        it."""
         with self.phase("recovery"):
             self.outcome.recovery = recover(
                 self.broker, self.history, self.spec.recovery_timeout_s, self.grace()
             )
+            self.outcome.unrecoverable = record_unbootable(self.broker, self.history,
+                                                           self.outcome.recovery)
             self.test_info["placement_after_recovery"] = self.admin.queue_placement(
                 self.spec.queue.name
             )
 
     def drain(self) -> None:
-        """Consumes what is left from every node until the broker proves the queue empty. The
-        drain's end event says whether it did (`complete`) and, if not, why (`reason`)."""
+        """Consumes what is left from every node that serves (not those that would not boot)
+        until the broker proves the queue empty. The drain's end event says whether it did
+        (`complete`) and, if not, why (`reason`)."""
         log.info("phase drain")
         self.history.append(Op(type="info", process=HARNESS, f="phase",
                                value={"phase": "drain", "state": "start"}))
         t0 = time.monotonic()
-        rep = self.workload.drain(self.admin)
+        down = tuple(self.outcome.unrecoverable)
+        rep = self.workload.drain(self.admin, down)
         if not rep.complete and rep.errors and self.outcome.recovery is not None \
                 and self.outcome.recovery.healthy:
             # The cluster is whole but no node could serve the queue: mend it, then drain again.
@@ -373,7 +383,7 @@ class Run:
             mended = restart_each(self.broker, self.history, reason,
                                   self.spec.recovery_timeout_s, self.grace())
             self.outcome.recovery.actions.extend(mended.actions)
-            again = self.workload.drain(self.admin)
+            again = self.workload.drain(self.admin, down)
             for node, n in again.delivered.items():
                 again.delivered[node] = n + rep.delivered.get(node, 0)
             rep = again

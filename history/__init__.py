@@ -128,6 +128,10 @@ STOP_WORKERS = "stop-workers"
 # The harness observation of a run whose publishers give messages priorities: what the
 # priority check needs to judge them (workloads.queue_workload.priorities_observation).
 PRIORITIES = "priorities"
+# The harness observation of a node that would not boot again after the faults, however the
+# harness tried to mend it (harness.unbootable): an outcome of the run, with the log lines that
+# say why; the drain does without it.
+UNRECOVERABLE = "node-unrecoverable"
 
 
 @dataclass(frozen=True)

@@ -483,6 +483,10 @@ def _outcome_text(info: dict[str, Any], results: Any) -> str:
     problems = run.get("problems") if isinstance(run, dict) else None
     if problems:
         parts.append("problems: " + "; ".join(map(str, problems)))
+    unbooted = run.get("unrecoverable_nodes") if isinstance(run, dict) else None
+    for u in unbooted if isinstance(unbooted, list) else []:
+        if isinstance(u, dict) and u.get("text"):
+            parts.append(str(u["text"]))
     return ", ".join(parts)
 
 

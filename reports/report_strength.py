@@ -46,6 +46,7 @@ EFFECT_WORDS: dict[str, str] = {
     "node-drained": "{node} drained",
     "member-removed": "{node}'s quorum member removed",
     "leader-handover": "{node} handed leadership over",
+    "node-did-not-boot": "{node} did not boot again",
 }
 
 

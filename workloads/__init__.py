@@ -11,7 +11,7 @@ holds the history file, and nothing here imports the harness.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 
@@ -38,7 +38,8 @@ class Workload(Protocol):
         QueueDepth); raises when the node does not answer."""
         ...
 
-    def drain(self, admin: Any) -> Any:
-        """Takes the queue admin. Reads what is left and says whether that is provably all; returns
-        a report whose `complete`, `reason` and counts the drain's end event records."""
+    def drain(self, admin: Any, down: Collection[str] = ()) -> Any:
+        """Takes the queue admin and the nodes that would not boot again (none read, none asked).
+        Reads what is left and says whether that is provably all; returns a report whose
+        `complete`, `reason` and counts the drain's end event records."""
         ...

@@ -49,7 +49,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,9 +216,11 @@ class DrainReport:
     """What the drain did: deliveries per node, and whether the broker proved the queue empty.
 
     `reason` says why the drain is not complete (or, when complete, anything worth knowing,
-    such as a queue that no longer exists); `depth` is each node's last answer. When the
-    harness reads dead letters, `dead_letter` is the same report of its dead-letter queue (a
-    dict, with the queue's name), and `complete` holds only when both are complete.
+    such as a queue that no longer exists, or the nodes it was proven empty without); `depth`
+    is each serving node's last answer; `without` the nodes that would not boot again, neither
+    read nor asked. When the harness reads dead letters, `dead_letter` is the same report of
+    its dead-letter queue (a dict, with the queue's name), and `complete` holds only when both
+    are complete.
     """
 
     delivered: dict[str, int] = field(default_factory=dict)
@@ -227,6 +229,8 @@ class DrainReport:
     reason: str | None = None
     depth: dict[str, Any] = field(default_factory=dict)
     dead_letter: dict[str, Any] | None = None
+    # The nodes the drain did without: they would not boot again after the faults.
+    without: list[str] = field(default_factory=list)
 
 
 # Unacknowledged deliveries a drain consumer may hold.
@@ -469,19 +473,21 @@ class QueueWorkload:
 
     # -- drain ------------------------------------------------------------------------
 
-    def drain(self, admin: RabbitAdmin) -> DrainReport:
+    def drain(self, admin: RabbitAdmin, down: Collection[str] = ()) -> DrainReport:
         """Consumes every remaining message, from every node in turn, until the broker proves
         the queue empty (its kind says how: for a stream, a node read to its last offset).
 
-        Takes the queue admin, asked for the queue's depth. Returns a DrainReport; a node that
-        cannot be reached is noted and skipped.
+        Takes the queue admin, asked for the queue's depth, and the nodes that would not boot
+        again after the faults: those are neither read nor asked, and the queue's kind says
+        whether the others can prove it empty without them (QueueKind.proof_without). Returns a
+        DrainReport; a node that cannot be reached is noted and skipped.
         """
-        report = self._drain_queue(admin, self.spec.name, self.kind, "drain")
+        report = self._drain_queue(admin, self.spec.name, self.kind, "drain", down)
         dlq = self._dead_letter_spec()
         if dlq is not None:
             # The queue is proven empty (or the drain gave up on it): nothing more can die in
             # it, and what died on its way out has had the drain's idle time to arrive.
-            dead = self._drain_queue(admin, dlq.name, kind_of(dlq), DEAD_LETTER)
+            dead = self._drain_queue(admin, dlq.name, kind_of(dlq), DEAD_LETTER, down)
             report.dead_letter = {"queue": dlq.name, **{
                 k: v for k, v in dataclasses.asdict(dead).items() if k != "dead_letter"}}
             if report.complete and not dead.complete:
@@ -491,16 +497,18 @@ class QueueWorkload:
                  report.reason, report.errors or "none")
         return report
 
-    def _drain_queue(self, admin: RabbitAdmin, queue: str, kind: QueueKind,
-                     f: str) -> DrainReport:
-        """Takes the admin, a queue, its kind and the op name of its deliveries. Reads it from
-        every node in turn until the broker proves it empty or the drain's time is up. Returns
+    def _drain_queue(self, admin: RabbitAdmin, queue: str, kind: QueueKind, f: str,
+                     down: Collection[str] = ()) -> DrainReport:
+        """Takes the admin, a queue, its kind, the op name of its deliveries and the nodes that
+        would not boot. Reads it from every other node in turn until the broker proves it
+        empty, or it cannot be proven without those nodes, or the drain's time is up. Returns
         its DrainReport."""
-        report = DrainReport()
+        report = DrainReport(without=[n.name for n in self.nodes if n.name in down])
+        serving = [n for n in self.nodes if n.name not in down]
         deadline = time.monotonic() + self.opts.drain_timeout_s
         while True:
             read_to: dict[str, int | None] = {}
-            for node in self.nodes:
+            for node in serving:
                 n, err, offset = self._drain_node(node, deadline, queue, f)
                 report.delivered[node.name] = report.delivered.get(node.name, 0) + n
                 read_to[node.name] = offset
@@ -509,10 +517,33 @@ class QueueWorkload:
                 else:
                     report.errors.pop(node.name, None)
             report.complete, report.reason = self._proven_empty(admin, report, read_to, queue,
-                                                                kind)
+                                                                kind, serving)
+            unprovable = self._unprovable(admin, queue, kind, report.without)
+            if unprovable is not None:
+                # Nothing the serving nodes say can prove it: what they held has been read.
+                report.complete, report.reason = False, unprovable
+                break
+            if report.complete and report.without:
+                report.reason = "; ".join(filter(None, (
+                    f"proven empty without {', '.join(report.without)}, which did not boot",
+                    report.reason)))
             if report.complete or time.monotonic() > deadline:
                 break
         return report
+
+    @staticmethod
+    def _unprovable(admin: RabbitAdmin, queue: str, kind: QueueKind,
+                    without: Sequence[str]) -> str | None:
+        """Takes the admin, a queue, its kind and the nodes the drain does without. Returns why
+        the serving nodes cannot prove the queue empty without them (asking where it lives),
+        or None when they can (or none is missing)."""
+        if not without:
+            return None
+        why = kind.proof_without(admin.queue_placement(queue), without)
+        if why is None:
+            return None
+        return (f"{', '.join(without)} did not boot again, and {why}: the queue's emptiness "
+                f"is unproven")
 
     def depth(self, admin: RabbitAdmin, node: Node) -> QueueDepth:
         """Returns the queue's depth as `node` says it, from the kind's loud source (the one the
@@ -521,10 +552,11 @@ class QueueWorkload:
 
     def _proven_empty(self, admin: RabbitAdmin, report: DrainReport,
                       read_to: dict[str, int | None], queue: str,
-                      kind: QueueKind) -> tuple[bool, str | None]:
-        """Asks every node for the queue's depth. Returns (proven empty, why not / a note)."""
+                      kind: QueueKind, serving: Sequence[Node]) -> tuple[bool, str | None]:
+        """Asks every serving node for the queue's depth. Returns (proven empty, why not / a
+        note)."""
         depths: dict[str, QueueDepth] = {}
-        for node in self.nodes:
+        for node in serving:
             try:
                 depths[node.name] = kind.depth(admin, node, queue)
                 report.depth[node.name] = dataclasses.asdict(depths[node.name])

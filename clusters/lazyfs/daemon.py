@@ -1,5 +1,5 @@
 """The layer's daemon: `python -m clusters.lazyfs --backing DIR --mountpoint DIR --control SOCK
-[--metadata ext4|strict] [--sync inline|thread]`.
+[--metadata ext4|strict] [--auto-da-alloc on|off] [--sync inline|thread]`.
 
 It mounts the layer, serves the control socket, and prints one JSON line on stdout when it is
 ready (`{"event": "ready", "pid": ...}`) and one when it has unmounted (`{"event": "unmounted",
@@ -47,7 +47,8 @@ MAX_REQUEST = 1 << 16
 
 @dataclass(frozen=True)
 class Options:
-    """The daemon's argv: backing and mount directories, control socket, metadata model."""
+    """The daemon's argv: backing and mount directories, control socket, metadata model, where
+    fsync runs, debug logging, and whether ext4's auto_da_alloc is modelled."""
 
     backing: str
     mountpoint: str
@@ -55,6 +56,7 @@ class Options:
     metadata: Metadata
     sync: SyncMode
     debug: bool
+    auto_da_alloc: bool = True
 
 
 def parse(argv: Sequence[str]) -> Options:
@@ -66,12 +68,17 @@ def parse(argv: Sequence[str]) -> Options:
     parser.add_argument("--control", required=True, help="the control socket's path")
     parser.add_argument("--metadata", choices=METADATA, default="ext4",
                         help="which namespace changes an fsync makes durable (default: ext4)")
+    parser.add_argument("--auto-da-alloc", choices=("on", "off"), default="on",
+                        help="under ext4, model its auto_da_alloc: the data of a file truncated "
+                             "to 0 or renamed over another is made durable by the next journal "
+                             "commit (default: on, as ext4 mounts it)")
     parser.add_argument("--sync", choices=SYNC_MODES, default="inline",
                         help="run fsync in the event loop or in worker threads (default: inline)")
     parser.add_argument("--debug", action="store_true", help="log at debug level")
     args = parser.parse_args(list(argv))
     return Options(os.path.abspath(args.backing), os.path.abspath(args.mountpoint),
-                   os.path.abspath(args.control), args.metadata, args.sync, args.debug)
+                   os.path.abspath(args.control), args.metadata, args.sync, args.debug,
+                   args.auto_da_alloc == "on")
 
 
 def refusal(options: Options) -> str | None:
@@ -178,7 +185,8 @@ def _raise_nofile() -> None:
 
 
 def _mount(options: Options) -> LazyOps:
-    ops = LazyOps(os.fsencode(options.backing), options.metadata, options.sync)
+    ops = LazyOps(os.fsencode(options.backing), options.metadata, options.sync,
+                  options.auto_da_alloc)
     mount_options = set(pyfuse3.default_options) | {"allow_other",
                                                      f"fsname=lazyfs:{options.backing}",
                                                      "subtype=lazyfs"}

@@ -120,17 +120,18 @@ class Listing:
 
 
 class LazyOps(pyfuse3.Operations):
-    """Takes the backing directory (bytes), the metadata model and where fsync runs. The
-    filesystem's handlers."""
+    """Takes the backing directory (bytes), the metadata model, where fsync runs and whether
+    ext4's auto_da_alloc is modelled (model.Durability). The filesystem's handlers."""
 
     supports_dot_lookup = False
     enable_writeback_cache = False  # every write must reach the layer before the call returns
 
-    def __init__(self, backing: bytes, metadata: Metadata, sync: SyncMode = "inline") -> None:
+    def __init__(self, backing: bytes, metadata: Metadata, sync: SyncMode = "inline",
+                 auto_da_alloc: bool = True) -> None:
         super().__init__()
         self.sync_mode = sync
         self.tree = Tree(backing)
-        self.model = Durability(self.tree, Trash(backing), metadata)
+        self.model = Durability(self.tree, Trash(backing), metadata, auto_da_alloc)
         self.handles: dict[int, Handle] = {}
         self.listings: dict[int, Listing] = {}
         self._next_listing = 0
@@ -210,7 +211,7 @@ class LazyOps(pyfuse3.Operations):
     async def forget(self, inode_list: Any) -> None:
         for ino, count in inode_list:
             node = self.tree.nodes.get(ino)
-            self.tree.forget(ino, count, keep=node is not None and node.key in self.model.records)
+            self.tree.forget(ino, count, keep=node is not None and self.model.holds(node.key))
 
     @translated
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
@@ -313,6 +314,8 @@ class LazyOps(pyfuse3.Operations):
             self.tree.unlink(replaced, *target)
         self.model.journal.add(Entry("rename", key, *source, rel_old, f"rename {rel_old} -> {rel_new}",
                                      *target, trash=trash, replaced=replaced))
+        if replaced is not None and stat.S_ISREG(st_old.st_mode):
+            self.model.renamed_over(key)
 
     @translated
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
@@ -437,7 +440,10 @@ class LazyOps(pyfuse3.Operations):
 
     @translated
     async def flush(self, fh: int) -> None:
-        return None
+        # Every close(2) of a descriptor (release comes later, and asynchronously).
+        handle = self.handles.get(fh)
+        if handle is not None:
+            self.model.closed(handle.key)
 
     @translated
     async def release(self, fh: int) -> None:

@@ -42,11 +42,13 @@ EXIT_TIMEOUT_S = 30.0
 
 def daemon_command(backing: str | Path, mountpoint: str | Path, control: str | Path, *,
                    metadata: Metadata = "ext4", sync: str = "inline",
-                   python: str = sys.executable) -> list[str]:
+                   auto_da_alloc: bool = True, python: str = sys.executable) -> list[str]:
     """Takes the backing directory, the mountpoint, the control socket's path, the metadata
-    model and where fsync runs (`fs.SYNC_MODES`). Returns the daemon's argv."""
+    model, where fsync runs (`fs.SYNC_MODES`) and whether ext4's auto_da_alloc is modelled
+    (model.Durability). Returns the daemon's argv."""
     return [python, "-m", "clusters.lazyfs", "--backing", str(backing), "--mountpoint",
-            str(mountpoint), "--control", str(control), "--metadata", metadata, "--sync", sync]
+            str(mountpoint), "--control", str(control), "--metadata", metadata, "--sync", sync,
+            "--auto-da-alloc", "on" if auto_da_alloc else "off"]
 
 
 def mounted(path: str | Path) -> bool:
@@ -164,14 +166,16 @@ def _ready(out: IO[bytes], timeout: float) -> dict[str, Any] | None:
 
 
 def mount(backing: str | Path, mountpoint: str | Path, *, metadata: Metadata = "ext4",
-          sync: str = "inline", timeout: float = MOUNT_TIMEOUT_S) -> LazyFS:
+          sync: str = "inline", auto_da_alloc: bool = True,
+          timeout: float = MOUNT_TIMEOUT_S) -> LazyFS:
     """Takes the backing directory (the node's real data directory), an empty directory to mount
-    on, the metadata model and where fsync runs. Starts the daemon and returns the mounted
-    layer, or raises LazyFSError with why, nothing left mounted."""
+    on, the metadata model, where fsync runs and whether ext4's auto_da_alloc is modelled (on,
+    as ext4 mounts it). Starts the daemon and returns the mounted layer, or raises LazyFSError
+    with why, nothing left mounted."""
     state = Path(tempfile.mkdtemp(prefix="lazyfs-"))
     control, log_path = state / "control.sock", state / "daemon.log"
     argv = daemon_command(Path(backing).resolve(), Path(mountpoint).resolve(), control,
-                          metadata=metadata, sync=sync)
+                          metadata=metadata, sync=sync, auto_da_alloc=auto_da_alloc)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with open(log_path, "wb") as log_file:

@@ -17,6 +17,19 @@ Namespace (creations, removals, renames, hard links; `journal.Journal`), by `MET
   never its name.
 
 Attribute changes (chmod, chown, times) and extended attributes are durable at once.
+
+`auto_da_alloc` (under "ext4" only; on by default, as ext4 mounts it): ext4's heuristic for
+programs that replace a file without fsync. A file truncated to size 0 (ftruncate, or an open
+with O_TRUNC) has its data flushed when it is closed, and a file renamed over an existing
+file has its data flushed at the rename; in data=ordered mode the journal commit that follows
+writes that data before it commits, so the next commit (any fsync, as above; this model has no
+periodic one) makes the file's data as of the close (or the rename) durable, where without the
+heuristic a power loss after that commit leaves it empty or short. What the file is given after
+the close or the rename is data as before, durable with its own fsync. Nothing is durable
+before that commit: a power loss before it takes back the truncation and the rewrite, or the
+rename, as ever. The layer acts when the broker closes the descriptor (FUSE's flush, sent
+synchronously at every close(2)); ext4 acts at the last close of the open file, so a program
+closing one of several duplicated descriptors sees the flush begin a little early here.
 """
 
 from __future__ import annotations
@@ -40,12 +53,20 @@ METADATA: tuple[Metadata, ...] = ("ext4", "strict")
 class Durability:
     """Takes the inode table, the trash and the metadata model. Holds every unsynced change."""
 
-    def __init__(self, tree: Tree, trash: Trash, metadata: Metadata) -> None:
+    def __init__(self, tree: Tree, trash: Trash, metadata: Metadata,
+                 auto_da_alloc: bool = True) -> None:
         self.tree = tree
         self.trash = trash
         self.metadata = metadata
+        self.auto_da_alloc = auto_da_alloc and metadata == "ext4"
         self.journal = Journal(tree)
         self.records: dict[Key, FileRecord] = {}
+        # auto_da_alloc: files truncated to 0 since their last close (ext4's
+        # EXT4_STATE_DA_ALLOC_CLOSE), and the data the next journal commit makes durable: per
+        # file, the journal's seq when it was tied and its records, oldest first (a record per
+        # tie: each undoes what came after the one before).
+        self.replacing: set[Key] = set()
+        self.ordered: dict[Key, tuple[int, list[FileRecord]]] = {}
         self.epoch = 0  # counts power losses: a sync that began before one commits nothing
 
     def before_write(self, key: Key, fd: int, offset: int, length: int) -> None:
@@ -55,6 +76,31 @@ class Durability:
     def before_truncate(self, key: Key, fd: int, size: int) -> None:
         """Takes a file, a descriptor of it and the size it is about to be cut or grown to."""
         self._record(key, fd).before_truncate(size)
+        if self.auto_da_alloc and size == 0:
+            self.replacing.add(key)
+
+    def closed(self, key: Key) -> None:
+        """Takes a file whose descriptor was just closed. Under auto_da_alloc, a file truncated
+        to 0 since its last close has its data as of now made durable by the next commit."""
+        if key in self.replacing:
+            self.replacing.discard(key)
+            self._tie(key, self.journal.seq)
+
+    def renamed_over(self, key: Key) -> None:
+        """Takes a regular file just renamed over an existing file (the journal's last entry).
+        Under auto_da_alloc, its data as of now is made durable by the commit of that rename."""
+        if self.auto_da_alloc:
+            self._tie(key, self.journal.seq)
+
+    def _tie(self, key: Key, seq: int) -> None:
+        record = self.records.pop(key, None)
+        if record is not None:
+            _, older = self.ordered.get(key, (seq, []))
+            self.ordered[key] = (seq, [*older, record])
+
+    def holds(self, key: Key) -> bool:
+        """Takes a file. Returns whether the model keeps an undo record of it."""
+        return key in self.records or key in self.ordered
 
     def _record(self, key: Key, fd: int) -> FileRecord:
         record = self.records.get(key)
@@ -64,13 +110,16 @@ class Durability:
 
     def file_pending(self, key: Key) -> bool:
         """Takes a file. Returns whether an fsync of it has anything to make durable."""
-        return key in self.records or (self.metadata == "ext4" and bool(self.journal.entries))
+        return self.holds(key) or (self.metadata == "ext4" and self._commit_pending())
 
     def dir_pending(self, directory: int) -> bool:
         """Takes a directory inode. Returns whether an fsync of it has anything to make durable."""
         if self.metadata == "ext4":
-            return bool(self.journal.entries)
+            return self._commit_pending()
         return any(directory in e.dirs() for e in self.journal.entries)
+
+    def _commit_pending(self) -> bool:
+        return bool(self.journal.entries) or bool(self.ordered)
 
     def file_synced(self, key: Key, upto: int) -> None:
         """Takes a file just fsynced on the backing filesystem and the journal's `seq` when the
@@ -78,32 +127,48 @@ class Durability:
         record = self.records.pop(key, None)
         if record is not None:
             record.close()
+        for older in self.ordered.pop(key, (0, []))[1]:
+            older.close()
         if self.metadata == "ext4":
-            self.journal.commit(None, upto)
+            self._commit(upto)
 
     def dir_synced(self, directory: int, upto: int) -> None:
         """Takes a directory inode just fsynced and the journal's `seq` when the sync began.
         Makes the namespace changes it covers durable."""
-        self.journal.commit(None if self.metadata == "ext4" else directory, upto)
+        if self.metadata == "ext4":
+            self._commit(upto)
+        else:
+            self.journal.commit(directory, upto)
+
+    def _commit(self, upto: int) -> None:
+        """The ext4 journal's commit up to `upto`: every namespace change, and the data tied to
+        it by auto_da_alloc."""
+        self.journal.commit(None, upto)
+        for key, (seq, stack) in list(self.ordered.items()):
+            if seq <= upto:
+                del self.ordered[key]
+                for record in stack:
+                    record.close()
 
     def pending(self) -> dict[str, int]:
         """Returns what a power loss would drop now: files, bytes, namespace changes, and the
         memory the saved durable bytes take."""
-        return {"files": len(self.records),
-                "bytes": sum(r.written.total() for r in self.records.values()),
+        every = [*self.records.values(), *(r for _, rs in self.ordered.values() for r in rs)]
+        return {"files": len(set(self.records) | set(self.ordered)),
+                "bytes": sum(r.written.total() for r in every),
                 "namespace": len(self.journal.entries),
-                "saved_bytes": sum(r.saved_bytes() for r in self.records.values())}
+                "saved_bytes": sum(r.saved_bytes() for r in every)}
 
     def power_loss(self) -> tuple[DroppedReport, list[Link]]:
         """Drops every unsynced change: namespace changes newest first, then each file's data.
         Returns what was dropped, and the names whose meaning changed (for the kernel's cache)."""
         self.epoch += 1
-        at_fault = {key: self._path(key) for key in self.records}
+        at_fault = {key: self._path(key) for key in {*self.records, *self.ordered}}
         undone, vanished = self.journal.undo()
         files = list(self._rolled_back(at_fault, {v.key: v for v in vanished}))
         files += [DroppedFile(v.path, 0, v.size, None) for v in vanished
                   if v.key not in at_fault]
-        self.records = {}
+        self.records, self.ordered, self.replacing = {}, {}, set()
         names = [(e.parent, e.name) for e in undone]
         names += [(e.new_parent, e.new_name) for e in undone if e.new_parent]
         report = DroppedReport(tuple(sorted(files, key=lambda f: f.path)),
@@ -112,26 +177,33 @@ class Durability:
 
     def _rolled_back(self, at_fault: dict[Key, str | None],
                      vanished: dict[Key, Vanished]) -> Iterator[DroppedFile]:
-        for key, record in self.records.items():
+        for key, path in at_fault.items():
+            # Oldest first: the records tied by auto_da_alloc, then the one since.
+            stack = [*self.ordered.get(key, (0, []))[1]]
+            stack += [self.records[key]] if key in self.records else []
             try:
-                yield from self._roll_back_one(key, record, at_fault[key], vanished.get(key))
+                yield from self._roll_back_one(key, stack, path, vanished.get(key))
             finally:
-                record.close()
+                for record in stack:
+                    record.close()
 
-    def _roll_back_one(self, key: Key, record: FileRecord, path: str | None,
+    def _roll_back_one(self, key: Key, stack: list[FileRecord], path: str | None,
                        vanished: Vanished | None) -> Iterator[DroppedFile]:
+        written = sum(r.written.total() for r in stack)
         if vanished is not None:
-            yield DroppedFile(vanished.path, record.written.total(), vanished.size, None)
+            yield DroppedFile(vanished.path, written, vanished.size, None)
             return
         path = path or self._path(key)
         if path is None:  # removed for good (its removal was durable): nothing to restore
             return
-        if os.fstat(record.fd).st_nlink == 0:  # its directory's creation was taken back
-            yield DroppedFile(path, record.written.total(), os.fstat(record.fd).st_size, None)
+        st = os.fstat(stack[-1].fd)
+        if st.st_nlink == 0:  # its directory's creation was taken back
+            yield DroppedFile(path, written, st.st_size, None)
             return
-        done = record.rollback()
-        if done.bytes or done.size_before != done.size_after or record.saved:
-            yield DroppedFile(path, done.bytes, done.size_before, done.size_after)
+        for record in reversed(stack):  # newest first: each undoes what came after the last
+            done = record.rollback()
+        if written or st.st_size != done.size_after or any(r.saved for r in stack):
+            yield DroppedFile(path, written, st.st_size, done.size_after)
 
     def _path(self, key: Key) -> str | None:
         ino = self.tree.by_key.get(key)
@@ -141,5 +213,8 @@ class Durability:
         """Closes every record's descriptor (after a power loss, nothing is left)."""
         for record in self.records.values():
             record.close()
-        self.records = {}
+        for _, stack in self.ordered.values():
+            for record in stack:
+                record.close()
+        self.records, self.ordered = {}, {}
         log.debug("durability model closed")

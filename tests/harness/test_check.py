@@ -30,7 +30,8 @@ def test_an_incomplete_drain_is_the_queue_sections_business() -> None:
     # a run with nothing lost unknown.
     r = check.run_section({"interrupted": False, "error": None,
                            "drain": {"complete": False, "errors": {"n1": "timeout"}}})
-    assert r == {"valid": True, "problems": [], "recovery_actions": 0, "unhealthy_nodes": []}
+    assert r == {"valid": True, "problems": [], "recovery_actions": 0, "unhealthy_nodes": [],
+                 "unrecoverable_nodes": []}
 
 
 def test_a_cluster_that_never_recovered_is_named() -> None:

@@ -25,3 +25,12 @@ def test_a_fault_without_a_dropped_entry_keeps_its_cell() -> None:
     assert dropped_text(kill) is None
     assert fault_cells(kill)[1].text == "none seen"
     assert dropped_text({"dropped": "garbage"}) is None
+
+
+def test_a_node_that_did_not_boot_again_is_said_in_the_effects_cell() -> None:
+    unbooted = {**LOSS, "effects": [{"kind": "node-did-not-boot", "node": "n1",
+                                     "at_ms": 290400.0, "evidence": "n1/startup.out:428",
+                                     "text": "n1 did not boot: error:{case_clause,{ok,[]}}"}]}
+    assert fault_cells(unbooted)[1].text == (
+        "dropped 12,288 unsynced bytes in 3 files (n1: 8,192 B in 2; n2: 4,096 B in 1); "
+        "n1 did not boot again at 290.4 s")

@@ -10,7 +10,7 @@ tests a kind's name.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clusters.rabbitmq_admin import QueueDepth
@@ -163,3 +163,18 @@ class QueueKind:
             said = "; ".join(f"{n}: {d.ready} ready, {d.unacked} unacked" for n, d in full.items())
             return False, f"the queue still holds messages ({said})"
         return True, None
+
+    def proof_without(self, placement: Mapping[str, Any],
+                      down: Collection[str]) -> str | None:
+        """Takes where the queue lives (clusters.rabbitmq_admin.queue_placement, asked of the
+        nodes that serve) and the nodes that would not boot again. Returns None when the
+        serving nodes' depths can prove the queue empty without those nodes, else why not.
+
+        A classic queue (a mirrored queue's master) answers from its home node alone: the
+        answer proves it empty when its home serves, and nothing can when its home is down."""
+        home = placement.get("leader")
+        if not home:
+            return "no serving node says where the queue lives"
+        if home in down:
+            return f"its home node {home} did not boot: what it holds cannot be read"
+        return None

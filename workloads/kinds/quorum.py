@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from clusters.rabbitmq_admin import QueueDepth
@@ -54,3 +54,19 @@ class Quorum(QueueKind):
     def depth(self, admin: RabbitAdmin, node: Node, queue: str) -> QueueDepth:
         """Asks the queue's Raft leader (through the node) for ready and checked-out counts."""
         return admin.quorum_depth(node, queue)
+
+    def proof_without(self, placement: Mapping[str, Any],
+                      down: Collection[str]) -> str | None:
+        """A quorum queue's depth is its Raft leader's answer: a leader elected by a majority of
+        its members holds every confirmed message (each was written on a majority), so when a
+        majority of its members serve, the leader's answer proves it empty without the members
+        that are down; without a serving majority no answer can."""
+        members = [str(m) for m in placement.get("members") or ()]
+        if not members:
+            return "no serving node says which nodes are its members"
+        serving = [m for m in members if m not in down]
+        if 2 * len(serving) <= len(members):
+            return (f"only {', '.join(serving) or 'none'} of its members {', '.join(members)} "
+                    f"serve{'s' if len(serving) == 1 else ''}: without a majority no leader's "
+                    f"answer proves it empty")
+        return None

@@ -9,7 +9,7 @@ the log up to its last committed offset.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from clusters.rabbitmq_admin import QueueDepth
@@ -68,6 +68,12 @@ class Stream(QueueKind):
         if not admin.queue_exists(node, queue):
             return QueueDepth(False)
         return QueueDepth(True, self.name, last_offset=admin.stream_end(node, queue))
+
+    def proof_without(self, placement: Mapping[str, Any],
+                      down: Collection[str]) -> str | None:
+        """A stream's drain is proven by its last committed offset as its members report it;
+        without every member that is not claimed here."""
+        return f"a stream's last offset is not judged without its members ({', '.join(down)})"
 
     def drained(self, depths: Mapping[str, QueueDepth],
                 read_to: Mapping[str, int | None]) -> tuple[bool, str | None]:

@@ -1,0 +1,220 @@
+"""A node that would not boot again after the faults (issue 32, item 4): its boot failure read from
+its logs with file and line, recorded as an outcome (f "node-unrecoverable") once recovery gives
+up, and the drain then proven from the nodes that serve, so the verdict is judged (the oracle
+judges the history the harness recorded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusters.base import Node
+from clusters.rabbitmq import NodeStatus
+from harness.recovery import RecoveryReport, recover
+from harness.unbootable import boot_failure, down_nodes, evidence_of, record_unbootable
+from history import HARNESS, UNRECOVERABLE, HistoryWriter, Op, read_history
+from tests.checkers import oracle
+from tests.fake_amqp import FakeBroker
+from tests.workloads.test_drain_without import Admin
+from workloads.clients import ClientOptions
+from workloads.queue_spec import QueueSpec
+from workloads.queue_workload import QueueWorkload, WorkloadOptions
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[2]
+# The first real power-loss run: n1's output over its failed boots (3.10.8, seed 4001).
+ARCHIVED = ROOT / "measurements/findings/quorum-power-loss-minority-3.10-seed4001/nodes/n1"
+NODES = [Node(n, "127.0.0.1", None) for n in ("n1", "n2", "n3")]  # type: ignore[arg-type]
+# The same nodes as the broker knows them: their Erlang names tell them apart.
+BROKER_NODES = [Node(n.name, f"10.0.0.{i}", None)  # type: ignore[arg-type]
+                for i, n in enumerate(NODES, 1)]
+CASE_CLAUSE = "error:{case_clause,{ok,[]}}"
+FRAME = "rabbit_feature_flags:try_to_read_enabled_feature_flags_list/0, line 1409"
+
+
+def test_the_archived_boot_failure_is_read_with_its_file_lines():
+    found = boot_failure((ARCHIVED / "startup.out").read_text())
+    assert found == [(424, "BOOT FAILED"), (428, CASE_CLAUSE), (430, FRAME)]
+    # Its rabbit.log ends before the boots that failed: nothing there.
+    assert boot_failure((ARCHIVED / "rabbit.log").read_text()) == []
+
+
+def test_a_logs_prefix_is_left_out_and_a_terminated_kernel_is_the_last_word():
+    log = ("2026-11-27 11:32:28.607720+00:00 [error] <0.233.0> BOOT FAILED\n"
+           "2026-11-27 11:32:28.607720+00:00 [error] <0.233.0> ===========\n"
+           "2026-11-27 11:32:28.607720+00:00 [error] <0.233.0> exit:{badmatch,eio}\n"
+           "2026-11-27 11:32:28.607720+00:00 [error] <0.233.0> \n"
+           "2026-11-27 11:32:28.607720+00:00 [error] <0.233.0>     rabbit_x:y/0, line 3\n")
+    assert boot_failure(log) == [(1, "BOOT FAILED"), (3, "exit:{badmatch,eio}"),
+                                 (5, "rabbit_x:y/0, line 3")]
+    out = "starting\nKernel pid terminated (application_controller) ({shutdown})\nbye\n"
+    assert boot_failure(out) == [(2, "Kernel pid terminated (application_controller) "
+                                     "({shutdown})")]
+    assert boot_failure("all is well\n") == []
+
+
+def test_the_evidence_names_the_file_and_line_the_runs_copy_will_hold():
+    logs = {"rabbit.log": "x\nBOOT FAILED\nerror:foo\n", "startup.out": "BOOT FAILED\n"}
+    assert evidence_of("n1", logs) == [
+        {"at": "n1/startup.out:1", "text": "BOOT FAILED"},
+        {"at": "n1/rabbit.log:2", "text": "BOOT FAILED"},
+        {"at": "n1/rabbit.log:3", "text": "error:foo"}]
+
+
+class NeverBoots:
+    """A broker whose n1 never comes back (its kill-restart fails as 3.10's did), with n1's
+    archived logs; n2 and n3 run and see each other."""
+
+    nodes = BROKER_NODES
+
+    def __init__(self) -> None:
+        self.mended: list[str] = []
+
+    def statuses(self) -> list[NodeStatus]:
+        n1, n2, n3 = (n.erlang_name for n in BROKER_NODES)
+        return [NodeStatus(n1, False, error="nodedown"),
+                NodeStatus(n2, True, frozenset({n2, n3})),
+                NodeStatus(n3, True, frozenset({n2, n3}))]
+
+    def resume(self, node: Node) -> None:
+        pass
+
+    def restart_app(self, node: Node) -> None:
+        self.mended.append(node.name)
+
+    def kill(self, node: Node) -> None:
+        pass
+
+    def start(self, node: Node) -> None:
+        from clusters.rabbitmq import BrokerError
+        raise BrokerError(f"{node.name} did not boot: its broker exited (case_clause)")
+
+    def read_logs(self, node: Node) -> dict[str, str]:
+        assert node.name == "n1"
+        return {p.name: p.read_text() for p in ARCHIVED.iterdir() if p.suffix in (".log", ".out")}
+
+
+def test_a_node_that_never_boots_is_recorded_with_its_log_lines_and_what_was_tried(tmp_path):
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    broker = NeverBoots()
+    rep = recover(broker, h, timeout=0.5, grace=0)  # type: ignore[arg-type]
+    assert record_unbootable(broker, h, rep) == ["n1"]
+    h.close()
+    *mends, seen = read_history(tmp_path / "h.jsonl")
+    assert {m.f for m in mends} == {"recover-node"}
+    assert (seen.type, seen.process, seen.f, seen.node) == ("info", HARNESS, UNRECOVERABLE, "n1")
+    v = seen.value
+    assert v["node"] == "n1" and v["erlang_node"] == "rabbit@10.0.0.1"
+    assert (v["error"], v["where"]) == (CASE_CLAUSE, FRAME)
+    assert v["evidence"] == [{"at": "n1/startup.out:424", "text": "BOOT FAILED"},
+                             {"at": "n1/startup.out:428", "text": CASE_CLAUSE},
+                             {"at": "n1/startup.out:430", "text": FRAME}]
+    assert [t["action"] for t in v["tried"]][:2] == ["restart-app", "kill-restart"]
+    assert v["tried"][1]["outcome"] == ("failed: n1 did not boot: its broker exited "
+                                        "(case_clause)")
+    assert v["status"] == "nodedown"
+
+
+def test_a_healthy_recovery_records_nothing(tmp_path):
+    rep = RecoveryReport(healthy=True, last_status=[{"node": "rabbit@10.0.0.1",
+                                                     "running": False}])
+    assert down_nodes(rep, BROKER_NODES) == []
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    assert record_unbootable(NeverBoots(), h, rep) == []
+    h.close()
+    assert read_history(tmp_path / "h.jsonl") == []
+
+
+def run_without_n1(tmp_path: Path, spec: QueueSpec, placement: dict[str, Any]) -> Path:
+    """Plays a run's end as the runner does: three confirmed publishes, recovery giving up on
+    n1, its record, then the drain without it (the broker holds 0-0 and 0-1: 0-2 is gone) and
+    the drain's end event. Returns the history."""
+    path = tmp_path / "history.jsonl"
+    h = HistoryWriter(path)
+    for seq in range(3):
+        for t in ("invoke", "ok"):
+            h.append(Op(type=t, process=0, f="publish", value=f"0-{seq}", node="n2", queue="q",
+                        publisher=0, seq=seq, phase="main"))
+    broker = NeverBoots()
+    down = record_unbootable(broker, h, recover(broker, h, timeout=0.3, grace=0))  # type: ignore[arg-type]
+    amqp = FakeBroker(version="3.10.25")
+    try:
+        for mid in ("0-0", "0-1"):
+            amqp.put("q", mid)
+        opts = WorkloadOptions(client=ClientOptions(port=amqp.port, heartbeat_s=0),
+                               drain_idle_s=0.3, drain_timeout_s=3.0)
+        h.append(Op(type="info", process=HARNESS, f="phase",
+                    value={"phase": "drain", "state": "start"}))
+        rep = QueueWorkload(spec, opts, NODES, h).drain(Admin(amqp, placement), down)  # type: ignore[arg-type]
+        h.append(Op(type="info", process=HARNESS, f="phase", value={
+            "phase": "drain", "state": "end" if rep.complete else "incomplete", **rep.__dict__}))
+    finally:
+        amqp.close()
+        h.close()
+    return path
+
+
+def test_without_a_node_that_never_boots_the_quorum_drain_is_proven_and_the_loss_judged(
+        tmp_path):
+    path = run_without_n1(tmp_path, QueueSpec(name="q"),
+                          {"leader": "n2", "members": ["n1", "n2", "n3"]})
+    queue = oracle.judge(path)["queue"]
+    assert queue["drain_complete"] is True
+    assert queue["valid"] is False and queue["lost"] == ["0-2"]
+
+
+def test_a_classic_queue_at_home_on_the_dead_node_leaves_the_verdict_unknown(tmp_path):
+    path = run_without_n1(tmp_path, QueueSpec(name="q", type="classic"),
+                          {"leader": "n1", "members": ["n1"]})
+    queue = oracle.judge(path)["queue"]
+    assert queue["drain_complete"] is False
+    # Nothing is called lost on an unproven drain: the counts stay, the verdict is unknown.
+    assert queue["valid"] == "unknown" and queue["lost_count"] == 1
+    end = [o for o in read_history(path) if o.f == "phase"][-1]
+    assert end.value["reason"].startswith("n1 did not boot again, and its home node n1 did "
+                                          "not boot")
+
+
+class DrainWithout:
+    """A workload whose drain records the nodes it was told to do without."""
+
+    def __init__(self) -> None:
+        self.down: list[tuple[str, ...]] = []
+
+    def drain(self, admin: object, down: tuple[str, ...] = ()) -> Any:
+        from workloads.queue_workload import DrainReport
+
+        self.down.append(tuple(down))
+        return DrainReport(delivered={"n2": 5, "n3": 0}, complete=True, without=list(down),
+                           reason="proven empty without n1, which did not boot")
+
+
+def test_the_runner_records_the_node_after_recovery_and_drains_without_it(tmp_path):
+    import dataclasses
+
+    from harness.runner import Run, RunOutcome
+    from harness.spec import TestSpec
+
+    run = Run.__new__(Run)
+    run.spec = dataclasses.replace(TestSpec(), recovery_timeout_s=0.3)
+    run.history = HistoryWriter(tmp_path / "history.jsonl")  # type: ignore[assignment]
+    run.broker = NeverBoots()  # type: ignore[assignment]
+    run.admin = type("Admin", (), {"queue_placement": lambda self, q: {}})()  # type: ignore[assignment]
+    run.outcome, run.test_info = RunOutcome(tmp_path), {}
+    workload = DrainWithout()
+    run.workload = workload  # type: ignore[assignment]
+    run.grace = lambda: 0.0  # type: ignore[method-assign]
+    run.recover()
+    run.drain()
+    run.history.close()
+    assert run.outcome.unrecoverable == ["n1"] and workload.down == [("n1",)]
+    ops = read_history(tmp_path / "history.jsonl")
+    phases = [(o.value["phase"], o.value["state"]) for o in ops if o.f == "phase"]
+    assert phases == [("recovery", "start"), ("recovery", "end"), ("drain", "start"),
+                      ("drain", "end")]
+    recovery = ops[:[o.f for o in ops].index("phase", 1)]
+    assert recovery[-1].f == UNRECOVERABLE  # recorded inside the recovery phase
+    assert ops[-1].value["without"] == ["n1"] and ops[-1].value["complete"] is True
