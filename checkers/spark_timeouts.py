@@ -3,7 +3,10 @@
 Reads, from the JSONL history, the ok client ops of deliveries, dead letters
 and the broker's cancels, under a schema of its own (`by`, `holding`). The
 broker's cancels are few and collected; each held message's later ops are
-found by a join with them, each classified in columns, and counted.
+found by a join with them, each classified in columns, and counted. For the
+report's plot, a bounded sample of the held messages (`held`): when their
+cancel came, how long the consumer had held each (from its last delivery to
+that consumer before the cancel) and its outcome.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -32,6 +35,7 @@ SCHEMA: Final = T.StructType([
     *CLIENT_OP_FIELDS,
     T.StructField("by", T.StringType()), T.StructField("holding", T.ArrayType(T.StringType())),
 ])
+HELD_SAMPLE: Final = 1000  # held messages the `held` sample keeps at most (violations first)
 
 
 def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[str, Any],
@@ -41,7 +45,8 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
     ops = (spark.read.schema(SCHEMA).json(str(source))
            .where((F.col("type") == "ok") & F.col("process").rlike(r"^\d+$")))
     cancels = ops.where((F.col("f") == CANCEL) & (F.col("by") == "broker")).select(
-        F.col("index").alias("c_index"), F.col("process").alias("c_process"),
+        F.col("index").alias("c_index"), F.col("time").alias("c_time"),
+        F.col("process").alias("c_process"),
         F.col("consumer").alias("c_consumer"), F.coalesce("holding", F.array()).alias("held"))
     msgs = ops.where(F.col("value").isNotNull() & F.col("f").isin(*DELIVERY_FS, DEAD_LETTER))
     dlv = F.col("f").isin(*DELIVERY_FS)
@@ -70,4 +75,32 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                   "cancel_index": r["c_index"], "consumer": r["consumer"]} for r in fed]
                 + [{"violation": r["outcome"], "id": r["id"], "cancel_index": r["c_index"]}
                    for r in bad])
-    return section(settings, cancels.count(), counts, examples[:example_size])
+    return {**section(settings, cancels.count(), counts, examples[:example_size]),
+            "held": held_sample(held, msgs.where(dlv), judged)}
+
+
+def held_sample(held: DataFrame, deliveries: DataFrame, judged: DataFrame) -> dict[str, Any]:
+    """Takes the held messages (one row per broker cancel and id it held), the deliveries and
+    the held messages' outcomes. Returns the `held` sample: at most HELD_SAMPLE of them
+    (violations first, then by cancel and id), each {"cancel_ms", "cancel_index", "consumer",
+    "id", "held_ms": from its last delivery to that consumer before the cancel (None: none
+    in the history), "outcome"}, in cancel order, with how many there were (`of`) and the
+    limit."""
+    limit = HELD_SAMPLE
+    got = held.join(deliveries, (deliveries["value"] == held["id"])
+                    & (deliveries["index"] < held["c_index"])
+                    & (deliveries["process"] == held["c_process"])
+                    & (deliveries["consumer"] == held["c_consumer"]), "left"
+                    ).groupBy("c_index", "id", "c_time", "c_consumer").agg(
+        F.max(F.struct("index", "time")).alias("got"))
+    rows = got.join(judged, ["c_index", "id"])
+    total = rows.count()
+    picked = (rows.select("*", F.col("outcome").isin(UNFLAGGED, LOST).alias("bad"))
+              .orderBy(F.desc("bad"), "c_index", "id").limit(limit).collect())
+    sample = [{"cancel_ms": round(r["c_time"] / 1e6, 3), "cancel_index": r["c_index"],
+               "consumer": r["c_consumer"], "id": r["id"],
+               "held_ms": None if r["got"] is None or r["got"]["time"] is None
+               else round((r["c_time"] - r["got"]["time"]) / 1e6, 3),
+               "outcome": r["outcome"]}
+              for r in sorted(picked, key=lambda r: (r["c_index"], r["id"]))]
+    return {"of": total, "limit": limit, "sample": sample}

@@ -101,3 +101,25 @@ def test_without_a_broker_cancel_nothing_is_judged(spark, tmp_path):
     with Builder(p) as b:
         b.consume(5, "1-0")
     assert judge(spark, p)["valid"] == "unknown"
+
+
+def test_the_held_sample_says_how_long_each_held_message_was_held_and_its_outcome(
+        spark, tmp_path, monkeypatch):
+    from checkers import spark_timeouts
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.at(100).deliver(5, "1-0")
+        b.at(900).deliver(5, "1-1")
+        b.at(5200).op(type="ok", process=5, f="cancel", consumer="c5", queue="q", phase="main",
+                      extra={"by": BY_BROKER, "holding": ["1-0", "1-1"]})
+        b.at(5300).consume(6, "1-0", redelivered=True)
+        b.consume(6, "1-1", redelivered=False)
+    got = judge(spark, p)
+    held = got["held"]
+    assert (held["of"], held["limit"]) == (2, 1000)
+    assert [(h["id"], h["cancel_ms"], h["held_ms"], h["consumer"], h["outcome"])
+            for h in held["sample"]] == [("1-0", 5200.0, 5100.0, "c5", "redelivered"),
+                                         ("1-1", 5200.0, 4300.0, "c5", "unflagged")]
+    monkeypatch.setattr(spark_timeouts, "HELD_SAMPLE", 1)
+    (kept,) = judge(spark, p)["held"]["sample"]  # the violation first
+    assert (kept["id"], kept["outcome"]) == ("1-1", "unflagged")

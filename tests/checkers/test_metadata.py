@@ -129,6 +129,15 @@ def test_a_minority_refusing_in_its_partition_and_serving_after_the_heal_is_vali
          "error": "StreamLostError: no answer to queue.declare within 0.3s"}]
     outside = {n["node"]: n for n in m["outside_faults"]}
     assert outside["n3"]["info"] == 2  # the rounds at 5100 and 5600, before it served again
+    # the report's plot: per node, per second, completions by outcome
+    tl = m["timeline"]
+    assert tl["bucket_ms"] == 1000
+    at = {(x["node"], x["t_ms"], x["outcome"]): x["n"] for x in tl["series"]}
+    assert at[("n1", 1000, "ok")] == 8  # rounds at 1100 and 1600, four ops each
+    # n3's rounds at 1100 (no answer) and 1600 (refused 541), each after a connect ok
+    assert {k[2]: v for k, v in at.items() if k[:2] == ("n3", 1000)} == {
+        "ok": 2, "refused_541": 1, "no_answer": 1}
+    assert {k[2] for k in at if k[:2] == ("n3", 7000)} == {"ok"}
 
 
 @pytest.mark.spark
