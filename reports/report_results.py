@@ -36,7 +36,8 @@ COUNT_PREFIX = re.compile(r"^\d[\d,]* messages?\. ")
 MAX_DETAIL_ROWS = 20
 MAX_DETAIL_COLUMNS = 8
 # Sections with a place of their own on the page; any other is listed under "other checks".
-KNOWN_SECTIONS = ("queue", "ordering", "perf", "run")
+KNOWN_SECTIONS = ("queue", "ordering", "perf", "run", "priority", "delayed_retry",
+                  "consumer_timeout", "metadata")
 # Sections that inform and judge nothing (no "valid"): never a check's badge or verdict.
 INFO_SECTIONS = ("faults", "strength", "incidents", "versions", "fates")
 # The per-message details column that repeats the same excerpt for every message of a stretch:
