@@ -3,7 +3,9 @@
 Reads, from the JSONL history, the ok client ops of deliveries, dead letters
 and the broker's cancels, under a schema of its own (`by`, `holding`). The
 broker's cancels are few and collected; each held message's later ops are
-found by a join with them, each classified in columns, and counted. For the
+found by a join with them, each classified in columns, and counted; each
+example of a violation comes with its timeline (its message's ops and the
+cancel). For the
 report's plot, a bounded sample of the held messages (`held`): when their
 cancel came, how long the consumer had held each (from its last delivery to
 that consumer before the cancel) and its outcome.
@@ -20,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from checkers.model import CANCEL, DEAD_LETTER, DELIVERY_FS
-from checkers.spark_retry import CLIENT_OP_FIELDS
+from checkers.spark_retry import CLIENT_OP_FIELDS, TIMELINE_LIMIT
 from checkers.timeouts import (
     DEAD_LETTERED,
     DELIVERED_AFTER_CANCEL,
@@ -75,8 +77,27 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                   "cancel_index": r["c_index"], "consumer": r["consumer"]} for r in fed]
                 + [{"violation": r["outcome"], "id": r["id"], "cancel_index": r["c_index"]}
                    for r in bad])
-    return {**section(settings, cancels.count(), counts, examples[:example_size]),
+    examples = with_timelines(ops, examples[:example_size])
+    return {**section(settings, cancels.count(), counts, examples),
             "held": held_sample(held, msgs.where(dlv), judged)}
+
+
+def with_timelines(ops: DataFrame, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Takes the ok client ops and the examples. Returns each example with its `timeline`: the
+    ops of its message and the broker's cancel, by index (at most TIMELINE_LIMIT), each
+    {"index", "ms", "f", "process", "consumer", "redelivered"}."""
+    if not examples:
+        return examples
+    ids = sorted({e["id"] for e in examples})
+    at = sorted({e["cancel_index"] for e in examples})
+    rows = (ops.where(F.col("value").isin(*ids) | F.col("index").isin(*at))
+            .select("index", "time", "f", "process", "consumer", "redelivered", "value")
+            .orderBy("index").collect())
+    return [{**e, "timeline": [
+        {"index": r["index"], "ms": round(r["time"] / 1e6, 3), "f": r["f"],
+         "process": r["process"], "consumer": r["consumer"], "redelivered": r["redelivered"]}
+        for r in rows if r["value"] == e["id"] or r["index"] == e["cancel_index"]
+    ][:TIMELINE_LIMIT]} for e in examples]
 
 
 def held_sample(held: DataFrame, deliveries: DataFrame, judged: DataFrame) -> dict[str, Any]:

@@ -87,6 +87,13 @@ def test_each_violation_is_found(spark, tmp_path, kw, violation):
     got = judge(spark, p)
     assert got["valid"] is False and got["violations"][violation] == 1
     assert got["examples"][0]["violation"] == violation
+    ex = got["examples"][0]
+    fs = [e["f"] for e in ex["timeline"]]  # its message's ops and the broker's cancel, by index
+    assert "cancel" in fs and [e["index"] for e in ex["timeline"]] == sorted(
+        e["index"] for e in ex["timeline"])
+    assert all(e["f"] == "cancel" or e["f"] in ("consume", "ack", "dead-letter")
+               for e in ex["timeline"])
+    assert fs.index("cancel") > 0 if violation != "delivered_after_cancel" else fs[0] == "cancel"
 
 
 def test_a_held_message_never_back_is_not_judged_when_the_drain_is_incomplete(spark, tmp_path):

@@ -171,3 +171,27 @@ def test_the_page_in_a_browser(run: Path) -> None:
     images = {Path(i["src"]).name for i in check.images}
     assert set(PLOTS.values()) <= images
     assert check.scroll_width <= WIDTH
+
+
+def test_a_consumer_timeout_example_shows_its_timeline_or_says_it_has_none() -> None:
+    from reports.html import Note, Para, Table
+    section = results()["consumer_timeout"]
+    section["examples"] = [
+        {"violation": "unflagged", "id": "1-1", "cancel_index": 500, "timeline": [
+            {"index": 410, "ms": 900.0, "f": "consume", "process": 5, "consumer": "c5",
+             "redelivered": False},
+            {"index": 500, "ms": 5200.0, "f": "cancel", "process": 5, "consumer": "c5",
+             "redelivered": None},
+            {"index": 530, "ms": 5300.0, "f": "consume", "process": 6, "consumer": "c6",
+             "redelivered": False}]},
+        {"violation": "lost", "id": "1-2", "cancel_index": 500}]  # stored before timelines
+    (p,) = promises_data({"consumer_timeout": section})
+    para, timeline, para2, note = p.parts
+    assert isinstance(para, Para) and para.text.startswith("1-1: unflagged")
+    assert isinstance(timeline, Table)
+    assert [[c.text for c in r.cells] for r in timeline.rows] == [
+        ["410", "900.0", "consume", "5", "c5", "no"],
+        ["500", "5,200.0", "cancel", "5", "c5", "n/a"],
+        ["530", "5,300.0", "consume", "6", "c6", "no"]]
+    assert isinstance(para2, Para) and para2.text.startswith("1-2: lost")
+    assert note == Note("results.json stores no timeline for this example.")
