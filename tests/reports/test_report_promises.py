@@ -75,6 +75,8 @@ def test_each_section_shows_its_verdict_and_why(run: Path) -> None:
     assert "2 violation(s) among 61 returns judged of 63" in part(page, "delayed_retry")
     assert results()["metadata"]["summary"] in part(page, "metadata")
     assert 'href="#promises"' in page
+    assert ('no reordering. Judged false elsewhere: <a href="#priority">priority</a>, '
+            '<a href="#delayed_retry">delayed_retry</a> (under Promises, below).</p>') in page
 
 
 def test_the_examples_show_their_timelines(run: Path) -> None:
