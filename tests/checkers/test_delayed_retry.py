@@ -185,3 +185,19 @@ def test_the_check_has_the_section_only_when_the_harness_observed_the_settings(t
     assert got["delayed_retry"]["violations"]["early"] == 1
     assert got["valid"] is False
     assert "delayed_retry" not in check_history(off, options=CheckOptions())
+
+
+
+@pytest.mark.usefixtures("spark")
+def test_the_report_shows_the_section_the_checker_wrote_with_its_plot(tmp_path):
+    import json
+
+    from checkers import CheckOptions, check_history
+    from reports.report import render
+    _run(tmp_path / "history.jsonl", True)
+    got = check_history(tmp_path / "history.jsonl", options=CheckOptions())
+    (tmp_path / "results.json").write_text(json.dumps(got))
+    assert "retry.png" in [p.name for p in render(tmp_path, index=False)]
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="promise" id="delayed_retry">' in page and '<img src="retry.png"' in page
+    assert "<td>violations.early</td><td class=\"num\">1</td>" in page

@@ -140,6 +140,23 @@ def test_a_minority_refusing_in_its_partition_and_serving_after_the_heal_is_vali
     assert {k[2] for k in at if k[:2] == ("n3", 7000)} == {"ok"}
 
 
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_the_report_shows_the_section_the_checker_wrote_with_its_plot(tmp_path: Path) -> None:
+    import json
+
+    from reports.report import render
+    path = history(tmp_path / "history.jsonl", [*WORKLOAD, *partition(1000, 5000),
+                                                *probes(12_000, MINORITY, 6000)], 12_000)
+    r = check(path)
+    (tmp_path / "results.json").write_text(json.dumps(r))
+    assert "metadata.png" in [p.name for p in render(tmp_path, index=False)]
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="promise" id="metadata">' in page and '<img src="metadata.png"' in page
+    assert r["metadata"]["summary"] in page
+
+
 @pytest.mark.spark
 @pytest.mark.usefixtures("spark")
 def test_a_minority_that_never_serves_metadata_again_is_a_finding(tmp_path: Path) -> None:
