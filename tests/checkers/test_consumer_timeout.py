@@ -130,3 +130,29 @@ def test_the_held_sample_says_how_long_each_held_message_was_held_and_its_outcom
     monkeypatch.setattr(spark_timeouts, "HELD_SAMPLE", 1)
     (kept,) = judge(spark, p)["held"]["sample"]  # the violation first
     assert (kept["id"], kept["outcome"]) == ("1-1", "unflagged")
+
+
+@pytest.mark.usefixtures("spark")
+def test_the_report_shows_the_section_the_checker_wrote_with_its_plot(tmp_path):
+    import json
+
+    from checkers import CheckOptions, check_history
+    from history import HARNESS
+    from reports.report import render
+    with Builder(tmp_path / "history.jsonl") as b:
+        b.op(type="info", process=HARNESS, f="consumer-timeout", value=SETTINGS)
+        b.phase("main", "start")
+        b.publish(1, 0)
+        b.at(100).deliver(5, "1-0")
+        b.at(5200).op(type="ok", process=5, f="cancel", consumer="c5", queue="q", phase="main",
+                      extra={"by": BY_BROKER, "holding": ["1-0"]})
+        b.consume(6, "1-0", redelivered=True)
+        b.phase("main", "end")
+        b.drain_end(complete=True)
+    got = check_history(tmp_path / "history.jsonl", options=CheckOptions())
+    assert got["consumer_timeout"]["held"]["sample"][0]["held_ms"] == 5100.0
+    (tmp_path / "results.json").write_text(json.dumps(got))
+    assert "timeout.png" in [p.name for p in render(tmp_path, index=False)]
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="promise" id="consumer_timeout">' in page
+    assert '<img src="timeout.png"' in page and '<td>broker_cancels</td><td class="num">1</td>' in page
