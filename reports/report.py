@@ -347,7 +347,9 @@ def _plots(scan: HistoryScan | None, drawn: dict[str, str], skipped: dict[str, s
     listed, figures = [], {}
     for p in plot_specs():
         plot = (Plot(p.file_name, p.heading, True, drawn[p.file_name]) if p.file_name in drawn
-                else Plot(p.file_name, p.heading, False, skipped.get(p.file_name, "not drawn")))
+                else Plot(p.file_name, p.heading, False, skipped.get(
+                    p.file_name, "not drawn" if scan is not None else
+                    "not drawn: there is no history.jsonl")))
         if p.section is not None and isinstance(sections.get(p.section), dict):
             figures[p.file_name] = plot
         elif p.section is None or plot.drawn:

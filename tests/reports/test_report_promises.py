@@ -123,6 +123,18 @@ def test_a_section_without_its_series_says_so_and_a_failed_check_its_error(
     assert 'id="metadata"' not in page and "Metadata probe outcomes" not in page
 
 
+def test_without_a_history_each_section_shows_and_says_why_it_has_no_plot(
+        tmp_path: Path) -> None:
+    run = make_run(tmp_path / "store")
+    (run / "history.jsonl").unlink()
+    assert [p.name for p in render(run, index=False)] == ["report.html"]
+    page = (run / "report.html").read_text()
+    for name in PLOTS:
+        assert "not drawn: there is no history.jsonl." in part(page, name)
+    assert count_rows(part(page, "delayed_retry")) == expected_counts(
+        "delayed_retry", results()["delayed_retry"])
+
+
 def test_no_promise_section_no_promises_part() -> None:
     assert promises_data({"valid": True, "queue": {"valid": True}}) == []
     assert promises_data(None) == []
