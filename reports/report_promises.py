@@ -222,14 +222,23 @@ def metadata_parts(s: Mapping[str, Any]) -> list[Any]:
                      td(_n(n.get("fail")), num=True), td(_n(n.get("info")), num=True),
                      badge_td(valid_key(after.get("valid")), _plain(after.get("status"))
                               if after else "not judged"),
-                     td(_ms(after.get("first_served_ms")), num=True),
+                     td(_n(after.get("probes_after")), num=True),
+                     td(_n(after.get("refused_after")), num=True),
+                     *(td(_ms(after.get(k)), num=True) for k in AFTER_HEAL_MS),
                      td(after.get("reason") or s.get("reason"))])
     if rows:
-        out.append(table(["node", "ok", "fail", "info", "after the heal",
-                          "first declare answered (ms after the heal)", "why"], rows,
-                         num_cols=[1, 2, 3, 5]))
+        out.append(Para("Each node after the last heal (times in ms after it):"))
+        out.append(table(["node", "ok", "fail", "info", "after the heal", "probes after",
+                          "refused after", "last declare answered before", "first declare "
+                          "answered", "last refused", "refused past the bound", "why"], rows,
+                         num_cols=[1, 2, 3, 5, 6, 7, 8, 9, 10], wide=True))
     out += _windows_table(s)
     return out
+
+
+# A node's times after the heal (results.json's after_heal, ms after the last heal), in order.
+AFTER_HEAL_MS = ("last_served_before_ms", "first_served_ms", "last_refused_ms",
+                 "refused_past_bound_ms")
 
 
 def _windows_table(s: Mapping[str, Any]) -> list[Any]:

@@ -103,7 +103,9 @@ METADATA: dict[str, Any] = {
               {"node": "n3", "ok": 46, "fail": 3, "info": 3,
                "after_heal": {"status": "served", "valid": True,
                               "reason": "a declare was answered 1.1 s after the last heal",
-                              "first_served_ms": 1114.5}}],
+                              "first_served_ms": 1114.5, "last_served_before_ms": -3100.0,
+                              "probes_after": 12, "refused_after": 2,
+                              "last_refused_ms": 600.0, "refused_past_bound_ms": None}}],
     "summary": "every probed node (2) served metadata again within 2 s of the last heal; "
                "6 probe op(s) refused or unanswered in all",
     "timeline": _timeline()}

@@ -93,6 +93,11 @@ def test_the_examples_show_their_timelines(run: Path) -> None:
     metadata = part(page, "metadata")
     assert "541 INTERNAL_ERROR" in metadata and "partition-one" in metadata
     assert "a declare was answered 1.1 s after the last heal" in metadata
+    n3 = re.search(r"<th>n3</th>(.*?)</tr>", metadata)
+    assert n3 is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", n3.group(1))
+    assert [re.sub(r"<[^>]+>", "", c) for c in cells[:10]] == [
+        "46", "3", "3", "served", "12", "2", "-3,100.0", "1,114.5", "600.0", "n/a"]
 
 
 def test_each_section_has_its_plot_and_other_checks_lists_none_of_them(run: Path) -> None:
