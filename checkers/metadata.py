@@ -41,7 +41,8 @@ For the report's plot the section also carries `timeline`: per node, its
 completions counted per bucket of time (`bucket_ms`, at least a second, at
 most TIMELINE_BUCKETS buckets up to the main phase's end or the last probe
 op, the later) by outcome: `ok`, `refused_541` (a `fail` whose error begins
-with 541), `failed` (another `fail`), `no_answer` (`info`).
+with 541), `failed` (another `fail`), `no_answer` (`info`); past 20,000 rows
+(many nodes) only the earliest are kept, and `truncated` says so.
 
 The section's `valid` is false when any node's is, true when every probed
 node served within the bound, else "unknown". Like liveness it composes only

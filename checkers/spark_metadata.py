@@ -99,7 +99,7 @@ def probe_timeline(ops: DataFrame, main_end: int) -> dict[str, Any]:
     """Takes the probe ops and the main phase's end (ns). Returns the section's `timeline`:
     the bucket width (ms; over the main phase or the last probe op, the later) and, per node,
     bucket start (ms) and outcome (PROBE_OUTCOMES), how many completions, in node and time
-    order."""
+    order; `truncated` when more than MAX_ROWS rows were left to the earliest of them."""
     last = ops.agg(F.max("time")).collect()[0][0]
     bucket = timeline_bucket_ns(max(main_end, int(last or 0)))
     code = F.col("code")
@@ -109,18 +109,21 @@ def probe_timeline(ops: DataFrame, main_end: int) -> dict[str, Any]:
                      F.lit(PROBE_OUTCOMES[1]))
                .when(code == OUTCOME_CODES["fail"], F.lit(PROBE_OUTCOMES[2]))
                .otherwise(F.lit(PROBE_OUTCOMES[3])))
-    rows = collect_small(
-        ops.where(code > INVOKE)
-        .select("node", (F.floor(F.col("time") / F.lit(bucket)) * F.lit(bucket // 1_000_000))
-                .cast("long").alias("t_ms"), outcome.alias("outcome"))
-        .groupBy("node", "t_ms", "outcome").count(),
-        MAX_ROWS, "probe timeline")
+    # A plot's series must never cost the section: past MAX_ROWS (many nodes), the earliest
+    # rows are kept and `truncated` says so.
+    rows = (ops.where(code > INVOKE)
+            .select("node", (F.floor(F.col("time") / F.lit(bucket))
+                             * F.lit(bucket // 1_000_000)).cast("long").alias("t_ms"),
+                    outcome.alias("outcome"))
+            .groupBy("node", "t_ms", "outcome").count()
+            .orderBy("t_ms", "node", "outcome").limit(MAX_ROWS + 1).collect())
+    truncated, rows = len(rows) > MAX_ROWS, rows[:MAX_ROWS]
     order = {k: i for i, k in enumerate(PROBE_OUTCOMES)}
     series = sorted(({"node": r["node"], "t_ms": int(r["t_ms"]), "outcome": r["outcome"],
                       "n": int(r["count"])} for r in rows),
                     key=lambda x: (x["node"] is None, x["node"] or "", x["t_ms"],
                                    order[x["outcome"]]))
-    return {"bucket_ms": bucket // 1_000_000, "series": series}
+    return {"bucket_ms": bucket // 1_000_000, "series": series, "truncated": truncated}
 
 
 def node_facts(ops: DataFrame, heal: int | None, bound: int, main_end: int

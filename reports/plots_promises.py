@@ -178,8 +178,10 @@ def plot_metadata(scan: HistoryScan, path: Path, title: str) -> Path:
     time in which the probe of that node met that outcome, with its count in the legend."""
     bucket_s, rows = _timeline(scan)
     nodes = sorted({str(r.get("node")) for r in rows})
-    fig, ax = _new_axes(f"{title}: metadata probe outcomes per node ({bucket_s:g} s buckets)",
-                        height_in=max(2.6, 0.9 + 0.75 * len(nodes)))
+    cut = (" - the checker kept only the earliest buckets"
+           if scan.checked["metadata"].get("timeline", {}).get("truncated") else "")
+    fig, ax = _new_axes(f"{title}: metadata probe outcomes per node ({bucket_s:g} s buckets"
+                        f"{cut})", height_in=max(2.6, 0.9 + 0.75 * len(nodes)))
     lanes = list(PROBE_COLOURS)
     handles: list[Any] = []
     for k, outcome in enumerate(lanes):

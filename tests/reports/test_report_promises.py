@@ -181,6 +181,17 @@ def test_the_timeout_and_metadata_plots_draw_what_the_checker_stored(
     labels = _drawn(monkeypatch, tmp_path, plots_promises.plot_metadata,
                     HistoryScan(checked={"metadata": r["metadata"]}))
     assert labels == ["ok (174)", "refused (541) (3)", "no answer (info) (3)"]
+    r["metadata"]["timeline"]["truncated"] = True
+    titles: list[str] = []
+
+    def title_of(fig: Figure, p: Path) -> Path:
+        titles.append(fig.axes[0].get_title())
+        return p
+
+    monkeypatch.setattr(plots_promises, "_save", title_of)
+    plots_promises.plot_metadata(HistoryScan(checked={"metadata": r["metadata"]}),
+                                 tmp_path / "m.png", "t")
+    assert titles[0].endswith("(1 s buckets - the checker kept only the earliest buckets)")
 
 
 def test_the_page_in_a_browser(run: Path) -> None:
