@@ -37,6 +37,13 @@ checkers.liveness reads it), B the liveness bound (checkers.liveness
 - Not applicable (valid "unknown"): no fault, a fault never healed; unknown
   without a bound.
 
+For the report's plot the section also carries `timeline`: per node, its
+completions counted per bucket of time (`bucket_ms`, at least a second, at
+most TIMELINE_BUCKETS buckets up to the main phase's end or the last probe
+op, the later) by outcome: `ok`, `refused_541` (a `fail` whose error begins
+with 541), `failed` (another `fail`), `no_answer` (`info`); past 20,000 rows
+(many nodes) only the earliest are kept, and `truncated` says so.
+
 The section's `valid` is false when any node's is, true when every probed
 node served within the bound, else "unknown". Like liveness it composes only
 when false (`results.FALSE_ONLY`). The section is absent when the run has no
@@ -77,6 +84,15 @@ PROBE_QUEUE: Final = "<probe queue>"
 PID: Final = "<pid>"
 # The window index of a completion in no fault window.
 OUTSIDE: Final = -1
+# The timeline's outcomes, and how many buckets it has over the main phase at most.
+PROBE_OUTCOMES: Final = ("ok", "refused_541", "failed", "no_answer")
+TIMELINE_BUCKETS: Final = 600
+
+
+def timeline_bucket_ns(end_ns: int) -> int:
+    """Takes the end of the span to cover (ns). Returns the timeline's bucket width (ns): a
+    whole number of seconds, at least one, so that the span has at most TIMELINE_BUCKETS."""
+    return max(1, -(-max(end_ns, 0) // (TIMELINE_BUCKETS * NS))) * NS
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ and error in the prepared rows (checkers.spark_io). One window function pairs
 each completion with its invocation (the previous op of its process), then two
 small aggregates are collected: the completions per window, node, f, type and
 grouped error text (checkers.metadata's rules), and per node the facts the
-judgement after the last heal needs. checkers.metadata judges them.
+judgement after the last heal needs. checkers.metadata judges them. A third
+counts the completions per node, bucket of time and outcome (the section's
+`timeline`, for the report's plot).
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from checkers.metadata import (
     NAME_TAIL,
     OUTSIDE,
     PID,
+    PROBE_OUTCOMES,
     PROBE_QUEUE,
     REPLY_CODE,
     ProbeCount,
     ProbeNodeFacts,
     metadata_probe_observed,
     metadata_section,
+    timeline_bucket_ns,
 )
 from checkers.model import OUTCOME_CODES, PROBE_FS
 from checkers.phases import HarnessEvent
@@ -91,6 +95,37 @@ def probe_counts(ops: DataFrame, windows: Sequence[FaultWindow], prefix: str
     return out
 
 
+def probe_timeline(ops: DataFrame, main_end: int) -> dict[str, Any]:
+    """Takes the probe ops and the main phase's end (ns). Returns the section's `timeline`:
+    the bucket width (ms; over the main phase or the last probe op, the later) and, per node,
+    bucket start (ms) and outcome (PROBE_OUTCOMES), how many completions, in node and time
+    order; `truncated` when more than MAX_ROWS rows were left to the earliest of them."""
+    last = ops.agg(F.max("time")).collect()[0][0]
+    bucket = timeline_bucket_ns(max(main_end, int(last or 0)))
+    code = F.col("code")
+    outcome = (F.when(code == OK, F.lit(PROBE_OUTCOMES[0]))
+               .when((code == OUTCOME_CODES["fail"])
+                     & F.coalesce(F.col("error").startswith("541 "), F.lit(False)),
+                     F.lit(PROBE_OUTCOMES[1]))
+               .when(code == OUTCOME_CODES["fail"], F.lit(PROBE_OUTCOMES[2]))
+               .otherwise(F.lit(PROBE_OUTCOMES[3])))
+    # A plot's series must never cost the section: past MAX_ROWS (many nodes), the earliest
+    # rows are kept and `truncated` says so.
+    rows = (ops.where(code > INVOKE)
+            .select("node", (F.floor(F.col("time") / F.lit(bucket))
+                             * F.lit(bucket // 1_000_000)).cast("long").alias("t_ms"),
+                    outcome.alias("outcome"))
+            .groupBy("node", "t_ms", "outcome").count()
+            .orderBy("t_ms", "node", "outcome").limit(MAX_ROWS + 1).collect())
+    truncated, rows = len(rows) > MAX_ROWS, rows[:MAX_ROWS]
+    order = {k: i for i, k in enumerate(PROBE_OUTCOMES)}
+    series = sorted(({"node": r["node"], "t_ms": int(r["t_ms"]), "outcome": r["outcome"],
+                      "n": int(r["count"])} for r in rows),
+                    key=lambda x: (x["node"] is None, x["node"] or "", x["t_ms"],
+                                   order[x["outcome"]]))
+    return {"bucket_ms": bucket // 1_000_000, "series": series, "truncated": truncated}
+
+
 def node_facts(ops: DataFrame, heal: int | None, bound: int, main_end: int
                ) -> list[ProbeNodeFacts]:
     """Takes the probe ops, the last heal (ns; None: none to judge from), the bound (ns) and
@@ -139,4 +174,5 @@ def metadata_check(h: History, windows: Sequence[FaultWindow], main_phase: tuple
     tl = timeline(windows, main_phase, bound)
     facts = node_facts(ops, None if tl is None else tl.heal, 0 if tl is None else tl.bound,
                        main_phase[1])
-    return metadata_section(facts, counts, windows, main_phase, bound, observed)
+    return {**metadata_section(facts, counts, windows, main_phase, bound, observed),
+            "timeline": probe_timeline(ops, main_phase[1])}

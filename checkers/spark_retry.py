@@ -6,7 +6,9 @@ under an explicit schema of its own (the shared prepared rows keep no
 delivery count). One window per message id finds, for each reject, the next
 delivery after it (by history index), whether a dead letter follows it, and
 the rejects so far; each reject is classified in columns; the counts per
-outcome and a few examples (with their message's timeline) are collected.
+outcome and a few examples (with their message's timeline) are collected, and,
+for the report's plot, a bounded sample of the rejects followed by a delivery:
+each one's time, observed delay, least delay and outcome (`delays`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from pyspark.sql import Column, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -32,6 +34,7 @@ from checkers.retry import (
     REJECT,
     TOLERANCE_MS,
     UNFLAGGED,
+    VIOLATIONS,
     section,
 )
 
@@ -45,6 +48,7 @@ CLIENT_OP_FIELDS: Final = (
 )
 SCHEMA: Final = T.StructType([*CLIENT_OP_FIELDS, T.StructField("delivery_count", T.LongType())])
 TIMELINE_LIMIT: Final = 20  # events of one message an example shows
+DELAY_SAMPLE: Final = 1000  # returns the `delays` sample keeps at most (violations first)
 
 
 def _expected_ns(settings: Mapping[str, Any], count: Column) -> Column:
@@ -104,6 +108,7 @@ def delayed_retry_check(spark: SparkSession, source: Path, settings: Mapping[str
         bad = (judged.where(~F.col("outcome").isin(REDELIVERED, DEAD_LETTERED,
                                                    NOT_JUDGED_NACK, NOT_JUDGED_DRAIN))
                .orderBy("index").limit(example_size).collect())
+        delays = delay_sample(judged, settings)
     finally:
         judged.unpersist()
     ids = [r["value"] for r in bad]
@@ -117,7 +122,28 @@ def delayed_retry_check(spark: SparkSession, source: Path, settings: Mapping[str
                  "delay_ms": None if r["nxt"] is None else
                  round((r["nxt"]["time"] - r["time"]) / 1e6, 3),
                  "timeline": timelines[r["value"]]} for r in bad]
-    return section(settings, counts, examples)
+    return {**section(settings, counts, examples), "delays": delays}
+
+
+def delay_sample(judged: DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Takes the classified returns and the settings. Returns the `delays` sample: of the
+    rejects (nacks are not judged) followed by a delivery, at most DELAY_SAMPLE (violations
+    first, the rest picked by a hash of id and index, so a run samples the same ones),
+    each {"ms": the reject's time, "delay_ms": to the next delivery, "bound_ms": the least
+    delay min(min x count, max), "count", "outcome"} in time order, with how many there were
+    (`of`) and the limit."""
+    limit = DELAY_SAMPLE
+    rows = judged.where((F.col("f") == REJECT) & F.col("nxt").isNotNull())
+    total = rows.count()
+    picked = (rows.select("time", "count", "outcome", (F.col("nxt.time") - F.col("time"))
+                          .alias("delay"), _expected_ns(settings, F.col("count")).alias("bound"),
+                          F.col("outcome").isin(*VIOLATIONS).alias("bad"),
+                          F.xxhash64("value", "index").alias("h"))
+              .orderBy(F.desc("bad"), "h").limit(limit).collect())
+    sample = [{"ms": round(r["time"] / 1e6, 3), "delay_ms": round(r["delay"] / 1e6, 3),
+               "bound_ms": round(r["bound"] / 1e6, 3), "count": r["count"],
+               "outcome": r["outcome"]} for r in sorted(picked, key=lambda r: r["time"])]
+    return {"of": total, "limit": limit, "sample": sample}
 
 
 def _event(r: Any) -> dict[str, Any]:

@@ -4,7 +4,10 @@ Reads, from the JSONL history, the ok client ops of deliveries, dead letters
 and the broker's cancels, under a schema of its own (`by`, `holding`). The
 broker's cancels are few; each held message's ops after the delivery its
 consumer held it by are found by joins with them, classified in columns, and
-counted.
+counted; each example of a violation comes with its timeline (its message's
+ops and the cancel). For the report's plot, a bounded sample of the held
+messages (`held`): when their cancel came, how long the consumer had held each
+(from its last delivery to that consumer before the cancel) and its outcome.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from checkers.model import CANCEL, DEAD_LETTER, DELIVERY_FS
-from checkers.spark_retry import CLIENT_OP_FIELDS
+from checkers.spark_retry import CLIENT_OP_FIELDS, TIMELINE_LIMIT
 from checkers.timeouts import (
     DEAD_LETTERED,
     DELIVERED_AFTER_CANCEL,
@@ -33,6 +36,7 @@ SCHEMA: Final = T.StructType([
     *CLIENT_OP_FIELDS,
     T.StructField("by", T.StringType()), T.StructField("holding", T.ArrayType(T.StringType())),
 ])
+HELD_SAMPLE: Final = 1000  # held messages the `held` sample keeps at most (violations first)
 
 
 def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[str, Any],
@@ -42,7 +46,8 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
     ops = (spark.read.schema(SCHEMA).json(str(source))
            .where((F.col("type") == "ok") & F.col("process").rlike(r"^\d+$")))
     cancels = ops.where((F.col("f") == CANCEL) & (F.col("by") == "broker")).select(
-        F.col("index").alias("c_index"), F.col("process").alias("c_process"),
+        F.col("index").alias("c_index"), F.col("time").alias("c_time"),
+        F.col("process").alias("c_process"),
         F.col("consumer").alias("c_consumer"), F.coalesce("holding", F.array()).alias("held"))
     msgs = ops.where(F.col("value").isNotNull() & F.col("f").isin(*DELIVERY_FS, DEAD_LETTER))
     dlv = F.col("f").isin(*DELIVERY_FS)
@@ -51,6 +56,7 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                       & (msgs["consumer"] == cancels["c_consumer"]))
     fed = after.orderBy("index").limit(example_size).collect()
     n_fed = after.count()
+    held = cancels.select("*", F.explode("held").alias("id"))
     later = since_held(cancels, msgs)
     first = later.groupBy("c_index", "id").agg(
         F.min(F.when(dlv, F.struct("index", "redelivered"))).alias("nxt"),
@@ -69,7 +75,54 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                   "cancel_index": r["c_index"], "consumer": r["consumer"]} for r in fed]
                 + [{"violation": r["outcome"], "id": r["id"], "cancel_index": r["c_index"]}
                    for r in bad])
-    return section(settings, cancels.count(), counts, examples[:example_size])
+    examples = with_timelines(ops, examples[:example_size])
+    return {**section(settings, cancels.count(), counts, examples),
+            "held": held_sample(held, msgs.where(dlv), judged)}
+
+
+def with_timelines(ops: DataFrame, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Takes the ok client ops and the examples. Returns each example with its `timeline`: the
+    ops of its message and the broker's cancel, by index (at most TIMELINE_LIMIT), each
+    {"index", "ms", "f", "process", "consumer", "redelivered"}."""
+    if not examples:
+        return examples
+    ids = sorted({e["id"] for e in examples})
+    at = sorted({e["cancel_index"] for e in examples})
+    rows = (ops.where(F.col("value").isin(*ids) | F.col("index").isin(*at))
+            .select("index", "time", "f", "process", "consumer", "redelivered", "value")
+            .orderBy("index").collect())
+    return [{**e, "timeline": [
+        {"index": r["index"], "ms": round(r["time"] / 1e6, 3), "f": r["f"],
+         "process": r["process"], "consumer": r["consumer"], "redelivered": r["redelivered"]}
+        for r in rows if r["value"] == e["id"] or r["index"] == e["cancel_index"]
+    ][:TIMELINE_LIMIT]} for e in examples]
+
+
+def held_sample(held: DataFrame, deliveries: DataFrame, judged: DataFrame) -> dict[str, Any]:
+    """Takes the held messages (one row per broker cancel and id it held), the deliveries and
+    the held messages' outcomes. Returns the `held` sample: at most HELD_SAMPLE of them
+    (violations first, then by cancel and id), each {"cancel_ms", "cancel_index", "consumer",
+    "id", "held_ms": from its last delivery to that consumer before the cancel (None: none
+    in the history), "outcome"}, in cancel order, with how many there were (`of`) and the
+    limit."""
+    limit = HELD_SAMPLE
+    got = held.join(deliveries, (deliveries["value"] == held["id"])
+                    & (deliveries["index"] < held["c_index"])
+                    & (deliveries["process"] == held["c_process"])
+                    & (deliveries["consumer"] == held["c_consumer"]), "left"
+                    ).groupBy("c_index", "id", "c_time", "c_consumer").agg(
+        F.max(F.struct("index", "time")).alias("got"))
+    rows = got.join(judged, ["c_index", "id"])
+    total = rows.count()
+    picked = (rows.select("*", F.col("outcome").isin(UNFLAGGED, LOST).alias("bad"))
+              .orderBy(F.desc("bad"), "c_index", "id").limit(limit).collect())
+    sample = [{"cancel_ms": round(r["c_time"] / 1e6, 3), "cancel_index": r["c_index"],
+               "consumer": r["c_consumer"], "id": r["id"],
+               "held_ms": None if r["got"] is None or r["got"]["time"] is None
+               else round((r["c_time"] - r["got"]["time"]) / 1e6, 3),
+               "outcome": r["outcome"]}
+              for r in sorted(picked, key=lambda r: (r["c_index"], r["id"]))]
+    return {"of": total, "limit": limit, "sample": sample}
 
 
 def since_held(cancels: DataFrame, msgs: DataFrame) -> DataFrame:

@@ -4,7 +4,8 @@
 section details (`details[<kind>]`, else its id list), once however many
 kinds it belongs to, and each ordering violation the ordering section gives as
 an example (the two deliveries, and the messages of that publisher between
-them). `example_lines` writes one as Markdown: what results.json says of it
+them), and each example of the priority, delayed-retry and consumer-timeout
+sections (the messages it names). `example_lines` writes one as Markdown: what results.json says of it
 (publish, deliveries, faults and leader then; never the per-message broker-log
 excerpt, which the incident shows once), whether a delivery of it lies within
 a second of a phase boundary (then "suspect: at a phase boundary"), and the
@@ -78,6 +79,12 @@ def examples(results: Any, kinds: Sequence[str]) -> tuple[list[Example], list[st
         if len(entries) > MAX_PER_KIND:
             notes.append(f"{kind}: {len(entries) - MAX_PER_KIND} more example(s) in results.json")
     out = list(shown.values())
+    for kind in (k for k in kinds if k in PROMISE_EXAMPLES):
+        found = [x for x in as_dict(as_dict(results).get(kind)).get("examples") or []
+                 if isinstance(x, dict)]
+        out += [PROMISE_EXAMPLES[kind](x) for x in found[:MAX_PER_KIND]]
+        if len(found) > MAX_PER_KIND:
+            notes.append(f"{kind}: {len(found) - MAX_PER_KIND} more example(s) in results.json")
     if "ordering" in kinds:
         ordering = as_dict(as_dict(results).get("ordering"))
         found = [x for x in ordering.get("examples") or [] if isinstance(x, dict)]
@@ -85,6 +92,40 @@ def examples(results: Any, kinds: Sequence[str]) -> tuple[list[Example], list[st
         if len(found) > MAX_PER_KIND:
             notes.append(f"ordering: {len(found) - MAX_PER_KIND} more example(s) in results.json")
     return out, notes
+
+
+def _facts(x: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Takes a promise section's example. Returns its fields as (label, text), its timeline
+    left to the history's table."""
+    return tuple((str(k), str(v)) for k, v in x.items()
+                 if k not in ("timeline", "id") and v not in (None, "", [], {}))
+
+
+def _priority_example(x: dict[str, Any]) -> Example:
+    """Takes a priority example. Returns it following the delivery and the message that
+    overtook it."""
+    d, by = as_dict(x.get("delivery")), as_dict(x.get("overtaken_by"))
+    ids = tuple(str(i) for i in (d.get("id"), by.get("id")) if i)
+    heading = (f"Consumer {md.code(x.get('consumer'))}: {md.code(d.get('id'))} (level "
+               f"{d.get('level')}) handed out while {md.code(by.get('id'))} (level "
+               f"{by.get('level')}) was ready")
+    return Example(heading, ("priority",), ids, _facts(x), ids)
+
+
+def _message_example(kind: str) -> Any:
+    """Takes a promise section's name. Returns how one of its examples (a message id and its
+    violation) becomes an Example following that message."""
+    def one(x: dict[str, Any]) -> Example:
+        mid = str(x.get("id"))
+        return Example(f"Message {md.code(mid)}: {md.text(str(x.get('violation')))}", (kind,),
+                       (mid,), _facts(x), (mid,))
+    return one
+
+
+# The promise sections whose examples a finding follows, and how each becomes an Example.
+PROMISE_EXAMPLES = {"priority": _priority_example,
+                    "delayed_retry": _message_example("delayed_retry"),
+                    "consumer_timeout": _message_example("consumer_timeout")}
 
 
 def _delivery_fact(d: dict[str, Any]) -> str:

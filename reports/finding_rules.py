@@ -45,6 +45,14 @@ RULES: dict[str, Rule] = {r.kind: r for r in (
          "by its check"),
     Rule("ordering", "messages of one publisher delivered out of publish order",
          "ordering_violations"),
+    Rule("priority", "a message handed out while a confirmed one of a higher priority was "
+         "ready"),
+    Rule("delayed_retry", "a rejected message back before its delay, unflagged, past its "
+         "delivery limit, or gone"),
+    Rule("consumer_timeout", "a timed-out consumer fed after its cancel, or what it held not "
+         "back flagged nor dead-lettered"),
+    Rule("metadata", "a node cut off with a minority did not serve metadata again in time "
+         "after the heal"),
 )}
 # The ordering rule as the check judged it: (strict, single active consumer) -> words.
 ORDERING_BROKEN: dict[tuple[bool, bool], str] = {

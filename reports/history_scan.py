@@ -14,7 +14,8 @@ messages awaiting their first delivery are followed at a time, those past it
 counted in `priority_untracked`). What became of each
 message is not the scan's to judge: it carries the checker's fates (the
 `fates` section of results.json, `CheckedFates`), which the fates
-plot draws.
+plot draws, and the sections whose stored series the promise plots draw
+(`checked`: delayed_retry, consumer_timeout, metadata).
 
 Fault windows follow the one declaration of fault kinds (history.faults): a
 window opens at the completion (info/ok) of a start f and closes at the
@@ -55,6 +56,8 @@ MIN_LATENCY_MS = 1e-3
 # points kept per priority.
 MAX_WAITING = 200_000
 PRIORITY_POINTS = 20_000
+# results.json's sections a scan carries for the promise plots (their stored series).
+CHECKED_SERIES = ("delayed_retry", "consumer_timeout", "metadata")
 # How a message published without a priority is labelled.
 NO_PRIORITY = "none"
 
@@ -222,6 +225,9 @@ class HistoryScan:
     events_dropped: int = 0
     # What became of the messages, as the checker judged them (None: no checked fates).
     fates: CheckedFates | None = None
+    # The checker's sections whose stored series the promise plots draw (reports.plots_promises:
+    # delayed_retry, consumer_timeout, metadata), as results.json has them; absent ones left out.
+    checked: dict[str, Any] = field(default_factory=dict)
     # Priority runs: by priority published ("none" without), a sample of (confirm time s, ms
     # from the confirm to the first delivery); and the confirmed messages not followed.
     priority_wait: dict[str, Reservoir] = field(default_factory=dict)
@@ -305,7 +311,8 @@ def scan_history(
 ) -> HistoryScan:
     """Takes a history path, the rate bucket width, the latency sample size per
     (f, type), the sampling seed, how many harness events to keep, and the run's
-    results (default: the results.json beside the history), whose fates it carries.
+    results (default: the results.json beside the history), whose fates and promise
+    sections it carries.
 
     Returns a HistoryScan. Lines that are not JSON objects with an integer time
     (e.g. the torn last line of a killed run) are counted in `bad_lines`, not raised.
@@ -314,8 +321,10 @@ def scan_history(
     if bucket_ns <= 0 or max_points <= 0:
         raise ValueError("bucket_ns and max_points must be positive")
     scan = HistoryScan(bucket_ns=bucket_ns)
-    scan.fates = CheckedFates.from_results(results if results is not None
-                                           else sibling_results(path))
+    found = results if results is not None else sibling_results(path)
+    scan.fates = CheckedFates.from_results(found)
+    scan.checked = {k: v for k, v in (found or {}).items()
+                    if k in CHECKED_SERIES and isinstance(v, dict)}
     scanner = _Scanner(scan, max_points, random.Random(seed), max_events)
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:

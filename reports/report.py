@@ -12,8 +12,11 @@ ran and the broker's versions (every key test.json's `versions` has); a verdict
 banner with one sentence saying why ("valid but weak", never green, when the
 faults tested nothing: checkers.verdict) and the test's strength in a line;
 the counts; each anomaly class found, with what it means, and each incident
-once (or, for older results, example ids per class); the plots (latency,
-throughput, queue depth, queue leader), fault windows shaded by kind;
+once (or, for older results, example ids per class); each newer promise
+results.json judges (priority, delayed retry, consumer timeout, metadata after
+the heal: reports.report_promises) with its verdict, counts, examples and its
+plot; the plots (latency, throughput, queue depth, queue leader), fault
+windows shaded by kind;
 availability, time to recover, whether RabbitMQ noticed it, its effects and
 the messages at risk, per fault; the test's spec; links to the files.
 `report_html` is the pure part: each section's data (reports.report_results,
@@ -28,7 +31,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,15 @@ from reports.plots import (
     plot_rate,
     priority_missing,
 )
+from reports.plots_promises import (
+    metadata_missing,
+    plot_metadata,
+    plot_retry,
+    plot_timeout,
+    retry_missing,
+    timeout_missing,
+)
+from reports.report_promises import promises_data
 from reports.report_results import (
     anomalies_data,
     counts_data,
@@ -85,12 +97,13 @@ __all__ = [
     "verdict_key",
 ]
 
-_SECTIONS = ("counts", "anomalies", "incidents", "plots", "faults", "test", "files")
+_SECTIONS = ("counts", "anomalies", "incidents", "promises", "plots", "faults", "test", "files")
 
 
 def _nav(results: Any) -> list[str]:
-    """The page's section links; "incidents" only when results.json tells them."""
-    return [s for s in _SECTIONS if s != "incidents" or incidents_of(results)]
+    """The page's section links; "incidents" and "promises" only when results.json has them."""
+    return [s for s in _SECTIONS if (s != "incidents" or incidents_of(results))
+            and (s != "promises" or promises_data(results))]
 
 
 @dataclass(frozen=True)
@@ -109,14 +122,16 @@ class Loaded:
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """One plot of the report: its file name, heading, drawing function, a caption, and why a
-    scan has nothing to draw (None: always drawn)."""
+    """One plot of the report: its file name, heading, drawing function, a caption, why a
+    scan has nothing to draw (None: always drawn), and the results.json section it belongs
+    to (None: none; shown in that section's part of the page when results.json has it)."""
 
     file_name: str
     heading: str
     draw: Callable[[HistoryScan, Path, str], Path]
     caption: str
     missing: Callable[[HistoryScan], str | None]
+    section: str | None = None
 
 
 def plot_specs() -> list[PlotSpec]:
@@ -150,7 +165,24 @@ def plot_specs() -> list[PlotSpec]:
                  "from its confirm to its first delivery (log scale), by the priority it was "
                  "published with (no priority counts as 4 on RabbitMQ 4.3); fault periods "
                  "shaded. The priority section of the results judges the order.",
-                 priority_missing),
+                 priority_missing, "priority"),
+        PlotSpec("retry.png", "Delay of each return", plot_retry,
+                 "Each return the checker sampled (results.json's delayed_retry.delays): the "
+                 "time from a basic.reject to the message's next delivery, at the reject's "
+                 "time, beside its least delay min(min x delivery count, max) less the "
+                 "tolerance (a point under its dash came early), coloured by the checker's "
+                 "outcome; fault periods shaded.", retry_missing, "delayed_retry"),
+        PlotSpec("timeout.png", "How long each held message was held", plot_timeout,
+                 "Each message a consumer held when the broker cancelled it (results.json's "
+                 "consumer_timeout.held): the time from its delivery to that consumer to the "
+                 "cancel, at the cancel's time, beside the timeout, coloured by what the "
+                 "checker says became of it; fault periods shaded.", timeout_missing,
+                 "consumer_timeout"),
+        PlotSpec("metadata.png", "Metadata probe outcomes", plot_metadata,
+                 "Per probed node (results.json's metadata.timeline), the buckets of time in "
+                 "which its probe ops came back ok, refused with 541, failed otherwise or "
+                 "unanswered, a lane each; fault periods shaded, heals dash-dotted.",
+                 metadata_missing, "metadata"),
     ]
 
 
@@ -295,23 +327,36 @@ class Plot:
 
 @dataclass(frozen=True)
 class Plots:
-    """The Plots section: whether there is a history, each plot, and the latency table that
-    follows the latency plot (None without one)."""
+    """The Plots section: whether there is a history, each plot, the latency table that
+    follows the latency plot (None without one), and the plots shown in their results.json
+    section's part of the page instead, by file name."""
 
     history: bool
     plots: tuple[Plot, ...] = ()
     latency: Latency | None = None
+    figures: dict[str, Plot] = field(default_factory=dict)
 
 
 def _plots(scan: HistoryScan | None, drawn: dict[str, str], skipped: dict[str, str],
            results: Any = None) -> Plots:
+    """Takes the scan, the drawn plots' captions and why the others were not drawn, by file
+    name, and results.json's content. Returns the Plots section: a plot of a section
+    results.json has goes to that section (`figures`); one of a section it lacks is listed
+    only when drawn."""
+    sections = results if isinstance(results, dict) else {}
+    listed, figures = [], {}
+    for p in plot_specs():
+        plot = (Plot(p.file_name, p.heading, True, drawn[p.file_name]) if p.file_name in drawn
+                else Plot(p.file_name, p.heading, False, skipped.get(
+                    p.file_name, "not drawn" if scan is not None else
+                    "not drawn: there is no history.jsonl")))
+        if p.section is not None and isinstance(sections.get(p.section), dict):
+            figures[p.file_name] = plot
+        elif p.section is None or plot.drawn:
+            listed.append(plot)
     if scan is None:
-        return Plots(False)
-    plots = tuple(
-        Plot(p.file_name, p.heading, True, drawn[p.file_name]) if p.file_name in drawn
-        else Plot(p.file_name, p.heading, False, skipped.get(p.file_name, "not drawn"))
-        for p in plot_specs())
-    return Plots(True, plots, latency_data(scan, results))
+        return Plots(False, figures=figures)
+    return Plots(True, tuple(listed), latency_data(scan, results), figures)
 
 
 def report_html(
@@ -359,6 +404,7 @@ def report_html(
         banner=_banner(results),
         counts=counts_data(results_data),
         anomalies=anomalies_data(results_data),
+        promises=promises_data(results_data),
         plots=_plots(scan, drawn, skipped, results_data),
         faults=faults_data(scan, results_data),
         test=spec_data(spec.data, spec.error, spec.present, scan, results_data),

@@ -36,7 +36,9 @@ COUNT_PREFIX = re.compile(r"^\d[\d,]* messages?\. ")
 MAX_DETAIL_ROWS = 20
 MAX_DETAIL_COLUMNS = 8
 # Sections with a place of their own on the page; any other is listed under "other checks".
-KNOWN_SECTIONS = ("queue", "ordering", "perf", "run")
+# The newer promises' sections, each with a part of its own (reports.report_promises).
+PROMISE_SECTIONS = ("priority", "delayed_retry", "consumer_timeout", "metadata")
+KNOWN_SECTIONS = ("queue", "ordering", "perf", "run", *PROMISE_SECTIONS)
 # Sections that inform and judge nothing (no "valid"): never a check's badge or verdict.
 INFO_SECTIONS = ("faults", "strength", "incidents", "versions", "fates")
 # The per-message details column that repeats the same excerpt for every message of a stretch:
@@ -570,7 +572,8 @@ class Anomalies:
     against the run; which checkers failed to look ("" for none); the block of lost messages
     not proven lost (None: none); whether to say none was found; the blocks of classes seen
     but allowed; the incidents (reports.report_strength); the per-message stories the
-    incidents stand for, folded."""
+    incidents stand for, folded; the promise sections judged false (shown in their own
+    parts)."""
 
     checked: bool
     found: tuple[AnomalyBlock, ...] = ()
@@ -580,6 +583,7 @@ class Anomalies:
     seen: tuple[AnomalyBlock, ...] = ()
     incidents: tuple[Incident, ...] = ()
     stories: tuple[tuple[str, Note | Codes | Table], ...] = ()
+    promises_false: tuple[str, ...] = ()
 
 
 def anomalies_data(results: Any) -> Anomalies:
@@ -616,6 +620,8 @@ def anomalies_data(results: Any) -> Anomalies:
         seen=tuple(_anomaly_block(results, kind, n, allowed=True) for kind, n in seen),
         incidents=tuple(incidents),
         stories=tuple(stories),
+        promises_false=tuple(n for n in PROMISE_SECTIONS if _section(results, n).get("valid")
+                             is False),
     )
 
 

@@ -106,6 +106,13 @@ def test_each_violation_is_found(spark, tmp_path, kw, violation):
     got = judge(spark, p)
     assert got["valid"] is False and got["violations"][violation] == 1
     assert got["examples"][0]["violation"] == violation
+    ex = got["examples"][0]
+    fs = [e["f"] for e in ex["timeline"]]  # its message's ops and the broker's cancel, by index
+    assert "cancel" in fs and [e["index"] for e in ex["timeline"]] == sorted(
+        e["index"] for e in ex["timeline"])
+    assert all(e["f"] == "cancel" or e["f"] in ("consume", "ack", "dead-letter")
+               for e in ex["timeline"])
+    assert fs.index("cancel") > 0 if violation != "delivered_after_cancel" else fs[0] == "cancel"
 
 
 def test_a_held_message_never_back_is_not_judged_when_the_drain_is_incomplete(spark, tmp_path):
@@ -120,3 +127,51 @@ def test_without_a_broker_cancel_nothing_is_judged(spark, tmp_path):
     with Builder(p) as b:
         b.consume(5, "1-0")
     assert judge(spark, p)["valid"] == "unknown"
+
+
+def test_the_held_sample_says_how_long_each_held_message_was_held_and_its_outcome(
+        spark, tmp_path, monkeypatch):
+    from checkers import spark_timeouts
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.at(100).deliver(5, "1-0")
+        b.at(900).deliver(5, "1-1")
+        b.at(5200).op(type="ok", process=5, f="cancel", consumer="c5", queue="q", phase="main",
+                      extra={"by": BY_BROKER, "holding": ["1-0", "1-1"]})
+        b.at(5300).consume(6, "1-0", redelivered=True)
+        b.consume(6, "1-1", redelivered=False)
+    got = judge(spark, p)
+    held = got["held"]
+    assert (held["of"], held["limit"]) == (2, 1000)
+    assert [(h["id"], h["cancel_ms"], h["held_ms"], h["consumer"], h["outcome"])
+            for h in held["sample"]] == [("1-0", 5200.0, 5100.0, "c5", "redelivered"),
+                                         ("1-1", 5200.0, 4300.0, "c5", "unflagged")]
+    monkeypatch.setattr(spark_timeouts, "HELD_SAMPLE", 1)
+    (kept,) = judge(spark, p)["held"]["sample"]  # the violation first
+    assert (kept["id"], kept["outcome"]) == ("1-1", "unflagged")
+
+
+@pytest.mark.usefixtures("spark")
+def test_the_report_shows_the_section_the_checker_wrote_with_its_plot(tmp_path):
+    import json
+
+    from checkers import CheckOptions, check_history
+    from history import HARNESS
+    from reports.report import render
+    with Builder(tmp_path / "history.jsonl") as b:
+        b.op(type="info", process=HARNESS, f="consumer-timeout", value=SETTINGS)
+        b.phase("main", "start")
+        b.publish(1, 0)
+        b.at(100).deliver(5, "1-0")
+        b.at(5200).op(type="ok", process=5, f="cancel", consumer="c5", queue="q", phase="main",
+                      extra={"by": BY_BROKER, "holding": ["1-0"]})
+        b.consume(6, "1-0", redelivered=True)
+        b.phase("main", "end")
+        b.drain_end(complete=True)
+    got = check_history(tmp_path / "history.jsonl", options=CheckOptions())
+    assert got["consumer_timeout"]["held"]["sample"][0]["held_ms"] == 5100.0
+    (tmp_path / "results.json").write_text(json.dumps(got))
+    assert "timeout.png" in [p.name for p in render(tmp_path, index=False)]
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="promise" id="consumer_timeout">' in page
+    assert '<img src="timeout.png"' in page and '<td>broker_cancels</td><td class="num">1</td>' in page

@@ -63,6 +63,31 @@ def test_returns_redelivered_after_their_delay_and_dead_lettered_past_the_limit_
     assert got["valid"] is True
     assert (got["judged"], got["redelivered"], got["dead_lettered"]) == (4, 3, 1)
     assert got["violation_count"] == 0 and got["tolerance_ms"] == 50
+    # the report's plot: each reject followed by a delivery, its delay and its least delay
+    delays = got["delays"]
+    assert (delays["of"], delays["limit"]) == (3, 1000)
+    assert [(d["ms"], d["delay_ms"], d["bound_ms"], d["count"], d["outcome"])
+            for d in delays["sample"]] == [(11.0, 204.0, 200.0, 1, "redelivered"),
+                                           (216.0, 404.0, 400.0, 2, "redelivered"),
+                                           (621.0, 504.0, 500.0, 3, "redelivered")]
+
+
+def test_the_delay_sample_keeps_violations_first_within_its_limit(spark, tmp_path, monkeypatch):
+    from checkers import spark_retry
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        for k in range(4):
+            b.at(1000 * k)
+            dlv(b, 5, f"1-{k}", redelivered=False)
+            reject(b, 5, f"1-{k}")
+            b.at(1000 * k + (100 if k == 2 else 300))  # 1-2 comes back early
+            dlv(b, 5, f"1-{k}", count=1)
+    monkeypatch.setattr(spark_retry, "DELAY_SAMPLE", 1)
+    got = judge(spark, p)
+    assert got["violations"]["early"] == 1 and got["redelivered"] == 3
+    assert (got["delays"]["of"], got["delays"]["limit"]) == (4, 1)
+    (kept,) = got["delays"]["sample"]
+    assert (kept["ms"], kept["delay_ms"], kept["outcome"]) == (2001.0, 99.0, "early")
 
 
 @pytest.mark.parametrize("story, violation", [
@@ -160,3 +185,19 @@ def test_the_check_has_the_section_only_when_the_harness_observed_the_settings(t
     assert got["delayed_retry"]["violations"]["early"] == 1
     assert got["valid"] is False
     assert "delayed_retry" not in check_history(off, options=CheckOptions())
+
+
+
+@pytest.mark.usefixtures("spark")
+def test_the_report_shows_the_section_the_checker_wrote_with_its_plot(tmp_path):
+    import json
+
+    from checkers import CheckOptions, check_history
+    from reports.report import render
+    _run(tmp_path / "history.jsonl", True)
+    got = check_history(tmp_path / "history.jsonl", options=CheckOptions())
+    (tmp_path / "results.json").write_text(json.dumps(got))
+    assert "retry.png" in [p.name for p in render(tmp_path, index=False)]
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="promise" id="delayed_retry">' in page and '<img src="retry.png"' in page
+    assert "<td>violations.early</td><td class=\"num\">1</td>" in page

@@ -129,6 +129,32 @@ def test_a_minority_refusing_in_its_partition_and_serving_after_the_heal_is_vali
          "error": "StreamLostError: no answer to queue.declare within 0.3s"}]
     outside = {n["node"]: n for n in m["outside_faults"]}
     assert outside["n3"]["info"] == 2  # the rounds at 5100 and 5600, before it served again
+    # the report's plot: per node, per second, completions by outcome
+    tl = m["timeline"]
+    assert tl["bucket_ms"] == 1000 and tl["truncated"] is False
+    at = {(x["node"], x["t_ms"], x["outcome"]): x["n"] for x in tl["series"]}
+    assert at[("n1", 1000, "ok")] == 8  # rounds at 1100 and 1600, four ops each
+    # n3's rounds at 1100 (no answer) and 1600 (refused 541), each after a connect ok
+    assert {k[2]: v for k, v in at.items() if k[:2] == ("n3", 1000)} == {
+        "ok": 2, "refused_541": 1, "no_answer": 1}
+    assert {k[2] for k in at if k[:2] == ("n3", 7000)} == {"ok"}
+
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_the_report_shows_the_section_the_checker_wrote_with_its_plot(tmp_path: Path) -> None:
+    import json
+
+    from reports.report import render
+    path = history(tmp_path / "history.jsonl", [*WORKLOAD, *partition(1000, 5000),
+                                                *probes(12_000, MINORITY, 6000)], 12_000)
+    r = check(path)
+    (tmp_path / "results.json").write_text(json.dumps(r))
+    assert "metadata.png" in [p.name for p in render(tmp_path, index=False)]
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="promise" id="metadata">' in page and '<img src="metadata.png"' in page
+    assert r["metadata"]["summary"] in page
 
 
 @pytest.mark.spark

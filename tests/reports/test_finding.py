@@ -252,3 +252,19 @@ def test_markdown_text_never_becomes_markup() -> None:
     assert md.code("a `b` c") == "``a `b` c``"
     assert md.fence(["```", "x"]) == ["````", "```", "x", "````"]
     assert md.table(["a", "b"], [["1", ""]]) == ["| a | b |", "|---|---|", "| 1 | - |"]
+
+
+def test_a_promise_sections_finding_names_its_rule_and_follows_its_examples() -> None:
+    from reports.finding_examples import examples
+    from reports.finding_rules import broken, count_of
+    from tests.reports.promise_store import results as promise_results
+    results = promise_results()
+    assert finding_kinds(results) == ["priority", "delayed_retry"]  # RULES' order
+    assert broken("delayed_retry", results, {}).startswith("a rejected message back before its")
+    assert count_of("priority", results) == 1 and count_of("delayed_retry", results) == 2
+    found, notes = examples(results, finding_kinds(results))
+    assert notes == []
+    assert [(e.kinds, e.ids) for e in found] == [(("priority",), ("1-40", "1-41")),
+                                                (("delayed_retry",), ("1-7",))]
+    assert "handed out while" in found[0].heading
+    assert ("violation", "early") in found[1].facts and "timeline" not in dict(found[1].facts)
