@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import summary
 from tests.checkers.histories import Builder
 from tests.checkers.test_literal import check
 
@@ -41,14 +42,17 @@ def test_higher_priorities_overtaking_lower_ones_are_in_order(tmp_path: Path) ->
     assert r["valid"] is True and o["valid"] is True
     assert o["by_priority"] is True and o["deliveries_checked"] == 5
     assert o["violation_count"] == 0 and o["flagged_violation_count"] == 0
+    assert "violations 0, " in summary(r) and ", judged per priority  [True]" in summary(r)
 
 
 def test_the_same_order_without_priorities_is_a_violation(tmp_path: Path) -> None:
     # The control: with no priority given, 1-3 ahead of 1-2 and 1-0 is a FIFO violation.
     p = tmp_path / "h.jsonl"
     overtakes(p, priorities=False)
-    o = check(p)["ordering"]
+    r = check(p)
+    o = r["ordering"]
     assert o["by_priority"] is False and o["violation_count"] == 2
+    assert "judged per priority" not in summary(r)
     assert [(e["earlier"]["id"], e["later"]["id"]) for e in o["examples"]] == [
         ("1-3", "1-2"), ("1-2", "1-0")]
 
