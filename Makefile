@@ -6,7 +6,7 @@ SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-leader-
              quorum-majorities-ring quorum-rolling-restart quorum-packet-loss quorum-sac-fifo \
              quorum-crashing-consumers stream-partition khepri-minority khepri-minority-leader \
              quorum-delayed-retry quorum-delayed-retry-healthy quorum-consumer-timeout \
-             quorum-consumer-timeout-healthy \
+             quorum-consumer-timeout-healthy quorum-priorities quorum-priorities-healthy \
              mirrored-master-partition \
              quorum-autoheal-leader-partition mirrored-ignore-split-brain mirrored-partition \
              mirrored-pause-minority mirrored-unsynced-promotion mirrored-synced-promotion \

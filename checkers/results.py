@@ -269,9 +269,11 @@ def ordering_section(
     held_examples: Sequence[Violation] = (),
     near_boundary_count: int = 0,
     near_boundary_ms: float | None = None,
+    by_priority: bool = False,
 ) -> dict[str, Any]:
     """Takes the ordering facts (checkers.spark_order defines them). Returns the "ordering" section,
-    valid iff violation_count is zero."""
+    valid iff violation_count is zero; `by_priority` says whether its streams were split by
+    message priority."""
     return {
         "valid": violation_count == 0,
         "strict": strict,
@@ -288,6 +290,7 @@ def ordering_section(
         "held_examples": [v.as_dict() for v in held_examples],
         "near_boundary_count": near_boundary_count,
         "near_boundary_ms": near_boundary_ms,
+        "by_priority": by_priority,
     }
 
 

@@ -29,6 +29,16 @@ consumer. In strict mode (quorum queue + single active consumer + prefetch 1),
 the deliveries of one publisher's messages to every consumer of the queue, in
 history order: the next active consumer continues where the last one stopped.
 
+Priorities. A quorum queue with message priorities (RabbitMQ 4.0 on; 4.3:
+"higher-priority messages are dispatched ahead of lower ones") hands a later
+message of a higher priority out before an earlier one of a lower priority:
+that is its documented behaviour, not a reorder. So when the history shows
+priorities (some publish op carries a non-null `priority`), each stream above
+is split by the priority its deliveries carry (their `priority` field; none is
+one value of its own): order is judged per publisher (and consumer) and
+priority, and the section says so (`by_priority`). Everything below applies
+within those streams unchanged.
+
 Violations. Each delivery d of a stream is compared with an earlier one p:
 
 - default mode, d unflagged: p is the previous unflagged delivery of the
@@ -73,7 +83,8 @@ and nothing is excused in them.
 Reported: deliveries_checked (the deliveries whose order decides validity:
 unflagged ones by default, all in strict mode), violation_count,
 consumers_affected (the consumers of the violations' d), flagged_violation_count,
-unconfirmed_reorder_count, held_reorder_count, and the first `example_size`
+unconfirmed_reorder_count, held_reorder_count, by_priority (whether streams were
+split by priority), and the first `example_size`
 of each kind by d's index (examples, flagged_examples, unconfirmed_examples,
 held_examples), each with the phase boundary nearest d (`phase_boundary`:
 phase, state and d's signed distance from it in ms); near_boundary_count
@@ -81,7 +92,8 @@ counts the violations whose d lies within near_boundary_ms of a phase
 boundary (checkers.holds), so that a finding clustered at one, where the
 harness starts and stops its clients, shows at once.
 
-In Spark: one aggregate over a window per stream counts the deliveries
+In Spark: a first job looks for one publish with a priority (whether streams
+are split by it); one aggregate over a window per stream counts the deliveries
 checked and the candidate violations. Only when there are candidates, a
 second pass joins them with the message table (who published each message,
 and whether it was confirmed) to set unconfirmed reorders apart, and, when
@@ -113,7 +125,14 @@ from checkers.holds import (
 from checkers.model import END_FS, OUTCOME_CODES, consumer_identity, ns_to_ms
 from checkers.results import Delivery, Violation
 from checkers.spark_fates import violations_by_fault
-from checkers.spark_io import History, collect_small, is_ack, is_delivery, literal_rows
+from checkers.spark_io import (
+    History,
+    collect_small,
+    is_ack,
+    is_delivery,
+    is_publish,
+    literal_rows,
+)
 from history.faults import FaultWindow
 
 log = logging.getLogger(__name__)
@@ -130,14 +149,27 @@ def checked_deliveries(h: History) -> DataFrame:
     cond = is_delivery() & F.col("pub").isNotNull() & F.col("seq").isNotNull()
     return h.df.where(cond).select(
         "pid", F.col("consumer").alias("tag"), "pub", "seq", F.col("value").alias("id"),
-        "index", "time", "redelivered")
+        "index", "time", "redelivered", "priority")
 
 
-def with_previous(d: DataFrame, strict: bool, full: bool) -> DataFrame:
-    """Takes checked deliveries and the mode. Returns them with `p`, the delivery each must
-    follow (a struct of FIELDS if `full`, else of seq only; null for a stream's first)."""
+def shows_priorities(h: History) -> bool:
+    """Takes a History. Returns whether some publish op carries a priority (then streams are
+    split by priority: the module docstring)."""
+    return bool(h.df.where(is_publish() & F.col("priority").isNotNull()).limit(1).count())
+
+
+def stream_keys(strict: bool, by_priority: bool) -> tuple[str, ...]:
+    """Takes the mode and whether streams are split by priority. Returns the columns a stream
+    is keyed by."""
     keys = ("pub",) if strict else ("pid", "tag", "pub")
-    w = Window.partitionBy(*keys).orderBy("index")
+    return (*keys, "priority") if by_priority else keys
+
+
+def with_previous(d: DataFrame, strict: bool, full: bool, by_priority: bool = False) -> DataFrame:
+    """Takes checked deliveries, the mode and whether streams are split by priority. Returns them
+    with `p`, the delivery each must follow (a struct of FIELDS if `full`, else of seq only;
+    null for a stream's first)."""
+    w = Window.partitionBy(*stream_keys(strict, by_priority)).orderBy("index")
     prev = F.struct(*(FIELDS if full else ("seq",)))
     any_prev = F.lag(prev).over(w)
     if strict:
@@ -240,10 +272,10 @@ def classified(cands: DataFrame, msgs: DataFrame, strict: bool,
                          (F.col("redelivered") & (kind == "violation")).alias("also_flagged"))
 
 
-def candidates(d: DataFrame, strict: bool) -> DataFrame:
-    """Takes checked deliveries and the mode. Returns the candidate violations: each delivery out
-    of order with its `p` (a struct of FIELDS)."""
-    return with_previous(d, strict, full=True).where(is_candidate(strict))
+def candidates(d: DataFrame, strict: bool, by_priority: bool = False) -> DataFrame:
+    """Takes checked deliveries, the mode and whether streams are split by priority. Returns the
+    candidate violations: each delivery out of order with its `p` (a struct of FIELDS)."""
+    return with_previous(d, strict, True, by_priority).where(is_candidate(strict))
 
 
 def _violation(r: Row, bounds: Sequence[Boundary]) -> Violation:
@@ -298,8 +330,9 @@ def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
     attribution, `by_fault`, is not the ordering section's: the caller takes it out of the
     facts (checkers.spark_engine)."""
     d = checked_deliveries(h)
-    row = with_previous(d.select("pid", "tag", "pub", "seq", "index", "redelivered"),
-                        strict, full=False).agg(
+    by_priority = shows_priorities(h)
+    row = with_previous(d.select("pid", "tag", "pub", "seq", "index", "redelivered", "priority"),
+                        strict, False, by_priority).agg(
         F.count_if(is_checked(strict)).alias("checked"),
         F.count_if(is_candidate(strict)).alias("candidates"),
     ).collect()[0]
@@ -310,11 +343,11 @@ def ordering_facts(h: History, msgs: DataFrame, strict: bool, example_size: int,
         "unconfirmed_reorder_count": 0, "unconfirmed_examples": [],
         "held_reorder_count": 0, "held_examples": [],
         "near_boundary_count": 0, "near_boundary_ms": ns_to_ms(NEAR_BOUNDARY_NS),
-        "by_fault": [],
+        "by_priority": by_priority, "by_fault": [],
     }
     if not row["candidates"]:
         return facts
-    cands = candidates(d, strict).persist(StorageLevel.MEMORY_AND_DISK)
+    cands = candidates(d, strict, by_priority).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         ends = consumer_windows(h) if acks else []
         held = held_reorders(h, cands, ends) if ends else None

@@ -246,7 +246,9 @@ def summary(results: dict[str, Any]) -> str:
                      f"{o.get('flagged_violation_count', 0)}, unconfirmed reorders "
                      f"{o.get('unconfirmed_reorder_count', 0)}, held reorders "
                      f"{o.get('held_reorder_count', 0)}, violations near a phase boundary "
-                     f"{o.get('near_boundary_count', 0)}  [{o.get('valid')}]")
+                     f"{o.get('near_boundary_count', 0)}"
+                     f"{', judged per priority' if o.get('by_priority') else ''}"
+                     f"  [{o.get('valid')}]")
     elif o:
         lines.append(f"ordering: error: {o.get('error')}  [{o.get('valid')}]")
     overall = (results.get("perf") or {}).get("overall")

@@ -132,7 +132,8 @@ ANOMALY_KINDS: dict[str, AnomalyKind] = {
         AnomalyKind(
             "ordering", "delivery out of publish order", "deliveries out of publish order",
             "A consumer received one publisher's messages in an order other than the one they "
-            "were published in (redeliveries excepted, unless the test asks for strict order).",
+            "were published in (redeliveries excepted, unless the test asks for strict order; "
+            "when messages carry priorities, those of one priority: a higher one may go first).",
         ),
     )
 }
@@ -176,8 +177,8 @@ QUEUE_COUNTS: tuple[tuple[str, str, str], ...] = (
 )
 ORDERING_COUNTS: tuple[tuple[str, str, str], ...] = (
     ("deliveries_checked", "deliveries checked for order", "non-redelivered deliveries compared"),
-    ("violation_count", "out of order", "a publisher's messages seen out of publish order "
-     "(anomaly)"),
+    ("violation_count", "out of order", "a publisher's messages (of one priority, when they "
+     "carry priorities) seen out of publish order (anomaly)"),
     ("near_boundary_count", "  out of order near a phase boundary",
      "violations within a second of a phase's start or end, where the harness starts and "
      "stops its clients: suspect, look at the harness's own part first"),

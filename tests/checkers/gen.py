@@ -627,7 +627,9 @@ def random_histories(draw: Any, max_steps: int = 80) -> Generated:
     delivery; dead letters of any id, with a reason or none, and now and then the harness's
     observation that the queue dead-letters (to its own or the user's exchange, with a limit
     or none); nemesis faults and stops of any kind and target, in any order, some failing;
-    phase events (main's optional) with every drain ending. Some client processes are
+    phase events (main's optional) with every drain ending. Half the histories give
+    publishes and deliveries priorities (none, 1 or 9, each drawn on its own, so that a
+    delivery's may differ from its publish's or be the only one). Some client processes are
     written as decimal strings, some consumer tags are missing, some nemesis completions are
     ok rather than info, some name their nodes as one string. Times often tie. Its `expected`
     is empty: it is for comparing a checker with the oracle, not for planting."""
@@ -669,6 +671,7 @@ class _Anything:
     def __init__(self, draw: Any, acks: bool) -> None:
         self.draw = draw
         self.acks = acks
+        self.priorities = draw(st.booleans())
         self.t = 0
         self.ops: list[tuple[int, dict[str, Any]]] = []
         self.outcomes: dict[str, str] = {}
@@ -679,6 +682,10 @@ class _Anything:
     def emit(self, **kw: Any) -> None:
         self.t += self.draw(st.integers(0, 3)) * MS
         self.ops.append((self.t, kw))
+
+    def priority(self) -> int | None:
+        """A message's priority: none in a history without priorities, else none, 1 or 9."""
+        return self.draw(st.sampled_from([None, 1, 9])) if self.priorities else None
 
     def proc(self, p: int) -> int | str:
         """A client process, now and then written as text (the checker reads it as text)."""
@@ -700,7 +707,7 @@ class _Anything:
         self.publish_process[mid] = p
         self.open_publishes[mid] = p
         self.emit(type="invoke", process=self.proc(p), f="publish", value=mid, node="n1",
-                  queue="q", publisher=pub, seq=seq, phase="main")
+                  queue="q", publisher=pub, seq=seq, phase="main", priority=self.priority())
 
     def complete(self) -> None:
         if not self.open_publishes:
@@ -726,7 +733,7 @@ class _Anything:
         self.emit(type="ok", process=self.proc(p), f=f, value=mid,
                   node=draw(st.sampled_from(NODES)), queue="q", publisher=pub, seq=seq,
                   consumer=tag, redelivered=draw(st.sampled_from([False, False, True, None])),
-                  phase="main")
+                  phase="main", priority=self.priority())
         if self.acks:
             self.waiting.append((p, tag, mid, pub, seq))
 

@@ -58,7 +58,10 @@ The definitions, as this file applies them:
   redeliveries flagged). A delivery's publisher and seq are its fields, else
   parsed from its id "<publisher>-<seq>"; a delivery with neither is not
   checked. Streams: per (process, consumer tag, publisher), or per publisher
-  alone in strict mode. In history order each delivery d of a stream is
+  alone in strict mode; when some publish op carries a non-null priority,
+  each stream is split by its deliveries' priority field (null a value of its
+  own: a later message of a higher priority may go first), and the section's
+  by_priority is true. In history order each delivery d of a stream is
   compared with an earlier one p: default mode, d unflagged: p is the last
   unflagged delivery of the stream and d.seq <= p.seq is out of order; d
   flagged: p is the last delivery, d.seq < p.seq is a *flagged* reorder
@@ -180,6 +183,7 @@ class Delivery:
     publisher: int | None
     seq: int | None
     ack_index: int | None = None
+    priority: int | None = None
 
 
 @dataclass
@@ -207,6 +211,8 @@ class Read:
     first_ack: dict[str, int] = field(default_factory=dict)
     dead: dict[str, list[str | None]] = field(default_factory=dict)
     ends: list[dict[str, Any]] = field(default_factory=list)
+    # Whether some publish op carries a priority (ordering streams are then split by it).
+    priorities: bool = False
 
 
 def read(path: Path) -> Read:
@@ -244,6 +250,8 @@ def read_publish(r: Read, op: dict[str, Any], process: int, waiting: Waiting) ->
     """Takes a publish op with a value. An invoke starts the message's publish, any other type
     completes it."""
     mid = op["value"]
+    if op.get("priority") is not None:
+        r.priorities = True
     if op["type"] == "invoke":
         r.publishes[mid] = Publish(process, op["time"])
     else:
@@ -265,7 +273,7 @@ def read_delivery(r: Read, op: dict[str, Any], process: int, waiting: Waiting) -
     if seq is None and parsed:
         seq = int(parsed.group(2))
     d = Delivery(op["index"], op["time"], process, op.get("consumer") or "", mid,
-                 op.get("redelivered") is True, pub, seq)
+                 op.get("redelivered") is True, pub, seq, priority=op.get("priority"))
     r.deliveries.append(d)
     waiting.setdefault((process, d.tag, mid), deque()).append(d)
 
@@ -471,6 +479,8 @@ def reorders(r: Read, strict: bool) -> dict[str, list[tuple[Delivery, Delivery]]
         if d.publisher is None or d.seq is None:
             continue
         key: tuple[Any, ...] = (d.publisher,) if strict else (d.process, d.tag, d.publisher)
+        if r.priorities:
+            key += (d.priority,)
         if strict:
             p = last.get(key)
             bad = p is not None and (d.seq < p.seq or (d.seq == p.seq and not d.flagged))
@@ -533,6 +543,7 @@ def ordering(r: Read, *, strict: bool = False, example_size: int = 20,
         "held_examples": examples("held"),
         "near_boundary_count": sum(1 for _, d in kinds["violation"] if near(d)),
         "near_boundary_ms": 1000.0,
+        "by_priority": r.priorities,
     }
 
 

@@ -1,10 +1,8 @@
 """Planted histories through the priority check (checkers.spark_priority): strict priorities of
 quorum queues on 4.3. Every check is also worked out by the oracle (tests.checkers
-.oracle_priority, through tests.checkers.oracle.judge), which must agree field by field.
-
-Each publisher's messages are delivered here in its own order: the ordering check does not
-know priorities yet, and would call a priority's reordering of one publisher's messages a
-violation."""
+.oracle_priority, through tests.checkers.oracle.judge), which must agree field by field,
+the ordering section included (judged per publisher and priority: see
+tests.checkers.test_literal_priority_order)."""
 
 from __future__ import annotations
 
