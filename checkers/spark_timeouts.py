@@ -43,8 +43,12 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                            drain_complete: bool, example_size: int = 5) -> dict[str, Any]:
     """Takes a session, the JSONL history, the settings the harness observed, whether the drain
     completed and how many examples to give. Returns the section (checkers.timeouts.section)."""
-    ops = (spark.read.schema(SCHEMA).json(str(source))
-           .where((F.col("type") == "ok") & F.col("process").rlike(r"^\d+$")))
+    client = spark.read.schema(SCHEMA).json(str(source)).where(F.col("process").rlike(r"^\d+$"))
+    ops = client.where(F.col("type") == "ok")
+    # A basic.cancel the broker sent again for a consumer it had cancelled (workloads.clients
+    # records it as an info op and keeps it from pika): counted, not judged.
+    repeated = client.where((F.col("type") == "info") & (F.col("f") == CANCEL)
+                            & (F.col("by") == "broker")).count()
     cancels = ops.where((F.col("f") == CANCEL) & (F.col("by") == "broker")).select(
         F.col("index").alias("c_index"), F.col("time").alias("c_time"),
         F.col("process").alias("c_process"),
@@ -77,7 +81,7 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                    for r in bad])
     examples = with_timelines(ops, examples[:example_size])
     return {**section(settings, cancels.count(), counts, examples),
-            "held": held_sample(held, msgs.where(dlv), judged)}
+            "repeated_cancels": repeated, "held": held_sample(held, msgs.where(dlv), judged)}
 
 
 def with_timelines(ops: DataFrame, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:

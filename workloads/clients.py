@@ -325,6 +325,7 @@ class Consumer:
                 self.channel = self.conn.channel()
                 self.channel.basic_qos(prefetch_count=self.opts.prefetch)
                 self.channel.add_on_cancel_callback(self._on_broker_cancel)
+                self._pass_on_first_cancel_only()
                 self.channel.basic_consume(
                     self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag,
                     arguments=self._consume_arguments(),
@@ -573,6 +574,31 @@ class Consumer:
             return
         self._ended = True
         self._record("info", CLOSE, error=error, by=BY_BROKER)
+
+    def _pass_on_first_cancel_only(self) -> None:
+        """Passes on to pika only the broker's first basic.cancel of this consumer; each later
+        one is recorded (an `info` op f CANCEL by the broker) and dropped. RabbitMQ 4.3's
+        channel sends basic.cancel for each release of a timed-out consumer's messages
+        (rabbit_channel:handle_queue_actions, `{released, ..., timeout}`, without forgetting
+        the consumer), and pika's BlockingChannel takes a second cancel of a consumer it has
+        already dropped as a KeyError: raised from its dispatch, which ended a workload thread,
+        or, inside its I/O, as a lost connection (quorum-consumer-timeout-healthy on 4.3.6,
+        seed 4001: consumers 29-31)."""
+        impl, blocking = self.channel._impl, self.channel
+        to_pika = blocking._on_consumer_cancelled_by_broker
+        impl.callbacks.remove(impl.channel_number, pika.spec.Basic.Cancel, to_pika)
+        seen: set[str] = set()
+
+        def first_only(method_frame: Any) -> None:
+            tag = method_frame.method.consumer_tag
+            if tag in seen:
+                self._record("info", CANCEL, by=BY_BROKER,
+                             error="the broker sent basic.cancel again for this consumer")
+                return
+            seen.add(tag)
+            to_pika(method_frame)
+
+        impl.add_on_cancel_callback(first_only)
 
     def _on_broker_cancel(self, _method_frame: Any) -> None:
         """Records, once, a cancel the broker sent (consumer cancel notification): one `ok` op

@@ -175,3 +175,19 @@ def test_the_report_shows_the_section_the_checker_wrote_with_its_plot(tmp_path):
     page = (tmp_path / "report.html").read_text()
     assert '<div class="promise" id="consumer_timeout">' in page
     assert '<img src="timeout.png"' in page and '<td>broker_cancels</td><td class="num">1</td>' in page
+
+
+def test_a_cancel_the_broker_sent_again_is_counted_and_changes_nothing(spark, tmp_path):
+    # RabbitMQ 4.3 sends basic.cancel for each release of a timed-out consumer's messages; the
+    # client records the second as an info op (workloads.clients) and the section counts it.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.deliver(5, "1-0")
+        b.op(type="ok", process=5, f="cancel", consumer="c5", queue="q", phase="main",
+             extra={"by": BY_BROKER, "holding": ["1-0"]})
+        b.op(type="info", process=5, f="cancel", consumer="c5", queue="q", phase="main",
+             error="the broker sent basic.cancel again for this consumer",
+             extra={"by": BY_BROKER})
+        b.consume(6, "1-0", redelivered=True)
+    got = judge(spark, p)
+    assert got["valid"] is True and got["broker_cancels"] == 1 and got["repeated_cancels"] == 1

@@ -5,6 +5,7 @@ server on loopback (tests.fake_amqp)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -214,3 +215,25 @@ def test_the_workers_end_of_the_main_phase_is_recorded_per_consumer(broker):
         # Nothing of the consumer's comes after its channel's close.
         last = max(i for i, o in enumerate(h.ops) if o.process == p)
         assert h.ops[last] is mine[-1]
+
+
+def test_a_second_cancel_from_the_broker_is_recorded_and_kept_from_pika(broker):
+    # RabbitMQ 4.3 sends basic.cancel for each release of a timed-out consumer's messages; pika's
+    # BlockingChannel raised KeyError on the second (quorum-consumer-timeout-healthy, 4.3.6,
+    # seed 4001, consumers 29-31: a workload thread ended, two connections torn down).
+    broker.put("q", "0-1")
+    h = ListRecorder()
+    con = consumer(broker, h)
+    con.open()
+    poll_until(con, lambda: con.acked == 1)
+    broker.cancel_consumers()
+    broker.cancel_consumers()
+    with pytest.raises(ClientError, match="cancelled by the broker"):
+        poll_until(con, lambda: False)
+    time.sleep(0.2)
+    with contextlib.suppress(ClientError):
+        con.poll(0.2)  # the second cancel, if it came after the first was dispatched
+    cancels = [(o.type, o.extra.get("by"), o.error) for o in h.ops if o.f == "cancel"]
+    assert cancels == [("ok", "broker", None),
+                       ("info", "broker", "the broker sent basic.cancel again for this consumer")]
+    con.close()
