@@ -56,6 +56,12 @@ TEXTS: Final = {
         "partition_handling=ignore: in flight to a consumer on the minority side when the "
         "partition began, redelivered and acknowledged on the majority, then delivered again, "
         "unflagged, to the minority's consumer after the partition healed)."),
+    "unflagged_redelivered": (
+        REDELIVER_DOC + " Each of these messages was delivered more than once, and a delivery "
+        "after the first did not carry the redelivered flag, whether or not an earlier one was "
+        "acknowledged: the broker handed out as new a message it had already delivered (seen on "
+        "RabbitMQ 4.3's durable classic queues after a graceful restart: the deliveries still "
+        "unacknowledged when the queue stopped came back unflagged)."),
     "delivered_failed": (
         "The publish was refused (it ended fail: basic.nack, or the mandatory message was "
         "returned) and the message was delivered and acknowledged anyway. Not an anomaly: "
@@ -80,7 +86,7 @@ TEXTS: Final = {
         "right after): the message came back, and the queue then dropped it at its limit."),
 }
 ORDER: Final = ("lost", "lost_unacked", "unexpected", "unflagged_duplicated", "unflagged_after_ack",
-                "redelivered_duplicated", "delivered_failed", "recovered", "dropped_by_design",
+                "unflagged_redelivered", "redelivered_duplicated", "delivered_failed", "recovered", "dropped_by_design",
                 "dead_lettered_delivered")
 NOT_DRAINED: Final = (
     " The drain did not complete, so these messages may still be in the queue: they are not "

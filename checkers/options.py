@@ -37,6 +37,10 @@ class CheckOptions:
     - flagged_duplicates_invalid / unflagged_duplicates_invalid: whether a
       message delivered again only with / without the redelivered flag makes
       the queue section invalid (the second also covers unflagged_after_ack).
+    - unflagged_redeliveries_invalid: whether a message delivered again
+      without the redelivered flag, its earlier delivery acked or not
+      (unflagged_redelivered), makes the queue section invalid; reported
+      either way.
     - require_drain: without a completed drain (checkers.phases) lost messages
       cannot be told from queued ones, so a queue section with any is "unknown".
     - sample_size: length of id lists (counts are always exact);
@@ -59,6 +63,7 @@ class CheckOptions:
     strict_order: bool = False
     flagged_duplicates_invalid: bool = False
     unflagged_duplicates_invalid: bool = True
+    unflagged_redeliveries_invalid: bool = False
     require_drain: bool = True
     sample_size: int = 100
     example_size: int = 20

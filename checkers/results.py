@@ -48,6 +48,7 @@ QUEUE_COUNTS: Final = (
     "delivery_count",
     "lost_unacked_count",
     "unflagged_after_ack_count",
+    "unflagged_redelivered_count",
     "acked_delivery_count",
     "dead_lettered_count",
     "dropped_by_design_count",
@@ -63,6 +64,7 @@ QUEUE_SAMPLES: Final = (
     "delivered_failed",
     "lost_unacked",
     "unflagged_after_ack",
+    "unflagged_redelivered",
     "dead_lettered_delivered",
 )
 
@@ -166,6 +168,8 @@ def invalidating(counts: Mapping[str, int], options: CheckOptions) -> list[str]:
               options.unflagged_duplicates_invalid),
              ("unflagged_after_ack", "unflagged_after_ack_count",
               options.unflagged_duplicates_invalid),
+             ("unflagged_redelivered", "unflagged_redelivered_count",
+              options.unflagged_redeliveries_invalid),
              ("redelivered_duplicated", "redelivered_duplicated_count",
               options.flagged_duplicates_invalid))
     return [name for name, key, counted in rules if counts[key] and counted]

@@ -29,6 +29,15 @@ and to consumer acknowledgements):
   (one connection, in order), and an ack lost with a connection the harness
   cut makes the broker deliver the message again flagged too. Only a broker
   that forgot the message had been delivered hands it out unflagged;
+- unflagged_redelivered = ids delivered more than once with a delivery after
+  the first (acked or not) without the redelivered flag, recorded more than
+  REDELIVERY_GAP_NS (1 s) after the first: the broker handed out as new a
+  message it had delivered before, whether or not anyone acked it (RabbitMQ
+  4.3's classic queues after a graceful restart, the deliveries still unacked
+  at the stop). The gap keeps out a first delivery recorded late: a consumer
+  whose node died may read the delivery from its socket after the broker has
+  already redelivered the message, flagged, to another. Reported; it makes the
+  section invalid only with `unflagged_redeliveries_invalid`;
 - recovered = delivered ∩ attempted whose publish completed `info` or never
   completed; delivered_failed = delivered ids whose publish was `fail`
   (reported, not an anomaly: a nack refuses responsibility, it does not say
@@ -88,6 +97,9 @@ log = logging.getLogger(__name__)
 OK, FAIL, INFO = OUTCOME_CODES["ok"], OUTCOME_CODES["fail"], OUTCOME_CODES["info"]
 
 
+# An unflagged delivery this long after a message's first delivery is a redelivery, not a first
+# delivery recorded late by a client whose connection was dying (unflagged_redelivered).
+REDELIVERY_GAP_NS: Final = 1_000_000_000
 # The message table's columns that pair acks with deliveries.
 ACKED = ("n_acked", "n_acked_unflagged", "first_acked_flag", "first_flag_ack_loc", "orphan_at")
 # At most this many ids with more than one delivery or ack are paired by the window apart from
@@ -132,6 +144,8 @@ def _id_aggs(acks: bool) -> list[Column]:
         F.min(_when(dlv, at * 2 + flag.cast("long"))).alias("first_low"),
         F.min(_when(dlv & flag, at)).alias("first_flag_loc"),
         F.max(_when(dlv & ~flag, at)).alias("last_unflagged_loc"),
+        F.min(_when(dlv, "time")).alias("first_dlv_time"),
+        F.max(_when(dlv & ~flag, "time")).alias("last_unflagged_time"),
         # When the message was first consumed: its first ack (first delivery without acks),
         # for what was at risk when each fault began (checkers.spark_risk).
         F.min(_when(is_ack() if acks else dlv, "time")).alias("consumed_time"),
@@ -158,7 +172,8 @@ def _table(grouped: DataFrame, *acked: Column) -> DataFrame:
     return grouped.select(
         "id", "n_inv", "comp_code", "inv_time", "comp_time", F.col("pid_min").alias("inv_pid"),
         "n_del", "n_unflagged", (F.col("first_low") % 2).alias("first_flag"), "first_flag_loc",
-        "last_unflagged_loc", "consumed_time", "n_dead", "dead_loc", "comp_blocked",
+        "last_unflagged_loc", "first_dlv_time", "last_unflagged_time", "consumed_time", "n_dead",
+        "dead_loc", "comp_blocked",
         "last_dlv_loc", "last_ack_loc", *acked, problem_loc().alias("problem_at"))
 
 
@@ -367,6 +382,8 @@ def _flags() -> dict[str, Column]:
         "delivered_failed": delivered & (code == FAIL),
         "lost_unacked": lost & received,
         "unflagged_after_ack": F.coalesce(F.col("last_unflagged_loc") > flag_ack, F.lit(False)),
+        "unflagged_redelivered": ((F.col("n_unflagged") - (1 - F.col("first_flag"))) > 0) & (
+            F.col("last_unflagged_time") - F.col("first_dlv_time") > F.lit(REDELIVERY_GAP_NS)),
         "dead_lettered": dead,
         "dropped_by_design": attempted & ~delivered & dead,
         "dead_lettered_delivered": dead & delivered,
@@ -375,7 +392,7 @@ def _flags() -> dict[str, Column]:
 
 SAMPLED = ("lost", "unexpected", "duplicated", "redelivered_duplicated", "unflagged_duplicated",
            "recovered", "delivered_failed", "lost_unacked", "unflagged_after_ack",
-           "dead_lettered_delivered")
+           "unflagged_redelivered", "dead_lettered_delivered")
 
 
 def id_order() -> list[Column]:

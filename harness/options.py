@@ -410,6 +410,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--strict-order", "check.strict_order", group="check", switch=True,
            commands=RUNS | {"check"}, on={"check": On(group="judgement")},
            help="FIFO including redeliveries (single active consumer, prefetch 1)"),
+    Option("--unflagged-redeliveries-invalid", "check.unflagged_redeliveries_invalid",
+           group="check", switch=True, commands=RUNS | {"check"},
+           on={"check": On(group="judgement")},
+           help="a message delivered again without the redelivered flag, its earlier delivery "
+                "acked or not (unflagged_redelivered), makes the queue invalid; reported either "
+                "way"),
     Option("--flagged-duplicates-invalid", "check.flagged_duplicates_invalid", switch=True,
            group="judgement", commands=frozenset({"check"}),
            help="duplicates flagged redelivered also make the queue invalid"),

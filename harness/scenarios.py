@@ -310,6 +310,18 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "(twin of transient-full-restart)",
      "no loss: durable queues and persistent messages survive a restart", VALID, None,
      {"queue": CLASSIC, "nemesis": FULL_RESTART}),
+    ("durable-graceful-restart",
+     "durable classic queue, persistent messages, consumers holding a fifth of their "
+     "deliveries 10 s before the ack; the queue's node stopped gracefully and started again "
+     "while they hold them (RabbitMQ 4.3.6 hands such messages out again unflagged after the "
+     "restart: its classic queue no longer keeps, across a graceful stop, which messages were "
+     "delivered)",
+     "no loss, and every delivery after a message's first flagged redelivered, the held "
+     "messages' included (RabbitMQ's reliability guide: without the flag the message has not "
+     "been seen before; unflagged_redelivered makes the queue invalid here)", VALID, None,
+     {"queue": CLASSIC, "check": CheckOptions(unflagged_redeliveries_invalid=True),
+      "workload": WorkloadOptions(client=ClientOptions(hold_share=0.2, hold_s=10.0)),
+      "nemesis": _faults("stop@leader", interval=20, duration=10), "time_limit_s": 60.0}),
     # A power loss (issue 32): the nodes' data directories on the unsynced layer (lazyfs, turned
     # on by the fault: TestSpec.backend_as_run), the targets killed and their unsynced writes
     # dropped, then booted again. RabbitMQ confirms a quorum queue's message once a majority of

@@ -36,6 +36,9 @@ The definitions, as this file applies them:
   when an acked delivery after the first acked one (by delivery index) lacks
   the redelivered flag, else *redelivered*; unflagged_after_ack = ids with an
   unflagged delivery (acked or not) after the ack of a flagged delivery;
+  unflagged_redelivered = ids with a delivery after their first (by index,
+  acked or not) without the redelivered flag, recorded more than 1 s after
+  the id's first delivery;
   recovered = attempted and delivered ids whose publish ended info or never
   completed; delivered_failed = delivered ids whose publish failed; info_count
   counts publishes that ended info or never completed; fail_reasons counts
@@ -45,7 +48,8 @@ The definitions, as this file applies them:
   state is not "start"; the drain completed iff that event has state "end"
   and its `complete` is absent or true.
 - Queue verdict. Invalid for unexpected ids, for unflagged duplicates and
-  unflagged_after_ack (unless unflagged duplicates are allowed), for flagged
+  unflagged_after_ack (unless unflagged duplicates are allowed), for
+  unflagged_redelivered when unflagged redeliveries are made invalid, for flagged
   duplicates when they are made invalid, and for lost ids once the drain
   completed (or when the drain is not required). Lost ids with an unproven
   drain and nothing else wrong: "unknown"; so too when the last harness
@@ -53,7 +57,7 @@ The definitions, as this file applies them:
   into an exchange the harness does not read). Nothing else: valid. `anomalies`
   lists lost and lost_unacked (when any), then the invalidating classes in
   the order unexpected, unflagged_duplicated, unflagged_after_ack,
-  redelivered_duplicated.
+  unflagged_redelivered, redelivered_duplicated.
 - Ordering (RabbitMQ: enqueue order per channel, delivery in enqueue order,
   redeliveries flagged). A delivery's publisher and seq are its fields, else
   parsed from its id "<publisher>-<seq>"; a delivery with neither is not
@@ -338,6 +342,7 @@ def elsewhere(events: list[dict[str, Any]]) -> bool:
 
 def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
           flagged_duplicates_invalid: bool = False, require_drain: bool = True,
+          unflagged_redeliveries_invalid: bool = False,
           sample_size: int = 100) -> dict[str, Any]:
     """Takes a read history and the options. Returns the queue section's verdict, anomalies,
     counts, id lists (first `sample_size` in results.json's order) and fail reasons."""
@@ -363,12 +368,16 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
         flag_acks = [d.ack_index for d in ds if d.flagged and d.ack_index is not None]
         if flag_acks and any(not d.flagged and d.index > min(flag_acks) for d in ds):
             after_ack.add(m)
+    unflagged_again = {m for m, ds in by_id.items()
+                       if any(not d.flagged and d.time - min(x.time for x in ds) > 1_000_000_000
+                              for d in sorted(ds, key=lambda d: d.index)[1:])}
     sets = {
         "lost": lost, "unexpected": received - attempted, "duplicated": duplicated,
         "redelivered_duplicated": duplicated - unflagged_dup,
         "unflagged_duplicated": unflagged_dup, "recovered": delivered & unknown,
         "delivered_failed": delivered & failed, "lost_unacked": lost & received,
-        "unflagged_after_ack": after_ack, "dead_lettered_delivered": dead & delivered,
+        "unflagged_after_ack": after_ack, "unflagged_redelivered": unflagged_again,
+        "dead_lettered_delivered": dead & delivered,
     }
     counts = {
         "attempt_count": len(attempted), "acknowledged_count": len(acknowledged),
@@ -381,6 +390,7 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
     invalid = [k for k, on in (
         ("unexpected", True), ("unflagged_duplicated", unflagged_duplicates_invalid),
         ("unflagged_after_ack", unflagged_duplicates_invalid),
+        ("unflagged_redelivered", unflagged_redeliveries_invalid),
         ("redelivered_duplicated", flagged_duplicates_invalid)) if on and sets[k]]
     drained = drain_complete(r.harness)
     if invalid or (lost and (drained or not require_drain) and not elsewhere(r.harness)):
@@ -391,7 +401,8 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
         valid = True
     reasons = Counter(pubs[m].error if pubs[m].error is not None else "(none)" for m in failed)
     explained = ("lost", "lost_unacked", "unexpected", "unflagged_duplicated",
-                 "unflagged_after_ack", "redelivered_duplicated", "delivered_failed", "recovered",
+                 "unflagged_after_ack", "unflagged_redelivered", "redelivered_duplicated",
+                 "delivered_failed", "recovered",
                  "dropped_by_design", "dead_lettered_delivered")
     sets_and_dropped = {**sets, "dropped_by_design": dropped}
     why = Counter(r.dead[m][0] if r.dead[m][0] is not None else "(none)" for m in dropped)
@@ -781,7 +792,8 @@ def by_fault(r: Read, tagged: list[tuple[str, str]]) -> list[dict[str, Any]]:
 
 def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invalid: bool = True,
           flagged_duplicates_invalid: bool = False, require_drain: bool = True,
-          sample_size: int = 100, example_size: int = 20) -> dict[str, Any]:
+          sample_size: int = 100, example_size: int = 20,
+          unflagged_redeliveries_invalid: bool = False) -> dict[str, Any]:
     """Takes a history and the check's options. Returns what results.json must say of it: the
     whole verdict and the queue, ordering and perf sections' fields this oracle knows, and the
     priority section when the harness observed priorities (tests.checkers.oracle_priority)."""
@@ -789,7 +801,8 @@ def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invali
     sections = {
         "queue": queue(r, unflagged_duplicates_invalid=unflagged_duplicates_invalid,
                        flagged_duplicates_invalid=flagged_duplicates_invalid,
-                       require_drain=require_drain, sample_size=sample_size),
+                       require_drain=require_drain, sample_size=sample_size,
+                       unflagged_redeliveries_invalid=unflagged_redeliveries_invalid),
         "ordering": ordering(r, strict=strict_order, example_size=example_size,
                              sample_size=sample_size),
         "perf": perf(r),

@@ -35,7 +35,7 @@ def queue_of(results: dict[str, Any]) -> dict[str, Any]:
 EMPTY_LISTS: dict[str, list[str]] = {k: [] for k in (
     "lost", "unexpected", "duplicated", "redelivered_duplicated", "unflagged_duplicated",
     "recovered", "delivered_failed", "lost_unacked", "unflagged_after_ack",
-    "dead_lettered_delivered")}
+    "unflagged_redelivered", "dead_lettered_delivered")}
 
 
 def expected_queue(**kw: Any) -> dict[str, Any]:
@@ -48,7 +48,8 @@ def expected_queue(**kw: Any) -> dict[str, Any]:
         "unexpected_count": 0, "duplicated_count": 0, "redelivered_duplicated_count": 0,
         "unflagged_duplicated_count": 0, "recovered_count": 0, "delivered_failed_count": 0,
         "fail_count": 0, "info_count": 0, "delivery_count": 0, "lost_unacked_count": 0,
-        "unflagged_after_ack_count": 0, "acked_delivery_count": 0, "dead_lettered_count": 0,
+        "unflagged_after_ack_count": 0, "unflagged_redelivered_count": 0,
+        "acked_delivery_count": 0, "dead_lettered_count": 0,
         "dropped_by_design_count": 0, "dead_lettered_delivered_count": 0, **EMPTY_LISTS,
         "fail_reasons": {}, "dropped_by_design_reasons": {}, "dropped_by_design_examples": {},
         "dead_lettering": None, "explanations": [],

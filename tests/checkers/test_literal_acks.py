@@ -181,6 +181,29 @@ def test_unflagged_before_the_flagged_ack_is_not_after_ack(tmp_path: Path) -> No
     assert q["unflagged_after_ack"] == [] and q["valid"] is True
 
 
+@pytest.mark.parametrize(("gap_ms", "found"), [(5_000.0, True), (500.0, False)])
+def test_an_unacked_delivery_handed_out_again_unflagged_is_reported(
+        tmp_path: Path, gap_ms: float, found: bool) -> None:
+    # RabbitMQ 4.3's classic queue after a graceful restart: delivered to 5, still unacked when
+    # the queue stopped, delivered again unflagged to 6 after the restart. No ack of the first:
+    # not a duplicate, not unflagged_after_ack; unflagged_redelivered, reported, and invalid
+    # only when asked. 500 ms after the first is within what a dying consumer may record late.
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.publish(1, 0)
+        b.at(100).deliver(5, "1-0")
+        b.at(100 + gap_ms).consume(6, "1-0")
+        b.drained()
+    q = check(p)["queue"]
+    assert q["unflagged_redelivered"] == (["1-0"] if found else [])
+    assert q["duplicated"] == [] and q["unflagged_after_ack"] == [] and q["valid"] is True
+    strict = check(p, unflagged_redeliveries_invalid=True)["queue"]
+    assert strict["valid"] is (not found)
+    if found:
+        assert strict["anomalies"] == ["unflagged_redelivered"]
+        assert "1-0" in strict["explanations"]["unflagged_redelivered"]
+
+
 def test_one_aggregate_pairs_acks_as_the_window_does(spark: Any, tmp_path: Path) -> None:
     # The message table pairs an id's one delivery and one ack in one aggregate, and leaves ids
     # with more to the window (checkers.spark_queue.message_table). Every way one delivery and

@@ -43,7 +43,8 @@ NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-dura
 BACKEND = ["--backend", "--inventory", "--accept-new-host-keys", "--install-rabbitmq",
            "--docker-image", "--docker-network", "--docker-subnet", "--unsynced-fs"]
 RUN_GROUPS = {"test": TEST, "broker": BROKER, "queue": QUEUE, "workload": WORKLOAD,
-              "nemesis": NEMESIS, "check": ["--spark-master", "--strict-order"],
+              "nemesis": NEMESIS,
+              "check": ["--spark-master", "--strict-order", "--unflagged-redeliveries-invalid"],
               "backend": BACKEND}
 JUDGEMENT = "judgement (default: the run's spec, else the defaults)"
 
@@ -64,7 +65,8 @@ HELP = {
         "--no-progress"]},
     "check": {"positional arguments": [],
               "options": ["--spark-master", "--out", "--require-strength"],
-              JUDGEMENT: ["--strict-order", "--flagged-duplicates-invalid",
+              JUDGEMENT: ["--strict-order", "--unflagged-redeliveries-invalid",
+                          "--flagged-duplicates-invalid",
                           "--unflagged-duplicates-valid", "--no-require-drain"],
               "Spark": ["--parquet", "--work-dir", "--driver-memory"]},
     "table": {"positional arguments": [],

@@ -172,7 +172,8 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
     # Scenarios added after fault options moved into each entry were never stored that way.
     newer = {"quorum-delayed-retry", "quorum-delayed-retry-healthy", "quorum-consumer-timeout",
              "quorum-consumer-timeout-healthy", "quorum-power-loss-minority",
-             "quorum-power-loss-all", "quorum-leader-partition-returns"}
+             "quorum-power-loss-all", "quorum-leader-partition-returns",
+             "durable-graceful-restart"}
     assert set(stored) == set(SCENARIOS) - newer
     # Redefined since, on purpose: 20% packet loss was never noticed by RabbitMQ (a weak run
     # every time); the scenario now loses 90%. Its older runs are left out of tables.
@@ -247,7 +248,8 @@ def test_a_spec_records_the_checks_judgement_not_this_machines_spark_tuning():
     recorded = spec.to_dict()["check"]
     assert recorded == {
         "strict_order": True, "flagged_duplicates_invalid": False,
-        "unflagged_duplicates_invalid": True, "require_drain": False, "sample_size": 7,
+        "unflagged_duplicates_invalid": True, "unflagged_redeliveries_invalid": False,
+        "require_drain": False, "sample_size": 7,
         "example_size": 20, "quantile_accuracy": 10000, "spark_master": None}
     again = spec_from_dict(json.loads(json.dumps(spec.to_dict())))
     assert again.check == dc_replace(check, driver_memory="2g", work_dir=None)
