@@ -39,6 +39,7 @@ from reports.html import (
 )
 from reports.page import NA, as_dict, count, strength_of, valid_key
 from reports.report_excerpts import Excerpt, LogLink, linked_details
+from reports.report_loss import loss_parts
 from reports.report_strength import Incident, incidents_by_class, incidents_data, incidents_of
 
 log = logging.getLogger(__name__)
@@ -539,6 +540,7 @@ class AnomalyBlock:
     incidents: tuple[tuple[str, str, int], ...] = ()
     parts: tuple[Note | Codes | Table, ...] = ()
     excerpts: tuple[Excerpt, ...] = ()  # the broker log its details' rows link to, once
+    told_apart: tuple[Note | Table, ...] = ()  # lost: by publisher and confirming node
 
 
 def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: bool,
@@ -565,6 +567,7 @@ def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: 
         incidents=told,
         parts=tuple(p for p in parts if p is not None),
         excerpts=excerpts,
+        told_apart=loss_parts(queue) if kind.name == "lost" else (),
     )
 
 
