@@ -77,6 +77,7 @@ from checkers.spark_io import (
     summarize,
 )
 from checkers.spark_liveness import liveness_check
+from checkers.spark_loss import loss_facts
 from checkers.spark_metadata import metadata_check
 from checkers.spark_order import ordering_facts
 from checkers.spark_perf import perf_facts
@@ -237,9 +238,10 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
         reasons = fail_reasons(h, options.sample_size) if counts["fail_count"] else {}
         dropped = (dropped_reasons(h, msgs, options.sample_size)
                    if counts["dropped_by_design_count"] else None)
-        return queue_section(counts, samples, drain_state(harness), options,
-                             fail_reasons=reasons, acks_recorded=acks, dropped=dropped,
-                             dead_lettering=dead_lettering(harness))
+        section = queue_section(counts, samples, drain_state(harness), options,
+                                fail_reasons=reasons, acks_recorded=acks, dropped=dropped,
+                                dead_lettering=dead_lettering(harness))
+        return _with_loss(section, h, msgs, harness, span, options.example_size)
 
     reordered: list[dict[str, Any]] = []  # the ordering violations attributed to faults
 
@@ -274,6 +276,23 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
         if name in sections:
             sections[name].setdefault(FALSE_ONLY, True)
     return compose(sections), reordered
+
+
+def _with_loss(section: dict[str, Any], h: History, msgs: DataFrame,
+               harness: list[HarnessEvent], span: tuple[int, int],
+               example_size: int) -> dict[str, Any]:
+    """Takes the queue section and what telling its losses apart reads. Returns it with
+    `loss` (checkers.spark_loss) when something was lost; without it if that failed (a
+    courtesy for the reader: the verdict stands without it)."""
+    lost = int(section.get("lost_count") or 0)
+    if not lost:
+        return section
+    try:
+        with timed("told the losses apart"):
+            section["loss"] = loss_facts(h.df, msgs, harness, span, lost, example_size)
+    except Exception:
+        log.warning("could not tell the losses apart", exc_info=True)
+    return section
 
 
 def _with_metadata(results: dict[str, Any], h: History, windows: list[FaultWindow],

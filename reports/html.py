@@ -55,8 +55,9 @@ class Compact(Extension):
 
 def href(rel: Any) -> str:
     """Takes a relative path. Returns it URL-quoted, for an href or a src (the template
-    escapes it as it escapes everything)."""
-    return quote(str(rel))
+    escapes it as it escapes everything); an anchor on the page ("#log-1") keeps its "#"."""
+    text = str(rel)
+    return "#" + quote(text[1:]) if text.startswith("#") else quote(text)
 
 
 def thousands(n: Any) -> str:

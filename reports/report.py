@@ -49,6 +49,10 @@ from reports.plots import (
     plot_rate,
     priority_missing,
 )
+from reports.plots_loss import CAPTION as LOSS_CAPTION
+from reports.plots_loss import FILE_NAME as LOSS_PNG
+from reports.plots_loss import HEADING as LOSS_HEADING
+from reports.plots_loss import loss_missing, plot_loss
 from reports.plots_promises import (
     metadata_missing,
     plot_metadata,
@@ -150,6 +154,7 @@ def plot_specs() -> list[PlotSpec]:
                  "row to its own scale (lost in red: confirmed, and a proven-complete drain "
                  "never read it); fault periods shaded; the sampled queue depth beneath.",
                  fates_missing),
+        PlotSpec(LOSS_PNG, LOSS_HEADING, plot_loss, LOSS_CAPTION, loss_missing),
         PlotSpec("depth.png", "Queue depth", plot_depth,
                  "Messages ready and unacked in the queue, the largest count any node "
                  "reported at each sample; a cross marks a sample a node did not answer.",

@@ -25,8 +25,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.verdict import is_weak
-from reports.html import Cell, Codes, Note, Table, badge_td, render_template, table, td, th
+from reports.html import (
+    Cell,
+    Codes,
+    Note,
+    Table,
+    badge_td,
+    link_td,
+    render_template,
+    table,
+    td,
+    th,
+)
 from reports.page import NA, as_dict, count, strength_of, valid_key
+from reports.report_excerpts import Excerpt, LogLink, linked_details
+from reports.report_loss import loss_parts
 from reports.report_strength import Incident, incidents_by_class, incidents_data, incidents_of
 
 log = logging.getLogger(__name__)
@@ -447,9 +460,14 @@ def _details(details: Any) -> Codes | Table | None:
     for d in details[:MAX_DETAIL_ROWS]:
         columns += [str(k) for k in d if str(k) not in columns]
     columns = columns[:MAX_DETAIL_COLUMNS]
-    rows = [[td(_short(d.get(c)) if d.get(c) not in (None, "", [], {}) else "-") for c in columns]
-            for d in details[:MAX_DETAIL_ROWS]]
+    rows = [[_detail_cell(d.get(c)) for c in columns] for d in details[:MAX_DETAIL_ROWS]]
     return table([c.replace("_", " ") for c in columns], rows, len(details))
+
+
+def _detail_cell(x: Any) -> Cell:
+    if isinstance(x, LogLink):  # its broker log, shown once elsewhere on the page
+        return link_td(f"#{x.anchor}", x.label)
+    return td(_short(x) if x not in (None, "", [], {}) else "-")
 
 
 def _ordering_examples(examples: Any) -> Note | Table:
@@ -524,6 +542,8 @@ class AnomalyBlock:
     explanation: str | None
     incidents: tuple[tuple[str, str, int], ...] = ()
     parts: tuple[Note | Codes | Table, ...] = ()
+    excerpts: tuple[Excerpt, ...] = ()  # the broker log its details' rows link to, once
+    told_apart: tuple[Note | Table, ...] = ()  # lost: by publisher and confirming node
 
 
 def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: bool,
@@ -532,13 +552,16 @@ def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: 
     said = _explanation(results, kind)
     told = tuple(_incidents_of_class(results, kind))
     parts: list[Note | Codes | Table | None] = []
+    excerpts: tuple[Excerpt, ...] = ()
     if told:
         pass  # its incidents tell the examples and the broker's log once, below
     elif kind.name == "ordering":
         parts.append(_ordering_examples(_section(results, "ordering").get("examples")))
     else:
         parts.append(_ids(queue.get(kind.name), n))
-        parts.append(_details(_class_details(queue, kind.name)))
+        details, excerpts = linked_details(results, kind.name,
+                                           _class_details(queue, kind.name), MAX_DETAIL_ROWS)
+        parts.append(_details(details))
     return AnomalyBlock(
         cls=cls or ("anomaly allowed" if allowed else "anomaly"),
         name=kind.name,
@@ -546,6 +569,8 @@ def _anomaly_block(results: dict[str, Any], kind: AnomalyKind, n: int, allowed: 
         explanation=said if kind.explanation or said else None,
         incidents=told,
         parts=tuple(p for p in parts if p is not None),
+        excerpts=excerpts,
+        told_apart=loss_parts(queue) if kind.name == "lost" else (),
     )
 
 

@@ -122,6 +122,7 @@ The definitions, as this file applies them:
   window, the count of each class and its first 10 ids in results.json's
   order.
 - Priority: tests.checkers.oracle_priority says its rule and works it out.
+- Loss told apart (queue.loss, when something was lost): tests.checkers.oracle_loss.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.checkers.oracle_loss import loss
 from tests.checkers.oracle_priority import priority
 
 HOLD_SKEW_NS = 50_000_000  # the clients' recording skew a hold window's end admits
@@ -199,6 +201,8 @@ class Publish:
     outcome: str | None = None
     completed: int | None = None
     error: str | None = None
+    node: str | None = None
+    queue: str | None = None
 
 
 @dataclass
@@ -261,6 +265,7 @@ def read_publish(r: Read, op: dict[str, Any], process: int, waiting: Waiting) ->
     else:
         p = r.publishes[mid]
         p.outcome, p.completed, p.error = op["type"], op["time"], op.get("error")
+        p.node, p.queue = op.get("node"), op.get("queue")
 
 
 def read_delivery(r: Read, op: dict[str, Any], process: int, waiting: Waiting) -> None:
@@ -343,9 +348,10 @@ def elsewhere(events: list[dict[str, Any]]) -> bool:
 def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
           flagged_duplicates_invalid: bool = False, require_drain: bool = True,
           unflagged_redeliveries_invalid: bool = False,
-          sample_size: int = 100) -> dict[str, Any]:
+          sample_size: int = 100, example_size: int = 20) -> dict[str, Any]:
     """Takes a read history and the options. Returns the queue section's verdict, anomalies,
-    counts, id lists (first `sample_size` in results.json's order) and fail reasons."""
+    counts, id lists (first `sample_size` in results.json's order) and fail reasons, and the
+    loss told apart when something was lost (tests.checkers.oracle_loss)."""
     by_id: dict[str, list[Delivery]] = {}
     for d in r.deliveries:
         by_id.setdefault(d.mid, []).append(d)
@@ -407,7 +413,10 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
     sets_and_dropped = {**sets, "dropped_by_design": dropped}
     why = Counter(r.dead[m][0] if r.dead[m][0] is not None else "(none)" for m in dropped)
     why_order = sorted(why, key=lambda k: (-why[k], k))
+    told = {"loss": loss(pubs, lost, r.harness, bucket_ns(r), example_size, id_key)} \
+        if lost else {}
     return {
+        **told,
         "valid": valid,
         "anomalies": [k for k in ("lost", "lost_unacked") if sets[k]] + invalid,
         "explanations": [k for k in explained if sets_and_dropped[k]],
@@ -802,7 +811,8 @@ def judge(path: Path, *, strict_order: bool = False, unflagged_duplicates_invali
         "queue": queue(r, unflagged_duplicates_invalid=unflagged_duplicates_invalid,
                        flagged_duplicates_invalid=flagged_duplicates_invalid,
                        require_drain=require_drain, sample_size=sample_size,
-                       unflagged_redeliveries_invalid=unflagged_redeliveries_invalid),
+                       unflagged_redeliveries_invalid=unflagged_redeliveries_invalid,
+                       example_size=example_size),
         "ordering": ordering(r, strict=strict_order, example_size=example_size,
                              sample_size=sample_size),
         "perf": perf(r),

@@ -83,6 +83,7 @@ def test_delivered_but_never_acked_is_lost_unacked(tmp_path: Path) -> None:
         acknowledged_count=2, ok_count=1, lost_count=1, lost=["1-1"], lost_unacked_count=1,
         lost_unacked=["1-1"], delivery_count=2, acked_delivery_count=1,
         explanations=["lost", "lost_unacked"])
+    assert r["queue"]["loss"]["by_kind"] == {"suffix": {"runs": 1, "messages": 1}}
 
 
 def test_ack_pairs_with_the_latest_delivery_of_its_stream(tmp_path: Path) -> None:

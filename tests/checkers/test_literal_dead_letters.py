@@ -76,6 +76,8 @@ def test_only_a_confirmed_message_gone_without_a_dead_letter_is_lost(tmp_path: P
         dead_lettering=HARNESS_DLX,
         explanations=["lost", "dropped_by_design", "dead_lettered_delivered"])
     assert r["fates"]["totals"] == {"delivered": 1, "dropped_by_design": 2, "lost": 1}
+    # 1-0 (dropped by design) and 1-2 (delivered) were confirmed around it: a lost middle.
+    assert r["queue"]["loss"]["by_kind"] == {"middle": {"runs": 1, "messages": 1}}
     # The traces of a sampled id carry its dead letter among its ops.
     traces = traces_of(r)
     assert traces is not None

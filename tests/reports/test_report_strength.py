@@ -250,7 +250,8 @@ def test_older_results_keep_the_per_message_view() -> None:
         {"id": "1-40", "broker log": "26.1 s n3 node down: x"},
         {"id": "5-20", "broker log": "26.1 s n3 node down: x"}]}
     html = anomalies_section(results)
-    assert html.count("26.1 s n3 node down: x") == 2
+    assert html.count("26.1 s n3 node down: x") == 1  # once, each row linking it
+    assert html.count('<a href="#log-lost-1">broker log excerpt 1</a>') == 2
     assert "incident" not in html.lower()
     assert "<code>1-40</code><code>5-20</code>" in html
 
