@@ -4,12 +4,15 @@ the local backend; anything else is refused before a cluster starts, exit 2, say
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from harness.cli import main
 from harness.spec import SpecError, TestSpec
 from nemesis.targets import leaves_a_majority
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def spec(*faults: str, nodes: int = 3, targets: str = "one", **backend: object) -> TestSpec:
@@ -77,3 +80,20 @@ def test_the_cli_exits_2_before_anything_starts(argv: list[str], says: str,
     monkeypatch.setattr(harness.runner, "run_test", lambda *a, **k: pytest.fail("run started"))
     assert main(argv) == 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "entry", "mode"), [
+    ("quorum-disk-corrupt-minority", "disk-corrupt@minority", "bitflip"),
+    ("quorum-disk-corrupt-leader-truncate", "disk-corrupt@leader:corrupt_mode=truncate",
+     "truncate")])
+def test_the_disk_corruption_scenarios_predict_valid(name: str, entry: str, mode: str) -> None:
+    from harness.scenarios import SCENARIOS
+
+    sc = SCENARIOS[name]
+    assert sc.spec.nemesis.faults == (entry,) and sc.spec.queue.type == "quorum"
+    assert sc.expect.outcome == "valid" and sc.twin is None
+    ran = sc.spec.resolved()
+    ran.validate()
+    assert ran.backend.kind == "local" and not ran.backend.unsynced_fs
+    assert ran.nemesis.resolve(entry).corrupt_mode == mode
+    assert name in (ROOT / "Makefile").read_text().split("RUN_ARGS")[0]  # make test-<name>
