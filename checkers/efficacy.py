@@ -65,6 +65,8 @@ EFFECT_KINDS: Final[Mapping[str, str]] = {
     "member-deleted": "member-removed",
     "leader-removed": "member-removed",
     "leader-handover": "leader-handover",
+    "wal-checksum-failed": "wal-checksum-failed",
+    "segment-checksum-failed": "segment-checksum-failed",
 }
 PLURAL: Final[Mapping[str, str]] = {
     "partition": "partitions", "kill": "kills", "stop": "stops", "pause": "pauses",

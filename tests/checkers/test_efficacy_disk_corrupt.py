@@ -4,6 +4,7 @@ of the queue's to damage is weak, however noticed: each was no more than a kill.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from checkers.efficacy import judge_faults, strength
@@ -79,3 +80,41 @@ def test_a_power_loss_that_dropped_nothing_beside_a_damaging_corruption_is_not_w
 def test_other_faults_have_no_damaged_entry_and_no_figure() -> None:
     [f] = judged(power_loss(10, {"n1": (4096, 1)}))
     assert "damaged" not in f and strength([f], evidence())["damaged_bytes"] is None
+
+
+def test_what_a_damaged_members_ra_says_is_read_on_every_line() -> None:
+    from checkers.broker_log import PATTERNS, parse_line
+
+    lines = {
+        "WAL: record failed CRC check during recovery. Unable to recover WAL data safely":
+            "wal-checksum-failed",
+        "WAL in quorum_queues: record failed CRC check during recovery. Unable to recover WAL "
+        "data safely": "wal-checksum-failed",
+        "    reason: {ra_log_segment_crc_check_failure,12,{3,4096,210,1234},"
+        "\"/data/00000001.segment\"}": "segment-checksum-failed",
+        "** Reason for termination ==\n** {ra_log_segment_unexpected_eof,7,{3,0,10,1}}":
+            "segment-checksum-failed",
+    }
+    for text, kind in lines.items():
+        for table in PATTERNS.values():
+            hit = parse_line(text, table)
+            assert hit is not None and (hit[0].kind, hit[0].detector) == (kind, None), text
+    # A damaged last record is dropped in silence (Ra's debug line): no effect.
+    quiet = ("WAL in quorum_queues: record failed CRC check. If this is the last record "
+             "recovery can resume")
+    assert all(parse_line(quiet, table) is None for table in PATTERNS.values())
+
+
+def test_the_damaged_member_refusing_its_wal_is_the_faults_effect(tmp_path: Path) -> None:
+    from tests.checkers.test_efficacy_operations import fault, kinds, run, stamp
+
+    value = {"fault": "disk-corrupt", "nodes": ["n2"], "mode": "bitflip",
+             "damaged": {"n2": damage(1, 5)}}
+    ops = fault("start-disk-corrupt", "stop-disk-corrupt", value, 10, 20)
+    n2 = [stamp(21, "error", "WAL: record failed CRC check during recovery. Unable to recover "
+                             "WAL data safely", "<0.250.0>")]
+    down = [stamp(10.2, "info", "node 'rabbit@10.213.0.12' down: connection_closed")]
+    [f], st = run(tmp_path, {"n1": down, "n2": n2}, ops)
+    assert f["noticed"] is True and f["damaged"]["bytes"] == 5
+    assert ("wal-checksum-failed", "n2") in kinds(f)
+    assert st["effects"]["wal-checksum-failed"] == 1 and st["weak"] is False
