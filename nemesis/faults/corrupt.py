@@ -38,6 +38,8 @@ from typing import Any, Final
 
 MODES: Final = ("bitflip", "truncate")
 BASE64URI: Final = re.compile(r"[A-Za-z0-9_-]")
+# What ra_lib:derive_safe_string keeps (its ?BASE64_URI_CHARS, "=" besides).
+RA_SAFE: Final = re.compile(r"[A-Za-z0-9_=-]")
 # Ra's UId: its prefix, then twelve characters of ?GENERATED_UID_CHARS.
 UID_TAIL: Final = r"[A-Z0-9]{12}"
 # The folders under a node's data directory that Ra's quorum system and Osiris write in.
@@ -163,7 +165,7 @@ def ra_name(queue: str, vhost: str = "/") -> str:
 
 def uid_prefix(queue: str, vhost: str = "/") -> str:
     """Takes a queue and its vhost. Returns the first characters of its Ra UId (ra:new_uid)."""
-    return "".join(BASE64URI.findall(ra_name(queue, vhost)))[:6].upper()
+    return "".join(RA_SAFE.findall(ra_name(queue, vhost)))[:6].upper()
 
 
 def stream_dir_pattern(queue: str, vhost: str = "/") -> re.Pattern[str]:

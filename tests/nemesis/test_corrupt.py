@@ -73,6 +73,7 @@ def test_names_as_rabbitmq_writes_them() -> None:
     assert base36_md5(b"/") == ROOT_VHOST
     assert uid_prefix(Q) == "2F_JEP"  # '%' is no base64url character; six, upper-cased
     assert uid_prefix("q", vhost="v1") == "V1_Q"
+    assert uid_prefix("a=b.c") == "2F_A=B"  # Ra keeps "=" too
     assert len(set(classic_dirs(Q))) == 2 and classic_dirs(Q) != classic_dirs("other")
 
 
