@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 PacketScope = Literal["peers", "all"]
 CorruptMode = Literal["bitflip", "truncate"]
 CORRUPT_MODES: tuple[str, ...] = ("bitflip", "truncate")
+# The most bits a bitflip may be expected to flip (nemesis.faults.corrupt.MAX_FLIPS caps them).
+MAX_EXPECTED_FLIPS = 4096
 Order = Literal["random", "cycle", "once"]
 ORDERS: tuple[str, ...] = ("random", "cycle", "once")
 # One item of an explicit schedule: (start_s into the main phase, fault entry, duration_s).
@@ -286,6 +288,11 @@ class NemesisOptions:
         if not 0 < self.corrupt_probability <= 1:
             raise NemesisConfigError(f"corrupt_probability is a probability in (0, 1], got "
                                      f"{self.corrupt_probability!r}")
+        expected = self.corrupt_bytes * 8 * self.corrupt_probability
+        if self.corrupt_mode == "bitflip" and expected > MAX_EXPECTED_FLIPS:
+            raise NemesisConfigError(
+                f"corrupt_bytes x 8 x corrupt_probability is the bits a bitflip flips, each "
+                f"recorded: at most {MAX_EXPECTED_FLIPS}, got {expected:g}")
 
     def entries(self) -> tuple[FaultEntry, ...]:
         """Returns the fault entries, parsed, each once, in order."""

@@ -22,7 +22,7 @@ queue's kind; the names of other queues never match:
 
 `plan_damage` picks, from a Random, one non-empty file of a node's and the damage:
 `bitflip` flips each bit of a chunk of `chunk` bytes at a random offset with a probability
-(at least one bit), `truncate` cuts the file's last `chunk` bytes. The plan is the record
+(at least one bit, at most MAX_FLIPS: the first of the chunk), `truncate` cuts the file's last `chunk` bytes. The plan is the record
 (`Damage.to_dict`): the history keeps it and checkers.efficacy counts it; `corrupt_command`
 is the command that does exactly that damage on the node, and nothing else.
 """
@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 MODES: Final = ("bitflip", "truncate")
+# The most bits one bitflip flips: the history keeps each, and the node's command carries them
+# in one argument (Linux takes at most 128 KiB in one).
+MAX_FLIPS: Final = 8192
 BASE64URI: Final = re.compile(r"[A-Za-z0-9_-]")
 # What ra_lib:derive_safe_string keeps (its ?BASE64_URI_CHARS, "=" besides).
 RA_SAFE: Final = re.compile(r"[A-Za-z0-9_=-]")
@@ -252,7 +255,7 @@ def plan_damage(candidates: list[QueueFile], mode: str, chunk: int, probability:
     if mode == "truncate":
         return Damage(file, mode, file.size - length, length)
     offset = rng.randrange(file.size - length + 1)
-    bits = tuple(b for b in range(length * 8) if rng.random() < probability)
+    bits = tuple(b for b in range(length * 8) if rng.random() < probability)[:MAX_FLIPS]
     return Damage(file, mode, offset, length, bits or (rng.randrange(length * 8),))
 
 

@@ -60,6 +60,9 @@ def test_bad_settings_are_refused() -> None:
         spec("disk-corrupt@one:corrupt_bytes=0").validate()
     with pytest.raises(SpecError, match="corrupt_probability is a probability"):
         spec("disk-corrupt@one:corrupt_probability=2").validate()
+    with pytest.raises(SpecError, match="at most 4096, got 8192"):
+        spec("disk-corrupt@one:corrupt_bytes=1024:corrupt_probability=1").validate()
+    spec("disk-corrupt@one:corrupt_bytes=1048576:corrupt_mode=truncate").validate()  # no flips
 
 
 def test_leaving_a_majority() -> None:

@@ -176,6 +176,15 @@ def test_the_same_seed_plans_the_same_damage(tmp_path: Path) -> None:
     assert len(others) > 1
 
 
+def test_no_more_than_max_flips_are_flipped(tmp_path: Path) -> None:
+    from nemesis.faults.corrupt import MAX_FLIPS, QueueFile
+
+    big = [QueueFile("q/0.segment", 4 * MAX_FLIPS, "segment")]
+    damage = plan_damage(big, "bitflip", 4 * MAX_FLIPS, 1.0, random.Random(0))
+    assert damage is not None and damage.bits == tuple(range(MAX_FLIPS))
+    assert len(",".join(map(str, damage.bits))) < 128 * 1024  # one argument of the command
+
+
 def test_at_least_one_bit_flips_however_small_the_probability(tmp_path: Path) -> None:
     files = queue_files(data_dir(tmp_path), Q, {})
     damage = plan_damage(files, "bitflip", 4, 1e-9, random.Random(0))
