@@ -1,6 +1,7 @@
 """Which of a queue's files a disk corruption damages, and how: pure, in the spirit of Jepsen's
-file nemesis (jepsen.nemesis.file: `bitflip` flips bits of a chunk with a probability; its
-corrupt-file tool also truncates).
+file nemesis (jepsen.nemesis.file: `bitflip` flips bits of a chunk of a file with a probability
+per bit; `truncate`, cutting a file's tail as a lost write at the end of a log would, is this
+harness's own addition).
 
 A node's data directory is listed once (`listing_command`, `parse_listing`: each file's size
 and path under the RABBITMQ_MNESIA_BASE). `queue_files` picks the queue's own files out of it,
@@ -22,9 +23,10 @@ queue's kind; the names of other queues never match:
 
 `plan_damage` picks, from a Random, one non-empty file of a node's and the damage:
 `bitflip` flips each bit of a chunk of `chunk` bytes at a random offset with a probability
-(at least one bit, at most MAX_FLIPS: the first of the chunk), `truncate` cuts the file's last `chunk` bytes. The plan is the record
-(`Damage.to_dict`): the history keeps it and checkers.efficacy counts it; `corrupt_command`
-is the command that does exactly that damage on the node, and nothing else.
+(at least one bit, at most MAX_FLIPS: the first of the chunk), `truncate` cuts the file's last
+`chunk` bytes. The plan is the record (`Damage.to_dict`): the history keeps it and
+checkers.efficacy counts it; `corrupt_command` is the command that does exactly that damage on
+the node, and nothing else.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-MODES: Final = ("bitflip", "truncate")
 # The most bits one bitflip flips: the history keeps each, and the node's command carries them
 # in one argument (Linux takes at most 128 KiB in one).
 MAX_FLIPS: Final = 8192
