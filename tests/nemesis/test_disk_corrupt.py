@@ -119,3 +119,28 @@ def test_a_broker_that_keeps_no_known_data_directory_is_refused(tmp_path: Path) 
     with pytest.raises(FaultUnsupported):
         fault.start(ctx, random.Random(0))
     assert broker.of("kill") == []
+
+
+def test_the_interpreter_records_the_damage_in_the_history_and_heals(tmp_path: Path) -> None:
+    from history import NEMESIS, HistoryWriter, read_history
+    from nemesis.interpreter import NemesisInterpreter
+
+    _, broker = setup(tmp_path / "data")
+    entry = "disk-corrupt@n3:corrupt_mode=truncate:corrupt_bytes=24"
+    options = NemesisOptions.played_once([(0.01, entry, 0.01)])
+    path = tmp_path / "history.jsonl"
+    interpreter = NemesisInterpreter(Cluster(), broker, HistoryWriter(path), options, 3, Q,
+                                     admin=broker)
+    interpreter.setup()
+    interpreter.start()
+    assert interpreter.join(20) and interpreter.error is None
+    ops = [op for op in read_history(path) if op.process == NEMESIS]
+    assert [(op.type, op.f) for op in ops] == [
+        ("invoke", "start-disk-corrupt"), ("info", "start-disk-corrupt"),
+        ("invoke", "stop-disk-corrupt"), ("info", "stop-disk-corrupt")]
+    start = ops[1]
+    assert start.node == "n3" and start.value["mode"] == "truncate" and start.error is None
+    (record,) = start.value["damaged"]["n3"]["paths"]
+    assert (record["size_before"], record["size_after"], record["bytes"]) == (1024, 1000, 24)
+    assert (tmp_path / "data" / "n3" / record["path"]).stat().st_size == 1000
+    assert broker.of("kill") == ["n3"] and broker.all_running()
