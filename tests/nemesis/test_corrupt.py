@@ -43,7 +43,9 @@ def tree(root: Path, files: dict[str, bytes]) -> dict[str, int]:
 def data_dir(root: Path) -> dict[str, int]:
     """A node's data directory with a quorum queue, a classic queue and a stream all called Q,
     and others besides (a quorum queue sharing Q's UId prefix, other classic queues, other
-    streams), each file 64 bytes."""
+    streams), each file 64 bytes; laid out as the paths a real power loss dropped say
+    (measurements/findings/quorum-power-loss-minority-3.10-seed4001: `rabbit@<ip>/quorum/
+    rabbit@<ip>/meta.dets`, `rabbit@<ip>/msg_stores/vhosts/628WB79CIFDYO9LJI6DKMI09L/.vhost`)."""
     qdir, other = classic_dirs(Q)[0], classic_dirs("other")[0]
     mine, twin = f"{uid_prefix(Q)}ABCDEFGHIJKL", f"{uid_prefix(Q)}ZYXWVUTSRQPO"
     names = [
