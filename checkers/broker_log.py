@@ -119,6 +119,14 @@ PATTERNS_3_10: Final[tuple[Pattern, ...]] = (
     _p("alarm-set", "alarm", r"^Free disk space is insufficient\. Free bytes: \d+\. Limit: \d+"),
     _p("alarm-cleared", None, r"^(?P<resource>memory|disk) resource limit alarm cleared on node "
        r"'?(?P<peer>rabbit@[\w.\-]+)'?"),
+    # A disk corruption (nemesis.faults.disk): what a damaged member's Ra says, written from Ra's
+    # sources (2.0 to 3.1, not yet captured): its WAL refused for a damaged record before the
+    # last ("WAL:", from Ra 3.0 "WAL in <system>:"; a damaged last record is dropped in
+    # silence), and a segment entry that fails its CRC or ends short, the member's exit reason.
+    _p("wal-checksum-failed", None,
+       r"WAL(?: in [^:]+)?: record failed CRC check during recovery"),
+    _p("segment-checksum-failed", None,
+       r"ra_log_segment_(?:crc_check_failure|unexpected_eof)"),
 )
 # RabbitMQ 4.0 logs the same distribution, partition-handling and quorum-queue lines (same
 # format; captured from real 4.0.5 runs), and its Raft metadata store (Khepri, and the

@@ -65,13 +65,15 @@ EFFECT_KINDS: Final[Mapping[str, str]] = {
     "member-deleted": "member-removed",
     "leader-removed": "member-removed",
     "leader-handover": "leader-handover",
+    "wal-checksum-failed": "wal-checksum-failed",
+    "segment-checksum-failed": "segment-checksum-failed",
 }
 PLURAL: Final[Mapping[str, str]] = {
     "partition": "partitions", "kill": "kills", "stop": "stops", "pause": "pauses",
     "packet": "packet faults", "rolling-restart": "rolling restarts",
     "full-restart": "full restarts", "leader-transfer": "leader transfers",
     "member-remove": "member removals", "maintenance": "drains", "alarm": "resource alarms",
-    "power-loss": "power losses",
+    "power-loss": "power losses", "disk-corrupt": "disk corruptions",
 }
 
 
@@ -367,6 +369,49 @@ def dropped_of(window: FaultWindow) -> dict[str, Any] | None:
             "files": sum(d["files"] for d in nodes.values())}
 
 
+def damaged_of(window: FaultWindow) -> dict[str, Any] | None:
+    """Takes a fault window. Returns what a disk corruption damaged, per node (files, bytes,
+    bits, and each damage: path, mode, offset, length) and in total, from its start op's value;
+    None for a fault that damages nothing by design, or one whose start recorded nothing (it
+    failed before)."""
+    value = window.value if isinstance(window.value, dict) else {}
+    per = value.get("damaged")
+    if not isinstance(per, dict):
+        return None
+    nodes = {str(n): {"files": int(d.get("files") or 0), "bytes": int(d.get("bytes") or 0),
+                      "bits": int(d.get("bits") or 0), "paths": list(d.get("paths") or [])}
+             for n, d in sorted(per.items()) if isinstance(d, dict)}
+    return {"mode": value.get("mode"), "nodes": nodes,
+            "files": sum(d["files"] for d in nodes.values()),
+            "bytes": sum(d["bytes"] for d in nodes.values())}
+
+
+def _disk_weakness(faults: Sequence[Mapping[str, Any]]) -> str | None:
+    """Takes the `faults` list. Returns why its disk faults were all no more than kills (no
+    power loss dropped anything, no corruption damaged anything), or None (one did something,
+    or there were none)."""
+    losses = [f for f in faults if isinstance(f.get("dropped"), dict)]
+    hurt = [f for f in faults if isinstance(f.get("damaged"), dict)]
+    if any(f["dropped"]["bytes"] or f["dropped"]["files"] for f in losses) or any(
+            f["damaged"]["files"] for f in hurt):
+        return None
+    why = []
+    if losses:
+        why.append(f"none of the {len(losses)} power loss{'es' if len(losses) > 1 else ''} "
+                   f"dropped an unsynced write on any node: the layers held nothing unsynced")
+    if hurt:
+        why.append(f"none of the {len(hurt)} disk corruption{'s' if len(hurt) > 1 else ''} "
+                   f"damaged a file: no file of the queue's was found on the nodes hit")
+    return "; ".join(why) + ", so each was no more than a kill" if why else None
+
+
+def _damaged_bytes(faults: Sequence[Mapping[str, Any]]) -> int | None:
+    """Takes the `faults` list. Returns the bytes its disk corruptions damaged, None without
+    one."""
+    hurt = [f for f in faults if isinstance(f.get("damaged"), dict)]
+    return sum(int(f["damaged"]["bytes"]) for f in hurt) if hurt else None
+
+
 def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, Any]],
                  harness: Sequence[HarnessEvent], ev: Evidence | None) -> list[dict[str, Any]]:
     """Takes the fault windows in start order, the Spark facts per window
@@ -407,6 +452,9 @@ def judge_faults(windows: Sequence[FaultWindow], facts: Sequence[Mapping[str, An
         dropped = dropped_of(w)
         if dropped is not None:
             out[-1]["dropped"] = dropped
+        damaged = damaged_of(w)
+        if damaged is not None:
+            out[-1]["damaged"] = damaged
     _add_did_not_boot(out, windows, harness)
     return out
 
@@ -461,6 +509,7 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
     most = max(risks) if risks else None
     rng = ev.detection_range_s()
     losses = [f for f in faults if isinstance(f.get("dropped"), dict)]
+    disk_weak = _disk_weakness(faults)
     reason = ""
     if n == 0:
         weak, reason = False, "no faults: a control run"
@@ -478,11 +527,8 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
                     else f"each healed after {lasted[0]}-{lasted[-1]} s")
             reason += (f": {each}; with net_ticktime {ev.net_ticktime_s:g} s detection takes "
                        f"{rng[0]:g}-{rng[1]:g} s")
-    elif losses and not any(f["dropped"]["bytes"] or f["dropped"]["files"] for f in losses):
-        weak = True
-        reason = (f"none of the {len(losses)} power loss{'es' if len(losses) > 1 else ''} "
-                  f"dropped an unsynced write on any node: the layers held nothing unsynced, "
-                  f"so each was no more than a kill")
+    elif disk_weak is not None:
+        weak, reason = True, disk_weak
     elif noticed_risks and max(noticed_risks) == 0:
         weak = True
         reason = ("nothing was at risk when the noticed faults began: no confirmed message was "
@@ -504,6 +550,7 @@ def strength(faults: Sequence[Mapping[str, Any]], ev: Evidence | None) -> dict[s
             "max_at_risk": most, "weak": weak,
             "dropped_bytes": (sum(int(f["dropped"]["bytes"]) for f in losses) if losses
                               else None),
+            "damaged_bytes": _damaged_bytes(faults),
             "control": n == 0, "reason": reason, "summary": summary,
             "detection_s": list(rng) if rng is not None else None,
             "net_ticktime": ev.net_ticktime_s}

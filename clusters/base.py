@@ -128,3 +128,13 @@ class UnsyncedDisks(Protocol):
         Returns what was dropped: `bytes`, `files`, `namespace` (changes taken back) and
         `paths` (the first few files, with their bytes). Raises ClusterError when it cannot."""
         ...
+
+
+@runtime_checkable
+class DataDirs(Protocol):
+    """Optional, beside Broker: says where a node's broker keeps its data on the node (the
+    RABBITMQ_MNESIA_BASE), for the faults that damage the files in it (nemesis.faults.disk)."""
+
+    def data_dir(self, node: Node) -> str:
+        """Takes a node. Returns its data directory's path on the node."""
+        ...

@@ -340,6 +340,10 @@ class RabbitBroker:
         """Returns the node's paths."""
         return NodePaths(f"{self.data_root}/{node.name}")
 
+    def data_dir(self, node: Node) -> str:
+        """Returns the node's RABBITMQ_MNESIA_BASE (clusters.base.DataDirs)."""
+        return self.paths(node).mnesia
+
     def ctl(
         self, node: Node, *args: str, timeout: float = CLI_TIMEOUT, check: bool = True,
         tool: str = "rabbitmqctl",

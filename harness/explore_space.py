@@ -44,7 +44,7 @@ from harness.vary import rekinded
 from nemesis.errors import NemesisConfigError
 from nemesis.faults import fault_info
 from nemesis.options import NemesisOptions
-from nemesis.targets import validate_targets
+from nemesis.targets import leaves_a_majority, validate_targets
 from workloads.kinds import KINDS
 
 SEED_RANGE = 2**31
@@ -153,6 +153,9 @@ class Space:
     windows: tuple[int, ...] = (1, 8, 64)
     rates: tuple[float, ...] = (100.0, 200.0, 400.0)
     also_kinds: tuple[str, ...] = ()
+    # Set by `fitted`: the targets that leave a majority of the base's nodes untouched, the only
+    # ones a fault that may hit a minority only (a disk corruption) is drawn with.
+    minority_targets: tuple[str, ...] = ()
 
     def fitted(self, base: TestSpec) -> Space:
         """Takes the base spec. Returns the space with what the base cluster cannot play left out
@@ -170,7 +173,9 @@ class Space:
         every_kind = {*kinds, *self.also_kinds}
         try:
             faults = tuple(f for f in self.faults if fault_info(f).min_nodes <= base.nodes
-                           and every_kind <= set(fault_info(f).queue_kinds or every_kind))
+                           and every_kind <= set(fault_info(f).queue_kinds or every_kind)
+                           and base.backend.kind in (fault_info(f).backends
+                                                     or (base.backend.kind,)))
             for target in self.targets:
                 validate_targets(target.replace("+", ","),
                                  [f"n{i}" for i in range(1, base.nodes + 1)])
@@ -183,6 +188,9 @@ class Space:
         suited = [KINDS[k] for k in (*kinds, *self.also_kinds) if k in KINDS]
         replicated = all(k.replicated for k in suited)
         targets = tuple(t for t in self.targets if replicated or t not in REPLICA_TARGETS)
+        few = tuple(t for t in targets or ("one",)
+                    if leaves_a_majority(t.replace("+", ","), base.nodes))
+        faults = tuple(f for f in faults if few or not fault_info(f).minority_only)
         least = max(k.min_prefetch for k in suited)
         handlings = self.partition_handlings or (base.broker.handling,)
         refused = [why for h in handlings if (why := line.partition_handling_refusal(h))]
@@ -190,6 +198,7 @@ class Space:
             raise SpecError(refused[0])
         return dataclasses.replace(
             self, faults=faults, targets=targets or ("one",), queue_types=kinds,
+            minority_targets=few,
             partition_handlings=handlings,
             prefetches=tuple(p for p in self.prefetches if p >= least) or (max(least, 1),))
 
@@ -239,13 +248,16 @@ class Candidate:
 # Settings a fault entry draws for itself (a fault's own options, nemesis.faults).
 ENTRY_SETTINGS: Mapping[str, tuple[tuple[str, Dim], ...]] = {
     "packet-loss": (("packet_loss", Pick((0.3, 0.6, 0.9))),),
+    "disk-corrupt": (("corrupt_mode", Pick(("bitflip", "truncate"))),),
 }
 
 
 def _entry(draw: Draw, space: Space) -> str:
     """Returns a fault entry drawn from the menu: NAME[@TARGET][:OPTION=VALUE]..."""
     name = draw(Pick(space.faults))
-    text = f"{name}@{draw(Pick(space.targets))}" if fault_info(name).takes_targets else name
+    info = fault_info(name)
+    targets = space.minority_targets if info.minority_only else space.targets
+    text = f"{name}@{draw(Pick(targets))}" if info.takes_targets else name
     for option, dim in ENTRY_SETTINGS.get(name, ()):
         text += f":{option}={draw(dim)}"
     return text

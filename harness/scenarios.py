@@ -339,6 +339,28 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "synced logs of a majority still hold it",
      VALID, None, {"nemesis": _faults("power-loss@all", interval=20, duration=10),
                    "time_limit_s": 60.0}),
+    # A disk corruption (issue 32), Jepsen's file nemesis aimed at the queue: a minority's
+    # brokers killed, one of the queue's files on each damaged (a segment of its own, or the
+    # node's WAL), then booted again. Ra checksums every entry of its WAL and segments; a member
+    # that finds a damaged one may crash, refuse to boot (recorded: node-did-not-boot) or drop
+    # the damaged tail and catch up from the leader. The documentation's promise (a confirmed
+    # message is on a majority's disks) does not depend on which: the majority is untouched.
+    ("quorum-disk-corrupt-minority",
+     "quorum queue, disk corruption on a minority: its brokers killed, bits flipped in a 4 KiB "
+     "chunk of one of the queue's segment or WAL files (one bit in a thousand, at a random "
+     "offset), then restarted",
+     "no loss: a confirmed message is on a majority's disks, which the corruption leaves whole; "
+     "the damaged member crashes, stays down or repairs from the others (its effects say which)",
+     VALID, None, {"nemesis": _faults("disk-corrupt@minority", interval=20, duration=10),
+                   "time_limit_s": 60.0}),
+    ("quorum-disk-corrupt-leader-truncate",
+     "quorum queue, disk corruption of the leader: its broker killed, the last 4 KiB of one of "
+     "the queue's segment or WAL files cut, then restarted",
+     "no loss: the cut entries are on the followers, a majority, which elect a new leader; the "
+     "old leader comes back as a follower and is sent what it lost",
+     VALID, None, {"nemesis": _faults("disk-corrupt@leader:corrupt_mode=truncate", interval=20,
+                                      duration=10),
+                   "time_limit_s": 60.0}),
 ]
 
 SCENARIOS: dict[str, Scenario] = {

@@ -113,6 +113,7 @@ class TestSpec:
         except NemesisConfigError as e:
             raise SpecError(str(e)) from e
         self._check_fault_queue(kind.name)
+        self._check_fault_reach()
         why = self.refusal()
         if why:
             raise SpecError(why)
@@ -205,6 +206,27 @@ class TestSpec:
             if info.queue_kinds and kind not in info.queue_kinds:
                 raise SpecError(f"fault {entry.text} acts on a {' or '.join(info.queue_kinds)} "
                                 f"queue; this test's queue is {kind}")
+
+    def _check_fault_reach(self) -> None:
+        """Raises SpecError for a fault entry on a backend it cannot act on (a disk corruption
+        on a backend that keeps no data directory it can reach), or a fault that may hit only a
+        minority (FaultInfo.minority_only) with targets that may select more."""
+        from nemesis.faults import fault_info
+        from nemesis.targets import leaves_a_majority, most_selected
+
+        for entry in self.nemesis.entries():
+            info = fault_info(entry.fault)
+            if info.backends and self.backend.kind not in info.backends:
+                raise SpecError(f"fault {entry.text} acts on the {' or '.join(info.backends)} "
+                                f"backend only (it reaches the nodes' data directories there); "
+                                f"this test's backend is {self.backend.kind}")
+            targets = entry.targets or self.nemesis.targets
+            if info.minority_only and not leaves_a_majority(targets, self.nodes):
+                raise SpecError(
+                    f"fault {entry.text} may hit only a minority of the {self.nodes} nodes (what "
+                    f"a majority's disks lose, the queue cannot promise to keep); targets "
+                    f"{targets!r} may select {most_selected(targets, self.nodes)}: use one, "
+                    f"minority, leader or follower, on 3 nodes or more")
 
     def resolved(self) -> TestSpec:
         """Returns the spec as it runs: the faults nobody timed lasting DETECTION_FACTOR x

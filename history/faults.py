@@ -81,12 +81,15 @@ ALARM: Final = FaultKind("alarm", "start-alarm", "stop-alarm",
 # A broker killed and its node's unsynced writes dropped (nemesis.faults.disk).
 POWER_LOSS: Final = FaultKind("power-loss", "start-power-loss", "stop-power-loss",
                               "power loss (kill, unsynced writes dropped)", "#ad494a")
+# A stopped broker's queue files damaged on disk, bits flipped or a tail cut (nemesis.faults.disk).
+DISK_CORRUPT: Final = FaultKind("disk-corrupt", "start-disk-corrupt", "stop-disk-corrupt",
+                                "disk corruption (kill, queue files damaged)", "#e7969c")
 HEAL: Final = FaultKind("heal", "heal", None, "heal (ends every fault)", "#bcbd22",
                         ends_all=True)
 
 KINDS: Final[tuple[FaultKind, ...]] = (
     PARTITION, KILL, STOP, PAUSE, PACKET, ROLLING_RESTART, FULL_RESTART,
-    LEADER_TRANSFER, MEMBER_REMOVE, MAINTENANCE, ALARM, POWER_LOSS, HEAL,
+    LEADER_TRANSFER, MEMBER_REMOVE, MAINTENANCE, ALARM, POWER_LOSS, DISK_CORRUPT, HEAL,
 )
 BY_START: Final[dict[str, FaultKind]] = {k.start_f: k for k in KINDS}
 BY_NAME: Final[dict[str, FaultKind]] = {k.name: k for k in KINDS}

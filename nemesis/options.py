@@ -52,6 +52,10 @@ from nemesis.targets import validate_targets
 log = logging.getLogger(__name__)
 
 PacketScope = Literal["peers", "all"]
+CorruptMode = Literal["bitflip", "truncate"]
+CORRUPT_MODES: tuple[str, ...] = ("bitflip", "truncate")
+# The most bits a bitflip may be expected to flip (nemesis.faults.corrupt.MAX_FLIPS caps them).
+MAX_EXPECTED_FLIPS = 4096
 Order = Literal["random", "cycle", "once"]
 ORDERS: tuple[str, ...] = ("random", "cycle", "once")
 # One item of an explicit schedule: (start_s into the main phase, fault entry, duration_s).
@@ -88,6 +92,9 @@ class NemesisOptions:
       "peers" (cluster traffic only) or "all" (everything on the interface, clients too)
     - bandwidth_kbit, bandwidth_burst_bytes, bandwidth_latency_ms: the tbf limit
     - delay_ms, jitter_ms: netem delay; duplicate_pct, reorder_pct: netem shares in %
+    - corrupt_mode: how disk-corrupt damages a queue file: "bitflip" (bits of a chunk flipped,
+      each with corrupt_probability, at least one) or "truncate" (its last corrupt_bytes cut);
+      corrupt_bytes: the chunk's size
     - command_timeout_s: hard timeout of each iptables/tc command
     - heal_wait_s: how long heal waits for a fault action in flight before healing anyway
 
@@ -108,6 +115,9 @@ class NemesisOptions:
     jitter_ms: float = 20.0
     duplicate_pct: float = 5.0
     reorder_pct: float = 25.0
+    corrupt_mode: CorruptMode = "bitflip"
+    corrupt_bytes: int = 4096
+    corrupt_probability: float = 0.001
     command_timeout_s: float = 5.0
     heal_wait_s: float = 120.0
     schedule: tuple[ScheduledFault, ...] = ()
@@ -265,8 +275,24 @@ class NemesisOptions:
             _non_negative(name, value)
             if value > 100:
                 raise NemesisConfigError(f"{name} is a percentage, got {value!r}")
+        self._check_corruption()
         if fault == "netem-reorder" and self.reorder_pct and not self.delay_ms:
             raise NemesisConfigError("netem-reorder needs delay_ms > 0 (netem reorders by delay)")
+
+    def _check_corruption(self) -> None:
+        """Raises NemesisConfigError for a disk corruption's setting out of range."""
+        if self.corrupt_mode not in CORRUPT_MODES:
+            raise NemesisConfigError(f"corrupt_mode must be one of {', '.join(CORRUPT_MODES)}, "
+                                     f"got {self.corrupt_mode!r}")
+        _positive("corrupt_bytes", self.corrupt_bytes)
+        if not 0 < self.corrupt_probability <= 1:
+            raise NemesisConfigError(f"corrupt_probability is a probability in (0, 1], got "
+                                     f"{self.corrupt_probability!r}")
+        expected = self.corrupt_bytes * 8 * self.corrupt_probability
+        if self.corrupt_mode == "bitflip" and expected > MAX_EXPECTED_FLIPS:
+            raise NemesisConfigError(
+                f"corrupt_bytes x 8 x corrupt_probability is the bits a bitflip flips, each "
+                f"recorded: at most {MAX_EXPECTED_FLIPS}, got {expected:g}")
 
     def entries(self) -> tuple[FaultEntry, ...]:
         """Returns the fault entries, parsed, each once, in order."""

@@ -60,6 +60,10 @@ class FaultInfo:
     - queue_kinds: the queue kinds (workloads.kinds names) it can act on; empty: any
     - needs_unsynced_fs: it needs the nodes' data directories on the layer that forgets unsynced
       writes (clusters.lazyfs), which only some backends can host (backend.unsynced_fs)
+    - minority_only: it may hit only fewer nodes than a majority (a disk corruption: what a
+      majority's disks lose, Raft cannot promise to keep); a spec whose targets may select a
+      majority is refused
+    - backends: the backends (BackendOptions.kind) it can act on; empty: any
     """
 
     name: str
@@ -71,6 +75,8 @@ class FaultInfo:
     needs_queue: bool = False
     queue_kinds: tuple[str, ...] = ()
     needs_unsynced_fs: bool = False
+    minority_only: bool = False
+    backends: tuple[str, ...] = ()
 
     @property
     def start_f(self) -> str:
@@ -111,6 +117,12 @@ class FaultOptions(Protocol):
     def duplicate_pct(self) -> float: ...
     @property
     def reorder_pct(self) -> float: ...
+    @property
+    def corrupt_mode(self) -> str: ...
+    @property
+    def corrupt_bytes(self) -> int: ...
+    @property
+    def corrupt_probability(self) -> float: ...
 
 
 class Ledger:

@@ -100,6 +100,27 @@ def explicit_nodes(spec: str) -> tuple[str, ...] | None:
     return tuple(part.strip() for part in spec.split(","))
 
 
+# The most nodes each named selector may pick, of n: a function of n.
+MOST: dict[str, Callable[[int], int]] = {
+    "one": lambda n: 1, "leader": lambda n: 1, "follower": lambda n: 1,
+    "minority": lambda n: majority(n) - 1, "majority": majority,
+    "random": lambda n: n, "all": lambda n: n, "followers": lambda n: n - 1,
+}
+
+
+def most_selected(spec: str, n: int) -> int:
+    """Takes a target spec and the cluster's size. Returns the most nodes it may select."""
+    names = explicit_nodes(spec)
+    return MOST[spec](n) if names is None else len(set(names))
+
+
+def leaves_a_majority(spec: str, n: int) -> bool:
+    """Takes a target spec and the cluster's size. Returns whether every selection it may make
+    leaves a majority of the n nodes untouched (Raft's quorum: what a minority's disks lose the
+    others still hold)."""
+    return n - most_selected(spec, n) >= majority(n)
+
+
 def validate_targets(spec: str, nodes: Sequence[str] | None = None) -> None:
     """Takes a target spec and, when known, the cluster's node names. Returns None.
 

@@ -37,6 +37,14 @@ backend.unsynced_fs, which a power-loss fault turns on):
   unsynced, recording what each dropped; stop starts them again
   [start-power-loss / stop-power-loss].
 
+- `disk-corrupt`: SIGKILLs the targets' brokers (a minority at most: `disk-corrupt@one`,
+  `@minority`, `@leader`, `@follower`) and damages one of the queue's own files on each, in the
+  spirit of Jepsen's file nemesis: its quorum segments or the node's WAL, its classic index or
+  message store, its stream segments or indexes; `bitflip` flips bits of a chunk at a random
+  offset, `truncate` cuts the file's tail; what was damaged is recorded (`damaged`); stop starts
+  them again (local backend only) [start-disk-corrupt / stop-disk-corrupt]
+  [corrupt_mode, corrupt_bytes, corrupt_probability].
+
 RabbitMQ's own operations (through the broker's CLI, each call with a hard timeout; the
 commands are clusters.rabbitmq_ops's, the same on 3.10 and 4.0):
 
@@ -98,6 +106,7 @@ from clusters.rabbitmq_ops import (
 )
 from history.faults import (
     ALARM,
+    DISK_CORRUPT,
     FULL_RESTART,
     KILL,
     LEADER_TRANSFER,
@@ -112,7 +121,7 @@ from history.faults import (
     FaultKind,
 )
 from nemesis.errors import NemesisConfigError
-from nemesis.faults.disk import PowerLoss
+from nemesis.faults.disk import DiskCorrupt, PowerLoss
 from nemesis.faults.network import (
     PacketLossFault,
     PartitionFault,
@@ -185,6 +194,10 @@ DECLARED: tuple[Declared, ...] = (
     (FaultInfo("full-restart", FULL_RESTART, "process"), FullRestart),
     (FaultInfo("power-loss", POWER_LOSS, "process", takes_targets=True, needs_unsynced_fs=True),
      PowerLoss),
+    (FaultInfo("disk-corrupt", DISK_CORRUPT, "process", ("corrupt_mode", "corrupt_bytes",
+                                                         "corrupt_probability"),
+               takes_targets=True, needs_queue=True, minority_only=True, backends=("local",)),
+     DiskCorrupt),
     (FaultInfo("leader-transfer", LEADER_TRANSFER, "none", min_nodes=2, needs_queue=True,
                queue_kinds=("quorum",)), LeaderTransfer),
     (FaultInfo("member-remove", MEMBER_REMOVE, MEMBERSHIP, takes_targets=True, min_nodes=2,

@@ -1,4 +1,4 @@
-"""Disk faults: a power loss on the targets (issue 32).
+"""Disk faults: a power loss on the targets, and a corruption of a queue's files (issue 32).
 
 `PowerLoss` SIGKILLs the targets' brokers, as `kill` does, then tells each target's layer
 (clusters.lazyfs, under the node's data directory: the cluster's `UnsyncedDisks` ability) to
@@ -7,6 +7,16 @@ its stop boots them again, all at once, as `kill`'s does. The start's value reco
 node's layer dropped (`dropped`: bytes, files, namespace changes, the first few paths), which
 checkers.efficacy reads into the fault's entry. A cluster without the layer cannot host it: the
 spec refuses it before a cluster starts (backend.unsynced_fs), and `preflight` says so again.
+
+`DiskCorrupt` is Jepsen's file nemesis (jepsen.nemesis.file) aimed at one queue: it SIGKILLs
+the targets' brokers, lists each one's data directory, picks one of the queue's own files and
+flips bits of a chunk of it, or cuts its tail (nemesis.faults.corrupt: which files, how, all
+from the run's seed), and records the damage (`damaged`: files, bytes, bits, each path with
+its offsets), which checkers.efficacy reads into the fault's entry; its stop boots the nodes
+again, which then recover, repair from their peers, or refuse to boot. A node where no file of
+the queue was found is recorded with nothing damaged (a weak fault). Only a minority may be hit
+(FaultInfo.minority_only) and only where the broker says where its data is (clusters.base.
+DataDirs; the local backend, whose nodes run the damage with this host's python3).
 """
 
 from __future__ import annotations
@@ -15,8 +25,17 @@ import logging
 import random
 from typing import Any
 
-from clusters.base import Broker, Node, UnsyncedDisks
+from clusters.base import Broker, DataDirs, Node, UnsyncedDisks
 from nemesis.errors import FaultError, FaultUnsupported
+from nemesis.faults.corrupt import (
+    corrupt_command,
+    damaged_summary,
+    listing_command,
+    parse_listing,
+    plan_damage,
+    queue_files,
+    ra_dirs,
+)
 from nemesis.faults.process import kill, start_all_down
 from nemesis.healers import FaultBase
 from nemesis.protocol import Description, FaultContext, FaultInfo, on_nodes, raise_for_errors
@@ -80,6 +99,77 @@ class PowerLoss(FaultBase):
         log.info("power loss on %s dropped %s", [n.name for n in targets],
                  {k: (v["bytes"], v["files"]) for k, v in dropped.items()})
         return {"fault": self.info.name, "nodes": [n.name for n in targets], "dropped": dropped}
+
+    def stop(self, ctx: FaultContext) -> Description:
+        """Takes the context. Boots the nodes hit, all at once. Returns what each did."""
+        hit, self._hit = self._hit, []
+        outcome = start_all_down(ctx, hit, f"{self.info.name} restart")
+        return {"fault": self.info.name, "nodes": [n.name for n in hit], "outcome": outcome}
+
+
+# A listing or a corruption may take longer than one iptables command: the data directory is big.
+FILE_TIMEOUT_S = 60.0
+
+
+def _data_dirs(ctx: FaultContext) -> DataDirs:
+    if not isinstance(ctx.broker, DataDirs):
+        raise FaultUnsupported("disk-corrupt needs a broker that says where each node keeps its "
+                               "data (clusters.base.DataDirs)")
+    return ctx.broker
+
+
+def corrupt_node(ctx: FaultContext, node: Node, root: str, rng: random.Random) -> dict[str, Any]:
+    """Takes the context, a node whose broker is down, its data directory and a Random. Damages
+    one of the queue's files there (nemesis.faults.corrupt). Returns the record: how many of
+    the queue's files were found (`candidates`) and what was damaged (none when none was
+    found). Raises RemoteError when the listing or the damage failed."""
+    opts = ctx.options
+    queue = ctx.queue_name()
+    listing = parse_listing(node.remote.run(listing_command(root), timeout=FILE_TIMEOUT_S).stdout)
+    configs = {d: node.remote.read_file(f"{root}/{d}/config")
+               for d in ra_dirs(listing, queue)}
+    files = queue_files(listing, queue, configs)
+    damage = plan_damage(files, opts.corrupt_mode, opts.corrupt_bytes,
+                         opts.corrupt_probability, rng)
+    if damage is not None:
+        node.remote.run(corrupt_command(damage, root), timeout=FILE_TIMEOUT_S)
+    done = damaged_summary([damage] if damage is not None else [])
+    return {"candidates": len(files), **done}
+
+
+class DiskCorrupt(FaultBase):
+    """Kills the targets' brokers and damages one of the queue's files on each; boots them on
+    stop."""
+
+    def __init__(self, info: FaultInfo) -> None:
+        self.info = info
+        self._hit: list[Node] = []
+
+    def preflight(self, ctx: FaultContext) -> None:
+        """Takes the context. Raises FaultUnsupported when the broker keeps no known data
+        directory, FaultError when there is no queue."""
+        _data_dirs(ctx)
+        ctx.queue_name()
+
+    def start(self, ctx: FaultContext, rng: random.Random) -> Description:
+        """Takes the context and a Random. Kills the targets at once, then damages a file of
+        the queue's on each (each node's damage drawn from its own seed, taken from `rng` in
+        node order). Returns the targets, the mode and what was damaged on each. Raises
+        FaultError naming the nodes where a kill or a damage failed."""
+        dirs = _data_dirs(ctx)
+        targets = ctx.targets(rng)
+        seeds = {n.name: rng.getrandbits(64) for n in targets}
+        self._hit = targets  # stop boots every target, whatever failed here
+        _, errors = on_nodes(targets, lambda node: kill_for_good(ctx.broker, node))
+        raise_for_errors(f"{self.info.name} kill", errors)
+        done, errors = on_nodes(targets, lambda node: corrupt_node(
+            ctx, node, dirs.data_dir(node), random.Random(seeds[node.name])))
+        raise_for_errors(self.info.name, errors)
+        damaged = {n.name: done[n.name] for n in targets}
+        log.info("disk corruption on %s damaged %s", [n.name for n in targets],
+                 {k: (v["files"], v["bytes"]) for k, v in damaged.items()})
+        return {"fault": self.info.name, "nodes": [n.name for n in targets],
+                "mode": ctx.options.corrupt_mode, "damaged": damaged}
 
     def stop(self, ctx: FaultContext) -> Description:
         """Takes the context. Boots the nodes hit, all at once. Returns what each did."""

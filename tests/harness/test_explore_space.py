@@ -185,3 +185,26 @@ def test_explore_draws_operations_on_a_quorum_queue():
     drawn = {i.fault for n in range(40)
              for i in draw_candidate(TestSpec(), Space(), candidate_rng(5, n)).items}
     assert set(OPERATIONS) <= drawn
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_a_disk_corruption_is_drawn_only_at_a_minority_and_every_draw_validates(data):
+    base = data.draw(st.sampled_from([TestSpec(), TestSpec(nodes=5), TestSpec(nodes=4)]))
+    space = Space(faults=("disk-corrupt", "kill"), queue_types=("quorum", "stream"))
+    c = data.draw(candidates(base, space))
+    check_candidate(c, base)
+    for item in c.items:
+        if item.fault == "disk-corrupt":
+            assert item.target in ("leader", "follower", "one") + (
+                ("minority",) if base.nodes % 2 else ())
+            assert ":corrupt_mode=" in item.entry
+
+
+def test_a_disk_corruption_is_left_out_where_it_cannot_play():
+    space = Space(faults=("disk-corrupt", "kill"))
+    assert space.fitted(TestSpec(nodes=2)).faults == ("kill",)  # no node is a minority of 2
+    docker = dataclasses.replace(TestSpec().backend, kind="docker")
+    assert space.fitted(dataclasses.replace(TestSpec(), backend=docker)).faults == ("kill",)
+    assert space.fitted(TestSpec()).faults == ("disk-corrupt", "kill")
+    assert space.fitted(TestSpec()).minority_targets == ("leader", "follower", "minority", "one")

@@ -230,7 +230,7 @@ def test_one_declaration_of_fault_kinds() -> None:
     names = [k.name for k in kinds.KINDS]
     assert names == ["partition", "kill", "stop", "pause", "packet", "rolling-restart",
                      "full-restart", "leader-transfer", "member-remove", "maintenance", "alarm",
-                     "power-loss", "heal"]
+                     "power-loss", "disk-corrupt", "heal"]
     assert len({k.colour for k in kinds.KINDS}) == len(kinds.KINDS)
     assert all(re.fullmatch(r"#[0-9a-f]{6}", k.colour) and k.label for k in kinds.KINDS)
     assert kinds.BY_START["kill"].stop_f == kinds.BY_START["stop"].stop_f == "start"
