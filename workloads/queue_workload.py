@@ -5,6 +5,11 @@
 busy until told to stop, each thread playing a succession of processes:
 when a process's op ends unknown or its connection breaks, it is retired and
 a new process number takes its place on the next node, as Jepsen does.
+`stay` keeps publishers, consumers or both as long-lived applications are
+instead: one channel across faults and heals, a confirm awaited up to
+`confirm_deadline_s` (minutes), a subscription never dropped by the harness;
+such a client still retires when its connection closes, and what it never
+saw settled is `info` when the main phase ends (checkers.settlement judges it).
 `drain` consumes what is left from every node after the cluster healed.
 
 Messages are only at risk while they sit in the queue, so by default the
@@ -92,6 +97,10 @@ class WorkloadConfigError(WorkloadError, ValueError):
     """An impossible workload option."""
 
 
+# Which clients stay across faults and heals (WorkloadOptions.stay).
+STAYS = ("none", "publishers", "consumers", "both")
+
+
 @dataclass(frozen=True)
 class WorkloadOptions:
     """How hard and how the workload drives the queue."""
@@ -118,6 +127,32 @@ class WorkloadOptions:
     metadata_probe_interval_s: float = 0.0
     # Seconds each op of the probe may take before it is recorded unknown (info).
     metadata_probe_timeout_s: float = 5.0
+    # Which clients stay (STAYS): "none", every client a Jepsen process retired at its first
+    # unknown outcome (a confirm not come within the publish timeout); "publishers",
+    # "consumers" or "both" keep their connection and channel across faults and heals, as
+    # long-lived applications do: a staying publisher waits up to `confirm_deadline_s` for each
+    # confirm (its window stays in flight) and so retires only on a closed connection or a
+    # confirm that never came in minutes; a staying consumer keeps its subscription and its
+    # unacked deliveries (it is never paused in faults and never planted a crash).
+    stay: str = "none"
+    confirm_deadline_s: float = 300.0
+
+    @property
+    def publishers_stay(self) -> bool:
+        """Returns whether the publishers keep their channel across faults (`stay`)."""
+        return self.stay in ("publishers", "both")
+
+    @property
+    def consumers_stay(self) -> bool:
+        """Returns whether the consumers keep their subscription across faults (`stay`)."""
+        return self.stay in ("consumers", "both")
+
+    def publisher_client(self) -> ClientOptions:
+        """Returns the publishers' client options: a staying publisher's publish timeout is the
+        confirm deadline."""
+        if not self.publishers_stay:
+            return self.client
+        return dataclasses.replace(self.client, publish_timeout_s=self.confirm_deadline_s)
 
     def validate(self) -> None:
         """Raises WorkloadConfigError for an impossible option."""
@@ -136,6 +171,22 @@ class WorkloadOptions:
             parse(self.priorities)  # PriorityError, a ValueError, names what is wrong
         self._check_client()
         self._check_probe()
+        self._check_stay()
+
+    def _check_stay(self) -> None:
+        """Raises WorkloadConfigError for an unknown `stay`, a confirm deadline not above 0, or
+        staying consumers asked to pause in faults or to crash (both end the subscription)."""
+        if self.stay not in STAYS:
+            raise WorkloadConfigError(f"--stay must be one of {', '.join(STAYS)}, got "
+                                      f"{self.stay!r}")
+        if not self.confirm_deadline_s > 0:
+            raise WorkloadConfigError(f"--confirm-deadline must be > 0 seconds, got "
+                                      f"{self.confirm_deadline_s}")
+        if self.consumers_stay and (self.pause_consumers_in_faults or self.client.crash_after):
+            raise WorkloadConfigError(
+                f"--stay {self.stay}: a staying consumer keeps its subscription through faults, "
+                "so it can be neither paused in faults (--pause-consumers-in-faults) nor "
+                "crashed (--consumer-crash-after)")
 
     def _check_probe(self) -> None:
         """Raises WorkloadConfigError for a metadata probe interval below 0 or a timeout not
@@ -422,11 +473,12 @@ class QueueWorkload:
         interval = self.opts.publishers / self.opts.rate
         node_ix = slot
         ident = self._slots[slot]
-        patience = self.opts.client.publish_timeout_s + 1.0
+        client = self.opts.publisher_client()
+        patience = client.publish_timeout_s + 1.0
         while not stop.is_set():
             node = self.nodes[node_ix % len(self.nodes)]
             pub = Publisher(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                            self.opts.client, ident, self._priorities[slot])
+                            client, ident, self._priorities[slot])
             try:
                 pub.open()
             except ClientError as e:
@@ -447,7 +499,8 @@ class QueueWorkload:
             node_ix += 1
 
     def _paused(self) -> bool:
-        return self.opts.pause_consumers_in_faults and self._fault_active()
+        return (self.opts.pause_consumers_in_faults and not self.opts.consumers_stay
+                and self._fault_active())
 
     def _consume_loop(self, slot: int, stop: threading.Event) -> None:
         node_ix = slot
