@@ -269,10 +269,18 @@ class Publisher:
         the monotonic deadline passes."""
         self.drive(deadline, lambda: len(self._pending) < self.opts.window)
 
-    def settle(self) -> None:
-        """Waits (up to each message's deadline) for every message in flight to complete."""
+    def settle(self, within: float | None = None) -> None:
+        """Waits (up to each message's deadline, and at most `within` seconds in all when given:
+        a staying publisher's deadline is minutes, too long for the end of a run) for every
+        message in flight to complete."""
+        end = None if within is None else time.monotonic() + within
         while not self.spent and self._pending:
-            self.drive(time.monotonic() + self.opts.publish_timeout_s, lambda: not self._pending)
+            until = time.monotonic() + self.opts.publish_timeout_s
+            if end is not None:
+                if time.monotonic() >= end:
+                    return
+                until = min(until, end)
+            self.drive(until, lambda: not self._pending)
 
     def publish(self, phase: str = "main") -> str:
         """Publishes one new message and waits for its outcome, up to the deadline.

@@ -306,6 +306,17 @@ def priorities_observation(spec: QueueSpec, opts: WorkloadOptions,
             "distribution": opts.priorities}
 
 
+def _wait_for_room(pub: Publisher, deadline: float, stop: threading.Event) -> None:
+    """Takes a publisher, a monotonic deadline and the run's stop event. Runs its I/O until it
+    has room in its window, is spent, the deadline passes or the run stops (looked at twice a
+    second: a staying publisher may wait minutes for a confirm)."""
+    while pub.in_flight >= pub.opts.window and not pub.spent and not stop.is_set():
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        pub.wait_for_room(min(deadline, now + 0.5))
+
+
 class QueueWorkload:
     """Publishers and consumers on one queue of a cluster, recorded into a history. Takes the
     queue spec, the workload's options, the nodes, the recorder and the run's seed (the
@@ -488,13 +499,15 @@ class QueueWorkload:
                 continue
             next_at = time.monotonic()
             while not stop.is_set() and not pub.spent:
-                pub.wait_for_room(time.monotonic() + patience)
-                if pub.spent:
-                    break  # the process is retired: its state is unknown
+                _wait_for_room(pub, time.monotonic() + patience, stop)
+                if pub.spent or stop.is_set():
+                    break  # retired (its state is unknown), or the run is over
                 pub.send()
                 next_at = max(next_at + interval, time.monotonic() - 1.0)
                 pub.drive(next_at)
-            pub.settle()
+            # A staying publisher's confirm deadline is minutes: at the run's end it waits as
+            # long as a retiring one would, and what is still unconfirmed then ends `info`.
+            pub.settle(within=self.opts.client.publish_timeout_s)
             pub.close()
             node_ix += 1
 

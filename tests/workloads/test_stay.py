@@ -5,6 +5,7 @@ refused. Against the scripted connection of test_publisher (no broker)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pika.exceptions
@@ -14,7 +15,7 @@ from tests.fakes import ListRecorder
 from tests.workloads.test_publisher import Script
 from workloads.clients import ClientOptions
 from workloads.publisher import Publisher
-from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
+from workloads.queue_workload import WorkloadConfigError, WorkloadOptions, _wait_for_room
 
 # A publish timeout of 0.2 s stands for the Jepsen process's 5 s, a deadline of 3 s for minutes.
 RETIRING = WorkloadOptions(client=ClientOptions(publish_timeout_s=0.2, window=3))
@@ -82,3 +83,26 @@ def test_the_publishers_client_takes_the_deadline_only_when_they_stay():
 def test_impossible_staying_options_are_refused(opts, msg):
     with pytest.raises(WorkloadConfigError, match=msg):
         opts.validate()
+
+
+def test_a_staying_publisher_at_the_runs_end_waits_no_longer_than_it_is_told():
+    pub, _script, rec = _publisher(STAYING)
+    for _ in range(2):
+        pub.send()
+    t0 = time.monotonic()
+    pub.settle(within=0.3)
+    assert 0.25 <= time.monotonic() - t0 < 1.0 and pub.in_flight == 2 and not pub.spent
+    pub.close()  # what was never confirmed ends info, as Jepsen ends an op at the test's end
+    assert [e for _t, e in _types(rec)] == [
+        "abandoned with the process after: publisher closed with the message in flight"] * 2
+
+
+def test_a_staying_publisher_with_a_full_window_notices_the_runs_end():
+    pub, _script, _rec = _publisher(STAYING)
+    for _ in range(3):
+        pub.send()
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    t0 = time.monotonic()
+    _wait_for_room(pub, time.monotonic() + 60, stop)  # the deadline is far; the stop is not
+    assert time.monotonic() - t0 < 1.5 and pub.in_flight == 3 and not pub.spent
