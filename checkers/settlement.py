@@ -17,10 +17,12 @@ phase's end:
   connection closed (`info` with the connection's error). It is *stuck* (a
   finding: the run is invalid) when it was still unsettled at the deadline on
   a channel that stayed open: its completion came later, whatever it was (a
-  late confirm, the staying client's own deadline, the end of the run), or
-  never. Otherwise: *given up* when the client stopped waiting before the
-  deadline (a retiring client's publish timeout: no judgement of the broker),
-  *unknown* when the main phase ended before the deadline, *interrupted* when
+  late confirm, the staying client's own deadline, the end of the run).
+  Otherwise: *given up* when the client stopped waiting before the deadline
+  (a retiring client's publish timeout: no judgement of the broker),
+  *unknown* when the main phase ended before the deadline or the history has
+  no completion of it (cut short: every client ends what it sent, `info` at
+  the latest, so nothing is guessed), *interrupted* when
   the next fault began before it, *not judged* on a blocked connection (a
   resource alarm) or with confirms off;
 - a consumer process *stayed subscribed* through H when it was fed before H
@@ -31,7 +33,12 @@ phase's end:
   consumer at its prefetch is owed nothing). Otherwise *unknown* (the main
   phase ended before H + B, or no depth sample in it), *interrupted*, *idle*
   (a sample showed no ready message), *holding*, or *ended* (it was cancelled
-  or closed before H + B: not judged).
+  or closed before H + B: not judged). Consumers are judged only where the
+  harness observed its clients (f "clients") on a queue whose consumers share
+  its ready messages (`consumers_share`: not a log such as a stream, where
+  each reads at its own offset) without a single active consumer (the others
+  wait by design);
+  elsewhere they are *not judged*, with the reason (`consumers_not_judged`).
 
 Each finding names the queue, the process, its node, the publisher, the
 queue's leader at H where the history has placement observations, and a
@@ -51,6 +58,7 @@ from typing import Any, Final
 from checkers.liveness import STALLED, summary_line
 from checkers.model import ns_to_ms
 from checkers.phases import HarnessEvent
+from history import CLIENTS
 from history.faults import FaultWindow
 
 # How a publish completed (`completion_kind`).
@@ -135,11 +143,10 @@ def completion_kind(code: str | None, error: str | None) -> str:
     return CLOSED
 
 
-def publish_status(invoke: int, end: int | None, kind: str, heal: Heal, bound: int,
-                   main_end: int) -> str:
+def publish_status(invoke: int, end: int | None, kind: str, heal: Heal, bound: int) -> str:
     """Takes a publish across a heal: its invocation and completion (ns; None: none), how it
-    completed (`completion_kind`), the heal, the bound (ns) and the main phase's end. Returns
-    its status (the module's rules)."""
+    completed (`completion_kind`), the heal and the bound (ns). Returns its status (the
+    module's rules; a publish the run's end closed before its deadline is unknown)."""
     deadline = max(invoke, heal.at) + bound
     if kind in (BLOCKED, CONFIRMS_OFF):
         return NOT_JUDGED
@@ -149,8 +156,8 @@ def publish_status(invoke: int, end: int | None, kind: str, heal: Heal, bound: i
         return GIVEN_UP if kind == GAVE_UP else UNKNOWN
     if heal.next_fault is not None and deadline > heal.next_fault:
         return INTERRUPTED
-    if end is None and main_end < deadline:
-        return UNKNOWN
+    if end is None:
+        return UNKNOWN  # the history was cut (a client ends what it sent, info at the latest)
     return STUCK
 
 
@@ -223,6 +230,21 @@ def leader_at(harness: Sequence[HarnessEvent], queue: str | None, t: int) -> str
     seen = [e for e in harness if e.f == "placement" and isinstance(e.value, dict)
             and e.time <= t and e.value.get("queue") in (None, queue)]
     return seen[-1].value.get("leader") if seen else None
+
+
+def consumers_not_judged(harness: Sequence[HarnessEvent], queue: str | None) -> str | None:
+    """Takes the harness events and a queue. Returns why its consumers cannot be judged stuck
+    (no observation of the clients; a stream; single active consumer), or None when they can."""
+    seen = [e.value for e in harness if e.f == CLIENTS and isinstance(e.value, dict)
+            and e.value.get("queue") in (None, queue)]
+    if not seen:
+        return "the history has no observation of its clients (f \"clients\")"
+    if not seen[-1].get("consumers_share"):
+        return f"its consumers do not share its ready messages ({seen[-1].get('type')}: each " \
+               "reads at its own offset)"
+    if seen[-1].get("single_active_consumer"):
+        return "with a single active consumer the others wait by design"
+    return None
 
 
 def consumer_status(c: ConsumerFacts, heal: Heal, bound: int, main_end: int,
@@ -314,10 +336,15 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
     for (_heal, status), n in counts.items():
         publishes[status] = publishes.get(status, 0) + n
     judged = []
+    unjudged: dict[str | None, str] = {}
     for c in consumers:
         heal = heal_list[c.heal]
         ready = ready_through(harness, c.queue, heal.at, heal.at + bound)
         status = consumer_status(c, heal, bound, main_end, ready)
+        why = consumers_not_judged(harness, c.queue)
+        if status is not None and why is not None:
+            unjudged[c.queue] = why
+            status = NOT_JUDGED
         if status is not None:
             judged.append((c, status))
     stuck_consumers = [c for c, s in judged if s == STUCK]
@@ -338,6 +365,8 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
                       for h in heal_list],
             "publishes": dict(sorted(publishes.items())), "consumers": tally,
             "stuck_channels": len(channels), "stuck_consumers": len(stuck_consumers),
+            "consumers_not_judged": "; ".join(f"queue {q}: {w}" for q, w in
+                                              sorted(unjudged.items(), key=str)) or None,
             "findings": findings, "summary": _summary(valid, publishes, tally)}
 
 

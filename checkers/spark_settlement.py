@@ -61,8 +61,8 @@ def publishes(h: History) -> DataFrame:
         F.col("done.code").alias("code"), kind_column().alias("kind"))
 
 
-def across(pubs: DataFrame, heals: Sequence[S.Heal], bound: int, main_end: int) -> DataFrame:
-    """Takes the publishes, the heals, the bound and the main phase's end (ns). Returns those
+def across(pubs: DataFrame, heals: Sequence[S.Heal], bound: int) -> DataFrame:
+    """Takes the publishes, the heals and the bound (ns). Returns those
     that crossed a heal, with `heal` (its number) and `status` (settlement.publish_status)."""
     end, invoke = F.col("end"), F.col("invoke")
     ix: Column = F.lit(None).cast("int")
@@ -82,7 +82,7 @@ def across(pubs: DataFrame, heals: Sequence[S.Heal], bound: int, main_end: int) 
               .when(in_time & (kind == S.GAVE_UP), F.lit(S.GIVEN_UP))
               .when(in_time, F.lit(S.UNKNOWN))
               .when(nxt.isNotNull() & (deadline > nxt), F.lit(S.INTERRUPTED))
-              .when(end.isNull() & (F.lit(main_end) < deadline), F.lit(S.UNKNOWN))
+              .when(end.isNull(), F.lit(S.UNKNOWN))
               .otherwise(F.lit(S.STUCK)))
     return rows.select("*", at.alias("heal_at"), status.alias("status"))
 
@@ -162,7 +162,7 @@ def settlement_check(h: History, windows: Sequence[FaultWindow], bound: int, mai
         return None
     pubs = publishes(h).cache()
     try:
-        crossed = across(pubs, heal_list, bound, main_end).cache()
+        crossed = across(pubs, heal_list, bound).cache()
         counts = {(r["heal"], r["status"]): int(r["count"])
                   for r in crossed.groupBy("heal", "status").count().collect()}
         channels = stuck_channels(pubs, crossed)

@@ -63,7 +63,7 @@ from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
 from clusters.releases import default_delivery_limit, known_line, line_of, release
 from clusters.remote import RemoteError
-from history import DEAD_LETTER, HARNESS, PRIORITIES, Op, Recorder
+from history import CLIENTS, DEAD_LETTER, HARNESS, PRIORITIES, Op, Recorder
 from workloads.clients import (
     AMQP_ERRORS,
     ClientError,
@@ -467,6 +467,8 @@ class QueueWorkload:
         options say so).
         """
         self._fault_active = fault_active
+        self.history.append(Op(type="info", process=HARNESS, f=CLIENTS,
+                               value=self.clients_observation()))
         for k in range(self.opts.publishers):
             self._threads.append(threading.Thread(
                 target=self._publish_loop, args=(k, stop), name=f"publisher-{k}", daemon=True))
@@ -475,6 +477,19 @@ class QueueWorkload:
                 target=self._consume_loop, args=(k, stop), name=f"consumer-{k}", daemon=True))
         for t in self._threads:
             t.start()
+
+    def clients_observation(self) -> dict[str, Any]:
+        """Returns the value of the harness's `clients` observation, recorded as the clients
+        start (checkers.settlement reads it): the queue, its type, single active consumer,
+        whether its consumers share its ready messages (a log's each read at their own
+        offset), which clients stay across faults, and the publishers' confirm deadline and the
+        retiring publish timeout (s)."""
+        return {"queue": self.spec.name, "type": self.spec.type,
+                "single_active_consumer": self.spec.single_active_consumer,
+                "consumers_share": self.kind.consumer_offset() is None,
+                "stay": self.opts.stay,
+                "confirm_deadline_s": self.opts.publisher_client().publish_timeout_s,
+                "publish_timeout_s": self.opts.client.publish_timeout_s}
 
     def join(self, timeout: float = 30.0) -> None:
         """Waits for the worker threads to finish (after `stop` was set)."""

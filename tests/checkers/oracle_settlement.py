@@ -55,8 +55,7 @@ def _heal_of(p: dict[str, Any], hs: list[S.Heal]) -> int | None:
     return None
 
 
-def crossed(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int,
-            main_end: int) -> list[dict[str, Any]]:
+def crossed(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int) -> list[dict[str, Any]]:
     """Returns the publishes that crossed a heal, each with pid, value, heal, kind, status."""
     out = []
     for (pid, value), p in publishes(ops).items():
@@ -65,8 +64,7 @@ def crossed(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int,
             continue
         kind = S.completion_kind(p["code"], p["error"])
         out.append({**p, "pid": pid, "value": value, "heal": i, "kind": kind,
-                    "status": S.publish_status(p["invoke"], p["end"], kind, hs[i], bound,
-                                               main_end)})
+                    "status": S.publish_status(p["invoke"], p["end"], kind, hs[i], bound)})
     return out
 
 
@@ -133,7 +131,7 @@ def settlement(path: Path, bound: int) -> dict[str, Any] | None:
         return None
     ops, r = read_ops(path), read(path)
     main_end = main_phase(r)[1]
-    rows = crossed(ops, hs, bound, main_end)
+    rows = crossed(ops, hs, bound)
     counts: dict[tuple[int, str], int] = {}
     for p in rows:
         counts[(p["heal"], p["status"])] = counts.get((p["heal"], p["status"]), 0) + 1

@@ -15,6 +15,7 @@ import pytest
 
 from checkers import CheckOptions, check_history
 from checkers import settlement as S
+from checkers.phases import HarnessEvent
 from history import HARNESS
 from tests.checkers.oracle_settlement import settlement as oracle
 from tests.checkers.test_liveness import BOUND, consume, history, partition
@@ -42,22 +43,20 @@ def test_how_a_publish_completed(code, error, kind):
     assert S.completion_kind(code, error) == kind
 
 
-@pytest.mark.parametrize("invoke,end,kind,main_end,heal,status", [
-    (900, 4900, S.CONFIRMED, 20_000, HEAL, S.SETTLED),  # slow (4 s) but within the bound
-    (900, 5100, S.CONFIRMED, 20_000, HEAL, S.STUCK),  # a confirm past the bound comes too late
-    (2000, 5900, S.REFUSED, 20_000, HEAL, S.SETTLED),  # its deadline counts from its invoke
-    (900, 1200, S.CLOSED, 20_000, HEAL, S.SETTLED),  # the connection closed: settled
-    (900, 1900, S.GAVE_UP, 20_000, HEAL, S.GIVEN_UP),  # a retiring client's 5 s timeout
-    (900, 20_000, S.RUN_ENDED, 20_000, HEAL, S.STUCK),  # open until the run ended
-    (900, 3000, S.RUN_ENDED, 3000, HEAL, S.UNKNOWN),  # the run ended before the bound
-    (900, None, S.NONE, 3000, HEAL, S.UNKNOWN),
-    (900, None, S.NONE, 20_000, HEAL, S.STUCK),
-    (900, None, S.NONE, 20_000, S.Heal(1000 * MS, "kill", 3000 * MS), S.INTERRUPTED),
-    (900, 9000, S.BLOCKED, 20_000, HEAL, S.NOT_JUDGED),
+@pytest.mark.parametrize("invoke,end,kind,heal,status", [
+    (900, 4900, S.CONFIRMED, HEAL, S.SETTLED),  # slow (4 s) but within the bound
+    (900, 5100, S.CONFIRMED, HEAL, S.STUCK),  # a confirm past the bound comes too late
+    (2000, 5900, S.REFUSED, HEAL, S.SETTLED),  # its deadline counts from its invoke
+    (900, 1200, S.CLOSED, HEAL, S.SETTLED),  # the connection closed: settled
+    (900, 1900, S.GAVE_UP, HEAL, S.GIVEN_UP),  # a retiring client's 5 s timeout
+    (900, 20_000, S.RUN_ENDED, HEAL, S.STUCK),  # open until the run ended
+    (900, 3000, S.RUN_ENDED, HEAL, S.UNKNOWN),  # the run ended before the bound
+    (900, None, S.NONE, HEAL, S.UNKNOWN),  # a history cut short: nothing guessed
+    (900, 20_000, S.RUN_ENDED, S.Heal(1000 * MS, "kill", 3000 * MS), S.INTERRUPTED),
+    (900, 9000, S.BLOCKED, HEAL, S.NOT_JUDGED),
 ])
-def test_a_publish_across_a_heal(invoke, end, kind, main_end, heal, status):
-    got = S.publish_status(invoke * MS, None if end is None else end * MS, kind, heal, B,
-                           main_end * MS)
+def test_a_publish_across_a_heal(invoke, end, kind, heal, status):
+    got = S.publish_status(invoke * MS, None if end is None else end * MS, kind, heal, B)
     assert got == status
 
 
@@ -108,6 +107,16 @@ def leader(at: float, node: str) -> tuple[float, dict[str, Any]]:
                  "value": {"queue": "q", "leader": node, "members": ["n1", "n2", "n3"]}})
 
 
+def clients(sac: bool = False, type_: str = "quorum", stay: str = "both"
+            ) -> tuple[float, dict[str, Any]]:
+    """The workload's observation of its clients, at setup."""
+    return (1, {"type": "info", "process": HARNESS, "f": "clients",
+                "value": {"queue": "q", "type": type_, "single_active_consumer": sac,
+                          "consumers_share": type_ != "stream",
+                          "stay": stay, "confirm_deadline_s": 300.0,
+                          "publish_timeout_s": 5.0}})
+
+
 def cancel(pid: int, at: float) -> list[tuple[float, dict[str, Any]]]:
     base = {"process": pid, "f": "cancel", "node": "n2", "queue": "q", "consumer": f"c{pid}",
             "phase": "main"}
@@ -131,7 +140,7 @@ def test_spark_a_publisher_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> No
     # Process 1 stays on n1: 1-0 confirmed before the fault, 1-1 in flight at the heal, 1-2 and
     # 1-3 accepted after it and never confirmed; the run ends at 10 s, closing it. Process 2 on
     # n2 is confirmed again 3.3 s after the heal: slow, settled, no finding.
-    ops = [*partition(100, 1000), leader(50, "n1"), leader(1100, "n2"),
+    ops = [clients(), *partition(100, 1000), leader(50, "n1"), leader(1100, "n2"),
            *pub(1, 0, 50), *pub(1, 1, 900, "info", 10_000, CLOSED_AT_END),
            *pub(1, 2, 1500, "info", 10_000, ABANDONED_AT_END),
            *pub(1, 3, 2000, "info", 10_000, ABANDONED_AT_END),
@@ -158,7 +167,7 @@ def test_spark_a_publisher_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> No
 def test_spark_a_consumer_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> None:
     # Consumer 9 on n2, fed before the fault, stays subscribed (cancelled only at the run's end)
     # and is never fed again while the queue holds ready messages; consumer 8 is fed at 1.6 s.
-    ops = [*partition(100, 1000), *pub(1, 0, 10), *pub(1, 1, 20), *pub(1, 2, 30),
+    ops = [clients(), *partition(100, 1000), *pub(1, 0, 10), *pub(1, 1, 20), *pub(1, 2, 30),
            *consume("n2", 9, "1-0", 60), *consume("n2", 8, "1-1", 70),
            *consume("n2", 8, "1-2", 1600), *pub(1, 3, 1500), *pub(1, 4, 1510),
            depth(2000, 5), depth(3000, 5), depth(4500, 4), *cancel(9, 10_000)]
@@ -176,7 +185,7 @@ def test_spark_a_consumer_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> Non
 def test_spark_a_slow_but_settled_publish_is_no_finding(tmp_path: Path) -> None:
     # 1-1, in flight at the heal, is confirmed 3.9 s after it: slower than a retiring client
     # would wait, within the bound. The consumer is fed again; nothing is stuck.
-    ops = [*partition(100, 1000), *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
+    ops = [clients(), *partition(100, 1000), *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
            *pub(1, 1, 900, "ok", 4900), *consume("n2", 9, "1-1", 4950), depth(3000, 1)]
     r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000))
     assert sec["valid"] is True and sec["findings"] == []
@@ -189,9 +198,28 @@ def test_spark_a_slow_but_settled_publish_is_no_finding(tmp_path: Path) -> None:
 def test_spark_a_run_ended_too_soon_is_unknown_never_invalid(tmp_path: Path) -> None:
     # The main phase ends 1.5 s after the heal, before the 4 s bound: 1-1 is closed with the run
     # unsettled, the consumer unfed; neither can be judged.
-    ops = [*partition(100, 1000), *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
+    ops = [clients(), *partition(100, 1000), *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
            *pub(1, 1, 900, "info", 2500, CLOSED_AT_END), depth(2000, 3), *cancel(9, 2500)]
     r, sec = judged(history(tmp_path / "h.jsonl", ops, 2500))
     assert sec["valid"] == "unknown" and sec["findings"] == []
     assert (sec["publishes"], sec["consumers"]) == ({"unknown": 1}, {"unknown": 1})
     assert r["valid"] is True and r["liveness"]["valid"] == "unknown"
+
+
+@pytest.mark.parametrize("observed,why", [
+    (None, "no observation of its clients"),
+    (clients(sac=True), "single active consumer"),
+    (clients(type_="stream"), "own offset"),
+    (clients(), None),
+])
+def test_consumers_are_judged_only_where_any_idle_consumer_is_fed(observed, why):
+    harness = [] if observed is None else [
+        HarnessEvent(int(observed[0] * MS), "clients", observed[1]["value"])]
+    said = S.consumers_not_judged(harness, "q")
+    assert said is None if why is None else why in said
+    # A consumer that would be stuck on a plain queue is not judged on these.
+    ready = [HarnessEvent(t * MS, "depth", {"queue": "q", "ready": 5}) for t in (2000, 4000)]
+    sec = S.settlement_section({}, [], [_consumer()], [HEAL], B, 20_000 * MS, harness + ready)
+    assert sec["valid"] is (why is not None)
+    assert sec["consumers"] == ({"stuck": 1} if why is None else {"not-judged": 1})
+    assert (sec["consumers_not_judged"] is None) == (why is None)

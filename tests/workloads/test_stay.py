@@ -15,7 +15,13 @@ from tests.fakes import ListRecorder
 from tests.workloads.test_publisher import Script
 from workloads.clients import ClientOptions
 from workloads.publisher import Publisher
-from workloads.queue_workload import WorkloadConfigError, WorkloadOptions, _wait_for_room
+from workloads.queue_spec import QueueSpec
+from workloads.queue_workload import (
+    QueueWorkload,
+    WorkloadConfigError,
+    WorkloadOptions,
+    _wait_for_room,
+)
 
 # A publish timeout of 0.2 s stands for the Jepsen process's 5 s, a deadline of 3 s for minutes.
 RETIRING = WorkloadOptions(client=ClientOptions(publish_timeout_s=0.2, window=3))
@@ -106,3 +112,13 @@ def test_a_staying_publisher_with_a_full_window_notices_the_runs_end():
     t0 = time.monotonic()
     _wait_for_room(pub, time.monotonic() + 60, stop)  # the deadline is far; the stop is not
     assert time.monotonic() - t0 < 1.5 and pub.in_flight == 3 and not pub.spent
+
+
+def test_the_clients_observation_says_who_stays_and_whether_consumers_share_the_queue():
+    w = QueueWorkload(QueueSpec(name="q"), STAYING, [], ListRecorder())
+    assert w.clients_observation() == {
+        "queue": "q", "type": "quorum", "single_active_consumer": False,
+        "consumers_share": True, "stay": "publishers", "confirm_deadline_s": 3.0,
+        "publish_timeout_s": 0.2}
+    log = QueueWorkload(QueueSpec(name="s", type="stream"), RETIRING, [], ListRecorder())
+    assert log.clients_observation()["consumers_share"] is False
