@@ -181,7 +181,9 @@ class Run:
             # How long the workload may run on after the last heal (Run.after_heal).
             "after_heal": {"limit_s": spec.after_heal_limit_s(),
                            "bound_s": spec.liveness_bound().bound_ns / 1e9,
-                           "asked_s": spec.after_heal_s},
+                           "asked_s": spec.after_heal_s,
+                           # With clients that stay, it runs at least this long (--stay).
+                           "floor_s": spec.after_heal_floor_s()},
         }
 
     def metadata_probe(self) -> MetadataProbe | None:
