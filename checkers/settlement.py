@@ -44,8 +44,8 @@ Each finding names the queue, the process, its node, the publisher, the
 queue's leader at H where the history has placement observations, and a
 timeline (ms of the run): the channel's last confirm before H, H, the stuck
 publish, and the channel's later publishes with their fates. The section's
-`valid` is false with any stuck client, "unknown" with any unknown one, else
-true; it joins the liveness section (`merged`), which composes with the run's
+`valid` is false with any stuck client, "unknown" with any unknown one or
+when nothing was settled or fed (nothing judged the broker), else true; it joins the liveness section (`merged`), which composes with the run's
 verdict only when false.
 """
 
@@ -356,8 +356,10 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
     tally = _tally([s for _c, s in judged])
     every = {**{f"publish {k}": v for k, v in publishes.items()},
              **{f"consumer {k}": v for k, v in tally.items()}}
+    # True needs something the broker settled or fed, and nothing left unknown.
     valid: bool | str = (False if publishes.get(STUCK) or tally.get(STUCK)
                          else "unknown" if any(k.endswith(UNKNOWN) for k in every)
+                         or not (publishes.get(SETTLED) or tally.get(FED))
                          else True)
     return {"valid": valid, "bound_ms": ns_to_ms(bound),
             "heals": [{"at_ms": ns_to_ms(h.at), "fault": h.fault,

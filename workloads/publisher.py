@@ -7,7 +7,11 @@ before the ack of the same message), and `info` when its own deadline passes
 or the connection is lost after sending. After an `info` the process is
 spent, as Jepsen retires a process whose op is unknown: every other message
 still in flight on it is completed `info` as well ("abandoned with the
-process"), and the caller opens a new process.
+process"), and the caller opens a new process. A staying publisher
+(workloads.queue_workload, `stay`) is the same process given a deadline of
+minutes (its options' `publish_timeout_s` is then the confirm deadline), so it
+keeps its channel through faults and heals until its connection closes; at the
+run's end `settle(within=...)` waits no longer than a retiring one would.
 
 A connection the broker blocks (AMQP `connection.blocked`: a memory or disk
 alarm somewhere in the cluster; the broker then reads nothing more from it) is
