@@ -455,7 +455,8 @@ def summary_line(section: Mapping[str, Any]) -> str:
         said = "; ".join(
             f"{f['what']} {'through ' + str(f['node']) if f['node'] is not None else 'anywhere'}"
             f"{' of queue ' + str(f['queue']) if len(section.get('queues') or []) > 1 else ''} "
-            + ("resumed only late" if f["status"] == LATE else "never resumed")
+            + ("resumed only late" if f["status"] == LATE else "stuck after a heal"
+               if f["status"] == "stuck" else "never resumed")
             for f in findings)
         at = f" of the last heal at {heal / 1000:.1f} s" if isinstance(heal, int | float) else ""
         return f"{len(findings)} finding(s), {within}{at}: {said}"

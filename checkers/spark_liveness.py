@@ -11,7 +11,9 @@ and its last ack (a delivery after the heal counts once its consumer acked
 something at or after it, in a history that records acks); per queue and node
 the minima, maxima and sums of those. The second counts, over the message
 table, the confirmed messages nobody had consumed at heal + bound (what a
-consumer could have been fed). One pass over the history and one over the
+consumer could have been fed). The settlement of each publish and staying
+consumer across a heal (checkers.spark_settlement) joins the section as its
+`settlement`, its stuck findings with the section's. One pass over the history and one over the
 message table, whatever the history's size.
 """
 
@@ -33,7 +35,9 @@ from checkers.liveness import (
 )
 from checkers.model import OUTCOME_CODES
 from checkers.phases import HarnessEvent
+from checkers.settlement import merged
 from checkers.spark_io import History, is_ack, is_delivery, is_publish
+from checkers.spark_settlement import settlement_check
 from history.faults import FaultWindow
 
 OK, FAIL, INFO = OUTCOME_CODES["ok"], OUTCOME_CODES["fail"], OUTCOME_CODES["info"]
@@ -115,4 +119,6 @@ def liveness_check(h: History, msgs: DataFrame, windows: Sequence[FaultWindow],
         return liveness_section([], windows, main_phase, harness, bound, None)
     facts = node_facts(h, tl, acks)
     held = held_at(msgs, tl.heal + tl.bound) if tl.judged else None
-    return liveness_section(facts, windows, main_phase, harness, bound, held)
+    section = liveness_section(facts, windows, main_phase, harness, bound, held)
+    settled = settlement_check(h, windows, tl.bound, tl.main_end, harness, acks)
+    return merged(section, settled) if settled is not None else section

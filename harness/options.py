@@ -36,6 +36,7 @@ from harness.spec import MAX_NODES, SpecError, TestSpec
 from harness.vary import VARY_HELP
 from workloads.kinds import KINDS
 from workloads.queue_spec import DELAYED_RETRY_TYPES, OVERFLOWS
+from workloads.queue_workload import STAYS
 
 # The commands that build a test spec from the options, and so take every spec option.
 RUNS = frozenset({"run", "matrix", "nightly", "explore"})
@@ -336,6 +337,17 @@ OPTIONS: tuple[Option, ...] = (
                 "which the priority check judges (with --prefetch 1); 3.10 has none (refused)"),
     Option("--publish-timeout", "workload.client.publish_timeout_s", group=_W, parse=float,
            help="seconds to wait for a confirm (default {default})"),
+    Option("--stay", "workload.stay", group=_W, choices=STAYS,
+           help="clients that stay across faults and heals, as long-lived applications do "
+                "(default {default}: every client a Jepsen process, retired when a confirm does "
+                "not come within --publish-timeout): staying publishers keep their channel and "
+                "window and wait up to --confirm-deadline for each confirm, staying consumers "
+                "keep their subscription and unacked deliveries; the liveness section judges "
+                "each publish and consumer across a heal settled or stuck"),
+    Option("--confirm-deadline", "workload.confirm_deadline_s", group=_W, parse=float,
+           metavar="S",
+           help="seconds a staying publisher waits for a confirm (default {default}; at least "
+                "the liveness bound, 42.5 s at the defaults)"),
     Option("--window", "workload.client.window", group=_W, parse=int,
            help="unconfirmed publishes each publisher keeps in flight (default {default})"),
     Option("--prefetch", "workload.client.prefetch", group=_W, parse=int,

@@ -181,7 +181,9 @@ class Run:
             # How long the workload may run on after the last heal (Run.after_heal).
             "after_heal": {"limit_s": spec.after_heal_limit_s(),
                            "bound_s": spec.liveness_bound().bound_ns / 1e9,
-                           "asked_s": spec.after_heal_s},
+                           "asked_s": spec.after_heal_s,
+                           # With clients that stay, it runs at least this long (--stay).
+                           "floor_s": spec.after_heal_floor_s()},
         }
 
     def metadata_probe(self) -> MetadataProbe | None:
@@ -321,7 +323,8 @@ class Run:
         """Keeps the workload running after the last heal until confirms and deliveries are seen
         back (checkers.resume_watch, the liveness check's rules) or `after_heal_limit_s` has
         passed since the heal, so that the liveness check can judge the run; a run without a
-        healed fault, or with after_heal_s 0, goes on at once. Records test.json's
+        healed fault, or with after_heal_s 0, goes on at once; with staying clients it runs at
+        least `after_heal_floor_s` after the heal. Records test.json's
         `after_heal`: the limit, the bound, the last heal, how long it ran and why it ended."""
         limit = self.spec.after_heal_limit_s()
         heal = self.watch.last_heal_ns
@@ -332,6 +335,9 @@ class Run:
             return
         began = self.history.now()
         back = self.watch.wait(self.history.now, heal + round(limit * 1e9))
+        # Staying clients are judged at the bound (checkers.settlement): not sooner.
+        floor = min(limit, self.spec.after_heal_floor_s())
+        time.sleep(max(0.0, (heal + round(floor * 1e9) - self.history.now()) / 1e9))
         end = self.history.now()
         info.update(ended="resumed" if back else "limit", ran_s=round((end - began) / 1e9, 3),
                     after_heal_s=round((end - heal) / 1e9, 3))

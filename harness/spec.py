@@ -114,6 +114,7 @@ class TestSpec:
             raise SpecError(str(e)) from e
         self._check_fault_queue(kind.name)
         self._check_fault_reach()
+        self._check_stay()
         why = self.refusal()
         if why:
             raise SpecError(why)
@@ -174,6 +175,27 @@ class TestSpec:
         if self.after_heal_s is not None and not self.after_heal_s >= 0:
             raise SpecError(f"after_heal_s must be >= 0 seconds (0: no time after the last "
                             f"heal), got {self.after_heal_s}")
+
+    def _check_stay(self) -> None:
+        """Raises SpecError when staying publishers would give up on a confirm sooner than the
+        liveness bound: a publish they abandon could then never be judged stuck
+        (checkers.settlement), naming both values."""
+        w = self.workload
+        bound_s = self.liveness_bound().bound_ns / 1e9
+        if w.publishers_stay and w.confirm_deadline_s < bound_s:
+            raise SpecError(
+                f"--confirm-deadline {w.confirm_deadline_s:g} s is shorter than the liveness "
+                f"bound {bound_s:g} s (1.25 x net_ticktime {self.broker.net_ticktime} s + the "
+                f"recovery's grace): with --stay {w.stay} a publisher must wait at least that "
+                f"long for a confirm, or a stuck one is never judged")
+
+    def after_heal_floor_s(self) -> float:
+        """Returns how long at least the workload runs on after the last heal: with staying
+        clients the liveness bound and a second (the tail may not stop at the first confirm
+        seen: a channel stuck beside a served one is judged only at the bound), else 0."""
+        if self.workload.stay == "none" or self.after_heal_s == 0:
+            return 0.0
+        return round(self.liveness_bound().bound_ns / 1e9 + 1.0, 3)
 
     def _check_kind(self, kind: QueueKind) -> None:
         """Takes the queue's kind. Raises SpecError when the workload or the check does not fit
@@ -265,12 +287,14 @@ class TestSpec:
     def after_heal_limit_s(self) -> float:
         """Returns how long at most the workload runs on after the last heal: `after_heal_s`,
         else the liveness bound plus a publish's timeout and a reconnection's (a client of a
-        node still stuck at the bound is refused, and recorded so, after it)."""
+        node still stuck at the bound is refused, and recorded so, after it), at least
+        `after_heal_floor_s`."""
         if self.after_heal_s is not None:
             return self.after_heal_s
         client = self.workload.client
-        return round(self.liveness_bound().bound_ns / 1e9 + client.publish_timeout_s
-                     + client.connect_timeout_s, 3)
+        return max(self.after_heal_floor_s(), round(
+            self.liveness_bound().bound_ns / 1e9 + client.publish_timeout_s
+            + client.connect_timeout_s, 3))
 
     def detection_s(self) -> tuple[float, float]:
         """Returns when RabbitMQ declares a silent peer down, (0.75, 1.25) x net_ticktime."""

@@ -132,6 +132,10 @@ PRIORITIES = "priorities"
 # harness tried to mend it (harness.unbootable): an outcome of the run, with the log lines that
 # say why; the drain does without it.
 UNRECOVERABLE = "node-unrecoverable"
+# The harness observation of how the workload's clients behave (workloads.queue_workload): the
+# queue, its type, single active consumer, which clients stay across faults (`stay`) and the
+# confirm deadlines; checkers.settlement judges staying consumers only where it may.
+CLIENTS = "clients"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,11 @@ before the ack of the same message), and `info` when its own deadline passes
 or the connection is lost after sending. After an `info` the process is
 spent, as Jepsen retires a process whose op is unknown: every other message
 still in flight on it is completed `info` as well ("abandoned with the
-process"), and the caller opens a new process.
+process"), and the caller opens a new process. A staying publisher
+(workloads.queue_workload, `stay`) is the same process given a deadline of
+minutes (its options' `publish_timeout_s` is then the confirm deadline), so it
+keeps its channel through faults and heals until its connection closes; at the
+run's end `settle(within=...)` waits no longer than a retiring one would.
 
 A connection the broker blocks (AMQP `connection.blocked`: a memory or disk
 alarm somewhere in the cluster; the broker then reads nothing more from it) is
@@ -269,10 +273,18 @@ class Publisher:
         the monotonic deadline passes."""
         self.drive(deadline, lambda: len(self._pending) < self.opts.window)
 
-    def settle(self) -> None:
-        """Waits (up to each message's deadline) for every message in flight to complete."""
+    def settle(self, within: float | None = None) -> None:
+        """Waits (up to each message's deadline, and at most `within` seconds in all when given:
+        a staying publisher's deadline is minutes, too long for the end of a run) for every
+        message in flight to complete."""
+        end = None if within is None else time.monotonic() + within
         while not self.spent and self._pending:
-            self.drive(time.monotonic() + self.opts.publish_timeout_s, lambda: not self._pending)
+            until = time.monotonic() + self.opts.publish_timeout_s
+            if end is not None:
+                if time.monotonic() >= end:
+                    return
+                until = min(until, end)
+            self.drive(until, lambda: not self._pending)
 
     def publish(self, phase: str = "main") -> str:
         """Publishes one new message and waits for its outcome, up to the deadline.

@@ -5,6 +5,11 @@
 busy until told to stop, each thread playing a succession of processes:
 when a process's op ends unknown or its connection breaks, it is retired and
 a new process number takes its place on the next node, as Jepsen does.
+`stay` keeps publishers, consumers or both as long-lived applications are
+instead: one channel across faults and heals, a confirm awaited up to
+`confirm_deadline_s` (minutes), a subscription never dropped by the harness;
+such a client still retires when its connection closes, and what it never
+saw settled is `info` when the main phase ends (checkers.settlement judges it).
 `drain` consumes what is left from every node after the cluster healed.
 
 Messages are only at risk while they sit in the queue, so by default the
@@ -58,7 +63,7 @@ from clusters.rabbitmq import BrokerError
 from clusters.rabbitmq_admin import QueueDepth, RabbitAdmin
 from clusters.releases import default_delivery_limit, known_line, line_of, release
 from clusters.remote import RemoteError
-from history import DEAD_LETTER, HARNESS, PRIORITIES, Op, Recorder
+from history import CLIENTS, DEAD_LETTER, HARNESS, PRIORITIES, Op, Recorder
 from workloads.clients import (
     AMQP_ERRORS,
     ClientError,
@@ -92,6 +97,10 @@ class WorkloadConfigError(WorkloadError, ValueError):
     """An impossible workload option."""
 
 
+# Which clients stay across faults and heals (WorkloadOptions.stay).
+STAYS = ("none", "publishers", "consumers", "both")
+
+
 @dataclass(frozen=True)
 class WorkloadOptions:
     """How hard and how the workload drives the queue."""
@@ -118,6 +127,32 @@ class WorkloadOptions:
     metadata_probe_interval_s: float = 0.0
     # Seconds each op of the probe may take before it is recorded unknown (info).
     metadata_probe_timeout_s: float = 5.0
+    # Which clients stay (STAYS): "none", every client a Jepsen process retired at its first
+    # unknown outcome (a confirm not come within the publish timeout); "publishers",
+    # "consumers" or "both" keep their connection and channel across faults and heals, as
+    # long-lived applications do: a staying publisher waits up to `confirm_deadline_s` for each
+    # confirm (its window stays in flight) and so retires only on a closed connection or a
+    # confirm that never came in minutes; a staying consumer keeps its subscription and its
+    # unacked deliveries (it is never paused in faults and never planted a crash).
+    stay: str = "none"
+    confirm_deadline_s: float = 300.0
+
+    @property
+    def publishers_stay(self) -> bool:
+        """Returns whether the publishers keep their channel across faults (`stay`)."""
+        return self.stay in ("publishers", "both")
+
+    @property
+    def consumers_stay(self) -> bool:
+        """Returns whether the consumers keep their subscription across faults (`stay`)."""
+        return self.stay in ("consumers", "both")
+
+    def publisher_client(self) -> ClientOptions:
+        """Returns the publishers' client options: a staying publisher's publish timeout is the
+        confirm deadline."""
+        if not self.publishers_stay:
+            return self.client
+        return dataclasses.replace(self.client, publish_timeout_s=self.confirm_deadline_s)
 
     def validate(self) -> None:
         """Raises WorkloadConfigError for an impossible option."""
@@ -136,6 +171,22 @@ class WorkloadOptions:
             parse(self.priorities)  # PriorityError, a ValueError, names what is wrong
         self._check_client()
         self._check_probe()
+        self._check_stay()
+
+    def _check_stay(self) -> None:
+        """Raises WorkloadConfigError for an unknown `stay`, a confirm deadline not above 0, or
+        staying consumers asked to pause in faults or to crash (both end the subscription)."""
+        if self.stay not in STAYS:
+            raise WorkloadConfigError(f"--stay must be one of {', '.join(STAYS)}, got "
+                                      f"{self.stay!r}")
+        if not self.confirm_deadline_s > 0:
+            raise WorkloadConfigError(f"--confirm-deadline must be > 0 seconds, got "
+                                      f"{self.confirm_deadline_s}")
+        if self.consumers_stay and (self.pause_consumers_in_faults or self.client.crash_after):
+            raise WorkloadConfigError(
+                f"--stay {self.stay}: a staying consumer keeps its subscription through faults, "
+                "so it can be neither paused in faults (--pause-consumers-in-faults) nor "
+                "crashed (--consumer-crash-after)")
 
     def _check_probe(self) -> None:
         """Raises WorkloadConfigError for a metadata probe interval below 0 or a timeout not
@@ -253,6 +304,17 @@ def priorities_observation(spec: QueueSpec, opts: WorkloadOptions,
             "prefetch": {"consume": opts.client.prefetch, "drain": DRAIN_PREFETCH},
             "single_active_consumer": spec.single_active_consumer,
             "distribution": opts.priorities}
+
+
+def _wait_for_room(pub: Publisher, deadline: float, stop: threading.Event) -> None:
+    """Takes a publisher, a monotonic deadline and the run's stop event. Runs its I/O until it
+    has room in its window, is spent, the deadline passes or the run stops (looked at twice a
+    second: a staying publisher may wait minutes for a confirm)."""
+    while pub.in_flight >= pub.opts.window and not pub.spent and not stop.is_set():
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        pub.wait_for_room(min(deadline, now + 0.5))
 
 
 class QueueWorkload:
@@ -405,6 +467,8 @@ class QueueWorkload:
         options say so).
         """
         self._fault_active = fault_active
+        self.history.append(Op(type="info", process=HARNESS, f=CLIENTS,
+                               value=self.clients_observation()))
         for k in range(self.opts.publishers):
             self._threads.append(threading.Thread(
                 target=self._publish_loop, args=(k, stop), name=f"publisher-{k}", daemon=True))
@@ -414,6 +478,19 @@ class QueueWorkload:
         for t in self._threads:
             t.start()
 
+    def clients_observation(self) -> dict[str, Any]:
+        """Returns the value of the harness's `clients` observation, recorded as the clients
+        start (checkers.settlement reads it): the queue, its type, single active consumer,
+        whether its consumers share its ready messages (a log's each read at their own
+        offset), which clients stay across faults, and the publishers' confirm deadline and the
+        retiring publish timeout (s)."""
+        return {"queue": self.spec.name, "type": self.spec.type,
+                "single_active_consumer": self.spec.single_active_consumer,
+                "consumers_share": self.kind.consumer_offset() is None,
+                "stay": self.opts.stay,
+                "confirm_deadline_s": self.opts.publisher_client().publish_timeout_s,
+                "publish_timeout_s": self.opts.client.publish_timeout_s}
+
     def join(self, timeout: float = 30.0) -> None:
         """Waits for the worker threads to finish (after `stop` was set)."""
         join_threads(self._threads, timeout, "worker")
@@ -422,11 +499,12 @@ class QueueWorkload:
         interval = self.opts.publishers / self.opts.rate
         node_ix = slot
         ident = self._slots[slot]
-        patience = self.opts.client.publish_timeout_s + 1.0
+        client = self.opts.publisher_client()
+        patience = client.publish_timeout_s + 1.0
         while not stop.is_set():
             node = self.nodes[node_ix % len(self.nodes)]
             pub = Publisher(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                            self.opts.client, ident, self._priorities[slot])
+                            client, ident, self._priorities[slot])
             try:
                 pub.open()
             except ClientError as e:
@@ -436,18 +514,21 @@ class QueueWorkload:
                 continue
             next_at = time.monotonic()
             while not stop.is_set() and not pub.spent:
-                pub.wait_for_room(time.monotonic() + patience)
-                if pub.spent:
-                    break  # the process is retired: its state is unknown
+                _wait_for_room(pub, time.monotonic() + patience, stop)
+                if pub.spent or stop.is_set():
+                    break  # retired (its state is unknown), or the run is over
                 pub.send()
                 next_at = max(next_at + interval, time.monotonic() - 1.0)
                 pub.drive(next_at)
-            pub.settle()
+            # A staying publisher's confirm deadline is minutes: at the run's end it waits as
+            # long as a retiring one would, and what is still unconfirmed then ends `info`.
+            pub.settle(within=self.opts.client.publish_timeout_s)
             pub.close()
             node_ix += 1
 
     def _paused(self) -> bool:
-        return self.opts.pause_consumers_in_faults and self._fault_active()
+        return (self.opts.pause_consumers_in_faults and not self.opts.consumers_stay
+                and self._fault_active())
 
     def _consume_loop(self, slot: int, stop: threading.Event) -> None:
         node_ix = slot

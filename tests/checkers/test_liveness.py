@@ -264,9 +264,15 @@ def test_spark_never_resumed_is_a_finding_and_makes_the_run_invalid(tmp_path: Pa
     sec = r["liveness"]
     assert r["queue"]["valid"] is True  # nothing lost: the liveness section alone is false
     assert r["valid"] is False and sec["valid"] is False and sec["status"] == "not-resumed"
-    assert sec["summary"] == ("2 finding(s), within 4 s of the last heal at 1.0 s: confirms "
-                              "through n1 never resumed; deliveries anywhere never resumed")
-    confirms, deliveries = sec["findings"]
+    # Each timed-out publish waited 5 s, past the 4 s bound, on a channel still open: stuck too
+    # (checkers.settlement).
+    assert sec["summary"] == ("4 finding(s), within 4 s of the last heal at 1.0 s: confirms "
+                              "through n1 never resumed; deliveries anywhere never resumed; "
+                              "publish through n1 stuck after a heal; publish through n1 stuck "
+                              "after a heal")
+    confirms, deliveries, *stuck = sec["findings"]
+    assert [(f["what"], f["process"], f["timeline"]["stuck"]["id"]) for f in stuck] == [
+        ("publish", 2, "2-0"), ("publish", 3, "3-0")]
     assert {k: confirms[k] for k in ("queue", "node", "what", "status", "last_heal_ms",
                                      "last_before_ms", "first_after_ms", "main_after_heal_ms",
                                      "bound_ms")} == {

@@ -93,3 +93,28 @@ def test_no_time_is_added_without_a_healed_fault_or_when_asked(tmp_path, spec_kw
     run.after_heal()
     assert run.test_info["after_heal"]["ended"] == ended
     assert run.test_info["after_heal"]["ran_s"] == 0.0 and time.monotonic() - t0 < 0.5
+
+
+def test_staying_clients_are_given_the_bound_even_when_everything_is_back(tmp_path):
+    spec = dataclasses.replace(TestSpec(), recovery_timeout_s=0.5,
+                               broker=dataclasses.replace(TestSpec().broker, net_ticktime=1))
+    staying = dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, stay="both"))
+    assert spec.after_heal_floor_s() == 0.0 and staying.after_heal_floor_s() == 2.75
+    assert dataclasses.replace(staying, after_heal_s=0.0).after_heal_floor_s() == 0.0
+    run = _run(tmp_path, dataclasses.replace(staying, after_heal_s=30.0))
+    _fault_then_heal(run)
+    _client(run, "publish", "invoke")
+    _client(run, "publish")  # confirms back at once: a retiring run would stop here
+    run.after_heal()
+    info = run.test_info["after_heal"]
+    assert info["ended"] == "resumed" and 2.7 <= info["after_heal_s"] < 4.0
+
+
+def test_a_staying_publisher_must_wait_at_least_the_bound_for_a_confirm():
+    w = dataclasses.replace(TestSpec().workload, stay="publishers", confirm_deadline_s=42.0)
+    with pytest.raises(SpecError, match=r"--confirm-deadline 42 s is shorter than the liveness "
+                                        r"bound 42.5 s"):
+        dataclasses.replace(TestSpec(), workload=w).validate()
+    dataclasses.replace(TestSpec(), workload=dataclasses.replace(w, stay="consumers")).validate()
+    dataclasses.replace(TestSpec(), workload=dataclasses.replace(w, confirm_deadline_s=43.0)
+                        ).validate()

@@ -33,7 +33,7 @@ QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group
          "--consumer-disconnected-timeout"]
 WORKLOAD = ["--publishers", "--consumers", "--rate", "--consume-rate",
             "--pause-consumers-in-faults", "--backlog", "--priorities", "--publish-timeout",
-            "--window", "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
+            "--stay", "--confirm-deadline", "--window", "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",
             "--consumer-crash-after", "--reject-share", "--nack-share", "--hold-share",
             "--hold-s", "--consumer-timeout-ms", "--metadata-probe-interval",
             "--metadata-probe-timeout", "--placement-interval"]
@@ -268,6 +268,11 @@ def test_a_bad_value_exits_2_naming_the_option(o, capsys):
     (["run", "--rate", "0"], "rate (--rate) must be > 0"),
     (["run", "--packet-loss", "2"], "packet_loss (--packet-loss) is a probability"),
     (["run", "--nemesis", "kill:packet_loss=2"], "fault entry 'kill:packet_loss=2'"),
+    (["run", "--stay", "publishers", "--confirm-deadline", "30"],
+     "--confirm-deadline 30 s is shorter than the liveness bound 42.5 s"),
+    (["run", "--stay", "both", "--confirm-deadline", "60", "--net-ticktime", "60"],
+     "--confirm-deadline 60 s is shorter than the liveness bound 255 s (1.25 x net_ticktime "
+     "(--net-ticktime) 60 s"),
 ])
 def test_a_value_the_spec_refuses_exits_2_naming_the_option(argv, said, capsys):
     assert main(argv) == 2

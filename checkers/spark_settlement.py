@@ -1,0 +1,174 @@
+"""Settlement after a heal in Spark: the facts checkers.settlement judges.
+
+One table of publishes (an invocation and its last completion per process and
+message id) that crossed a heal, each with its heal and its status, computed
+in columns by the same rules as `checkers.settlement.publish_status`; counted
+per heal and status, and grouped into the channels (processes) with a stuck
+publish, whose timelines (last confirm before the heal, later publishes and
+their fates) come from the same table joined with those few channels. The
+consumers are one aggregate per process with a column set per heal (heals are
+few). A handful of rows collected, whatever the history's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from checkers import settlement as S
+from checkers.model import END_FS, OUTCOME_CODES
+from checkers.phases import HarnessEvent
+from checkers.spark_io import History, is_ack, is_delivery, is_publish
+from history.faults import FaultWindow
+
+OK, FAIL, INVOKE = OUTCOME_CODES["ok"], OUTCOME_CODES["fail"], OUTCOME_CODES["invoke"]
+
+
+def _lits(values: Sequence[int | None]) -> Column:
+    return F.array(*[F.lit(v).cast("bigint") for v in values])
+
+
+def kind_column() -> Column:
+    """Returns a publish row's completion kind (checkers.settlement.completion_kind)."""
+    code = F.col("done.code")
+    raw = F.coalesce(F.col("done.error"), F.lit(""))
+    n = len(S.ABANDONED_PREFIX)
+    err = F.when(raw.startswith(S.ABANDONED_PREFIX),
+                 raw.substr(F.lit(n + 1), F.lit(1_000_000))).otherwise(raw)
+    return (F.when(F.col("done").isNull(), F.lit(S.NONE))
+            .when(code == OK, F.lit(S.CONFIRMED)).when(code == FAIL, F.lit(S.REFUSED))
+            .when(err == S.BLOCKED_ERROR, F.lit(S.BLOCKED))
+            .when(err == S.CONFIRMS_OFF_ERROR, F.lit(S.CONFIRMS_OFF))
+            .when(err.startswith(S.TIMEOUT_PREFIX), F.lit(S.GAVE_UP))
+            .when(err.startswith(S.CLOSE_PREFIX), F.lit(S.RUN_ENDED))
+            .otherwise(F.lit(S.CLOSED)))
+
+
+def publishes(h: History) -> DataFrame:
+    """Takes a History. Returns one row per publish: pid, value, node, queue, invoke, end (its
+    last completion's time, null: none), code and kind."""
+    t, code = F.col("time"), F.col("code")
+    rows = h.df.where(is_publish()).groupBy("pid", "value").agg(
+        F.min(F.when(code == INVOKE, t)).alias("invoke"),
+        F.max(F.when(code > INVOKE, F.struct(t.alias("time"), code.alias("code"),
+                                             F.col("error").alias("error")))).alias("done"),
+        F.max("node").alias("node"), F.max("queue").alias("queue"))
+    return rows.where(F.col("invoke").isNotNull()).select(
+        "pid", "value", "node", "queue", "invoke", F.col("done.time").alias("end"),
+        F.col("done.code").alias("code"), kind_column().alias("kind"))
+
+
+def across(pubs: DataFrame, heals: Sequence[S.Heal], bound: int) -> DataFrame:
+    """Takes the publishes, the heals and the bound (ns). Returns those
+    that crossed a heal, with `heal` (its number) and `status` (settlement.publish_status)."""
+    end, invoke = F.col("end"), F.col("invoke")
+    ix: Column = F.lit(None).cast("int")
+    for i, h in reversed(list(enumerate(heals))):
+        crossed = (end.isNull() | (end >= F.lit(h.at)))
+        if h.next_fault is not None:
+            crossed = crossed & (invoke < F.lit(h.next_fault))
+        ix = F.when(crossed, F.lit(i)).otherwise(ix)
+    rows = pubs.select("*", ix.alias("heal")).where(F.col("heal").isNotNull())
+    at = _lits([h.at for h in heals])[F.col("heal")]
+    nxt = _lits([h.next_fault for h in heals])[F.col("heal")]
+    deadline = F.greatest(invoke, at) + F.lit(bound)
+    kind = F.col("kind")
+    in_time = end.isNotNull() & (end <= deadline)
+    status = (F.when(kind.isin(S.BLOCKED, S.CONFIRMS_OFF), F.lit(S.NOT_JUDGED))
+              .when(in_time & kind.isin(*S.SETTLING_KINDS), F.lit(S.SETTLED))
+              .when(in_time & (kind == S.GAVE_UP), F.lit(S.GIVEN_UP))
+              .when(in_time, F.lit(S.UNKNOWN))
+              .when(nxt.isNotNull() & (deadline > nxt), F.lit(S.INTERRUPTED))
+              .when(end.isNull(), F.lit(S.UNKNOWN))
+              .otherwise(F.lit(S.STUCK)))
+    return rows.select("*", at.alias("heal_at"), status.alias("status"))
+
+
+def _fate(r: Any) -> S.Fate:
+    return S.Fate(r["value"], int(r["invoke"]), None if r["end"] is None else int(r["end"]),
+                  r["kind"], r["status"])
+
+
+def stuck_channels(pubs: DataFrame, crossed: DataFrame) -> list[S.StuckChannel]:
+    """Takes the publishes and those that crossed a heal. Returns the channels with a stuck
+    publish, each with its timeline."""
+    first = F.min(F.struct("invoke", "value", "end", "kind", "status"))
+    stuck = crossed.where(F.col("status") == S.STUCK).groupBy("heal", "pid").agg(
+        F.count(F.lit(1)).alias("stuck"), first.alias("first"), F.max("node").alias("node"),
+        F.max("queue").alias("queue"), F.max("heal_at").alias("heal_at"))
+    chans = stuck.collect()
+    if not chans:
+        return []
+    keys = F.broadcast(stuck.select("heal", "pid", "heal_at",
+                                    F.col("first.invoke").alias("first_invoke")))
+    later = crossed.drop("heal_at").join(keys, ["heal", "pid"]).where(
+        F.col("invoke") > F.col("first_invoke"))
+    counts: dict[tuple[int, int], dict[str, int]] = {}
+    for r in later.groupBy("heal", "pid", "status").count().collect():
+        counts.setdefault((r["heal"], r["pid"]), {})[r["status"]] = int(r["count"])
+    order = Window.partitionBy("heal", "pid").orderBy("invoke", "value")
+    shown: dict[tuple[int, int], list[S.Fate]] = {}
+    for r in later.withColumn("n", F.row_number().over(order)).where(
+            F.col("n") <= S.LATER_SHOWN).orderBy("heal", "pid", "n").collect():
+        shown.setdefault((r["heal"], r["pid"]), []).append(_fate(r))
+    before: dict[tuple[int, int], int] = {
+        (r["heal"], r["pid"]): r["last"] for r in pubs.join(keys, "pid").where(
+            (F.col("kind") == S.CONFIRMED) & (F.col("end") < F.col("heal_at"))
+        ).groupBy("heal", "pid").agg(F.max("end").alias("last")).collect()}
+    return [S.StuckChannel(
+        heal=c["heal"], pid=c["pid"], node=c["node"], queue=c["queue"], stuck=int(c["stuck"]),
+        first=_fate(c["first"]), last_confirm_before=before.get((c["heal"], c["pid"])),
+        later=tuple(shown.get((c["heal"], c["pid"]), ())),
+        later_counts=dict(sorted(counts.get((c["heal"], c["pid"]), {}).items())))
+        for c in chans]
+
+
+def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
+                   acks: bool) -> list[S.ConsumerFacts]:
+    """Takes a History, the heals, the bound (ns) and whether the history records acks. Returns
+    each main-phase consumer process's facts around each heal."""
+    t = F.col("time")
+    consume = is_delivery() & (F.col("f") != "drain")
+    end_op = F.col("pid").isNotNull() & F.col("f").isin(*END_FS)
+    cols = [F.max(F.when(consume, F.col("node"))).alias("node"),
+            F.max(F.when(consume, F.col("queue"))).alias("queue"),
+            F.min(F.when(end_op, t)).alias("ended"), F.count_if(consume).alias("fed")]
+    for i, heal in enumerate(heals):
+        until = F.lit(heal.at + bound)
+        cols += [F.max(F.when(consume & (t < F.lit(heal.at)), t)).alias(f"before_{i}"),
+                 F.min(F.when(consume & (t >= F.lit(heal.at)), t)).alias(f"after_{i}"),
+                 F.count_if(consume & (t <= until)).alias(f"delivered_{i}"),
+                 F.count_if(is_ack() & (t <= until)).alias(f"acked_{i}")]
+    rows = h.df.where(F.col("pid").isNotNull()).groupBy("pid").agg(*cols).where(
+        F.col("fed") > 0).collect()
+    return [S.ConsumerFacts(
+        heal=i, pid=r["pid"], node=r["node"], queue=r["queue"], fed_before=r[f"before_{i}"],
+        fed_after=r[f"after_{i}"], ended=r["ended"],
+        delivered_by_bound=int(r[f"delivered_{i}"]),
+        acked_by_bound=int(r[f"acked_{i}"]) if acks else None)
+        for r in rows for i in range(len(heals))]
+
+
+def settlement_check(h: History, windows: Sequence[FaultWindow], bound: int, main_end: int,
+                     harness: Sequence[HarnessEvent], acks: bool) -> dict[str, Any] | None:
+    """Takes a History, the fault windows, the bound and the main phase's end (ns), the harness
+    events and whether the history records acks. Returns the settlement part of the liveness
+    section (checkers.settlement), or None when no fault healed."""
+    heal_list = S.heals(windows)
+    if not heal_list:
+        return None
+    pubs = publishes(h).cache()
+    try:
+        crossed = across(pubs, heal_list, bound).cache()
+        counts = {(r["heal"], r["status"]): int(r["count"])
+                  for r in crossed.groupBy("heal", "status").count().collect()}
+        channels = stuck_channels(pubs, crossed)
+        crossed.unpersist()
+    finally:
+        pubs.unpersist()
+    consumers = consumer_facts(h, heal_list, bound, acks)
+    return S.settlement_section(counts, channels, consumers, heal_list, bound, main_end,
+                                harness)

@@ -1,0 +1,141 @@
+"""The pure-Python oracle of settlement after a heal (checkers.settlement): the facts read op by
+op from the JSONL history, with no Spark, then judged by the same rules; the Spark job
+(checkers.spark_settlement) must agree with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from checkers import settlement as S
+from checkers.phases import HarnessEvent
+from tests.checkers.oracle import client_of, main_phase, read, read_ops, windows
+
+
+def heals(path: Path) -> list[S.Heal] | None:
+    """Takes a history. Returns its heals (None when a fault was never healed)."""
+    ws = windows(read(path))
+    if any(w["closed_by"] == "end-of-history" for w in ws):
+        return None
+    out = []
+    for w in sorted(ws, key=lambda w: w["end"]):
+        at = w["end"]
+        if any(x["start"] <= at < x["end"] for x in ws) or any(h.at == at for h in out):
+            continue
+        later = [x["start"] for x in ws if x["start"] > at]
+        out.append(S.Heal(at, w["f"], min(later) if later else None))
+    return out
+
+
+def publishes(ops: list[dict[str, Any]]) -> dict[tuple[int, str], dict[str, Any]]:
+    """Takes the ops. Returns each publish by (process, id): invoke, its last completion (end,
+    code, error), node and queue."""
+    out: dict[tuple[int, str], dict[str, Any]] = {}
+    for op in ops:
+        pid = client_of(op["process"])
+        if pid is None or op["f"] != "publish" or op.get("value") is None:
+            continue
+        p = out.setdefault((pid, op["value"]), {"invoke": None, "end": None, "code": None,
+                                                "error": None, "node": None, "queue": None})
+        if op["type"] == "invoke":
+            p["invoke"] = op["time"] if p["invoke"] is None else min(p["invoke"], op["time"])
+        elif p["end"] is None or op["time"] >= p["end"]:
+            p.update(end=op["time"], code=op["type"], error=op.get("error"))
+        for k in ("node", "queue"):
+            if op.get(k) is not None:
+                p[k] = max(p[k] or op[k], op[k])
+    return {k: p for k, p in out.items() if p["invoke"] is not None}
+
+
+def _heal_of(p: dict[str, Any], hs: list[S.Heal]) -> int | None:
+    for i, h in enumerate(hs):
+        if (p["end"] is None or p["end"] >= h.at) and (h.next_fault is None
+                                                       or p["invoke"] < h.next_fault):
+            return i
+    return None
+
+
+def crossed(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int) -> list[dict[str, Any]]:
+    """Returns the publishes that crossed a heal, each with pid, value, heal, kind, status."""
+    out = []
+    for (pid, value), p in publishes(ops).items():
+        i = _heal_of(p, hs)
+        if i is None:
+            continue
+        kind = S.completion_kind(p["code"], p["error"])
+        out.append({**p, "pid": pid, "value": value, "heal": i, "kind": kind,
+                    "status": S.publish_status(p["invoke"], p["end"], kind, hs[i], bound)})
+    return out
+
+
+def _fate(p: dict[str, Any]) -> S.Fate:
+    return S.Fate(p["value"], p["invoke"], p["end"], p["kind"], p["status"])
+
+
+def channels(ops: list[dict[str, Any]], rows: list[dict[str, Any]],
+             hs: list[S.Heal]) -> list[S.StuckChannel]:
+    """Returns the channels with a stuck publish, with their timelines."""
+    out = []
+    for heal, pid in sorted({(p["heal"], p["pid"]) for p in rows if p["status"] == S.STUCK}):
+        mine = sorted((p for p in rows if (p["heal"], p["pid"]) == (heal, pid)),
+                      key=lambda p: (p["invoke"], p["value"]))
+        stuck = [p for p in mine if p["status"] == S.STUCK]
+        first = stuck[0]
+        later = [p for p in mine if p["invoke"] > first["invoke"]]
+        counts: dict[str, int] = {}
+        for p in later:
+            counts[p["status"]] = counts.get(p["status"], 0) + 1
+        confirms = [p["end"] for (q, _v), p in publishes(ops).items()
+                    if q == pid and p["code"] == "ok" and p["end"] < hs[heal].at]
+        out.append(S.StuckChannel(
+            heal, pid, first["node"], first["queue"], len(stuck), _fate(first),
+            max(confirms) if confirms else None, tuple(_fate(p) for p in later[:S.LATER_SHOWN]),
+            dict(sorted(counts.items()))))
+    return out
+
+
+def consumers(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int,
+              acks: bool) -> list[S.ConsumerFacts]:
+    """Returns each main-phase consumer process's facts around each heal."""
+    mine: dict[int, list[dict[str, Any]]] = {}
+    for op in ops:
+        pid = client_of(op["process"])
+        if pid is not None:
+            mine.setdefault(pid, []).append(op)
+    out = []
+    for pid, its in sorted(mine.items()):
+        fed = [o for o in its if o["f"] == "consume" and o["type"] == "ok"
+               and o.get("value") is not None]
+        if not fed:
+            continue
+        ends = [o["time"] for o in its if o["f"] in ("cancel", "close")]
+        acked = [o["time"] for o in its if o["f"] == "ack" and o["type"] == "ok"
+                 and o.get("value") is not None]
+        for i, h in enumerate(hs):
+            before = [o["time"] for o in fed if o["time"] < h.at]
+            after = [o["time"] for o in fed if o["time"] >= h.at]
+            out.append(S.ConsumerFacts(
+                i, pid, max(o["node"] for o in fed), max(o["queue"] for o in fed),
+                max(before) if before else None, min(after) if after else None,
+                min(ends) if ends else None,
+                sum(o["time"] <= h.at + bound for o in fed),
+                sum(t <= h.at + bound for t in acked) if acks else None))
+    return out
+
+
+def settlement(path: Path, bound: int) -> dict[str, Any] | None:
+    """Takes a history and the liveness bound (ns). Returns the settlement part of its liveness
+    section, or None without a heal."""
+    hs = heals(path)
+    if not hs:
+        return None
+    ops, r = read_ops(path), read(path)
+    main_end = main_phase(r)[1]
+    rows = crossed(ops, hs, bound)
+    counts: dict[tuple[int, str], int] = {}
+    for p in rows:
+        counts[(p["heal"], p["status"])] = counts.get((p["heal"], p["status"]), 0) + 1
+    harness = [HarnessEvent(e["time"], e["f"], e.get("value"), e.get("node")) for e in r.harness]
+    return S.settlement_section(counts, channels(ops, rows, hs),
+                                consumers(ops, hs, bound, r.acks_recorded), hs, bound,
+                                main_end, harness)

@@ -1,0 +1,246 @@
+"""Settlement after a heal (checkers.settlement): the rules on literal facts, then planted
+histories through the Spark checker (checkers.spark_settlement), each compared whole with the
+pure-Python oracle (tests.checkers.oracle_settlement).
+
+Bound in the Spark cases: net_ticktime 2 s (detection 2.5 s) + grace 1.5 s = 4 s; the
+partition of n3 heals at 1000.5 ms.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checkers import CheckOptions, check_history
+from checkers import settlement as S
+from checkers.phases import HarnessEvent
+from history import HARNESS
+from tests.checkers.oracle_settlement import settlement as oracle
+from tests.checkers.test_liveness import BOUND, consume, history, partition
+
+MS = 1_000_000
+B = 4000 * MS
+HEAL = S.Heal(at=1000 * MS, fault="start-partition", next_fault=None)
+
+
+# -- the rules -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code,error,kind", [
+    ("ok", None, S.CONFIRMED), ("fail", "nack", S.REFUSED), (None, None, S.NONE),
+    ("info", "StreamLostError: Transport indicated EOF", S.CLOSED),
+    ("info", "abandoned with the process after: StreamLostError: x", S.CLOSED),
+    ("info", "no confirm within 5s", S.GAVE_UP),
+    ("info", "abandoned with the process after: no confirm within 5s", S.GAVE_UP),
+    ("info", "publisher closed with the message in flight", S.RUN_ENDED),
+    ("info", "abandoned with the process after: publisher closed with the message in flight",
+     S.RUN_ENDED),
+    ("info", "blocked", S.BLOCKED), ("info", "confirms off", S.CONFIRMS_OFF),
+])
+def test_how_a_publish_completed(code, error, kind):
+    assert S.completion_kind(code, error) == kind
+
+
+@pytest.mark.parametrize("invoke,end,kind,heal,status", [
+    (900, 4900, S.CONFIRMED, HEAL, S.SETTLED),  # slow (4 s) but within the bound
+    (900, 5100, S.CONFIRMED, HEAL, S.STUCK),  # a confirm past the bound comes too late
+    (2000, 5900, S.REFUSED, HEAL, S.SETTLED),  # its deadline counts from its invoke
+    (900, 1200, S.CLOSED, HEAL, S.SETTLED),  # the connection closed: settled
+    (900, 1900, S.GAVE_UP, HEAL, S.GIVEN_UP),  # a retiring client's 5 s timeout
+    (900, 20_000, S.RUN_ENDED, HEAL, S.STUCK),  # open until the run ended
+    (900, 3000, S.RUN_ENDED, HEAL, S.UNKNOWN),  # the run ended before the bound
+    (900, None, S.NONE, HEAL, S.UNKNOWN),  # a history cut short: nothing guessed
+    (900, 20_000, S.RUN_ENDED, S.Heal(1000 * MS, "kill", 3000 * MS), S.INTERRUPTED),
+    (900, 9000, S.BLOCKED, HEAL, S.NOT_JUDGED),
+])
+def test_a_publish_across_a_heal(invoke, end, kind, heal, status):
+    got = S.publish_status(invoke * MS, None if end is None else end * MS, kind, heal, B)
+    assert got == status
+
+
+def _consumer(**kw: Any) -> S.ConsumerFacts:
+    base: dict[str, Any] = {"heal": 0, "pid": 9, "node": "n2", "queue": "q",
+                            "fed_before": 500 * MS, "fed_after": None, "ended": None,
+                            "delivered_by_bound": 3, "acked_by_bound": 3}
+    return S.ConsumerFacts(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw,main_end,ready,status", [
+    ({}, 20_000, True, S.STUCK),
+    ({"fed_after": 4000 * MS}, 20_000, True, S.FED),
+    ({"fed_after": 6000 * MS}, 20_000, True, S.STUCK),  # fed again, but only past the bound
+    ({}, 20_000, False, S.IDLE),  # nothing was ready to feed it
+    ({}, 20_000, None, S.UNKNOWN),  # no depth sample says
+    ({}, 3000, True, S.UNKNOWN),  # the run ended before the bound
+    ({"acked_by_bound": 2}, 20_000, True, S.HOLDING),
+    ({"ended": 2000 * MS}, 20_000, True, S.ENDED),
+    ({"ended": 800 * MS}, 20_000, True, None),  # gone before the heal: it did not stay
+    ({"fed_before": None}, 20_000, True, None),  # never seen subscribed before the heal
+])
+def test_a_consumer_through_a_heal(kw, main_end, ready, status):
+    assert S.consumer_status(_consumer(**kw), HEAL, B, main_end * MS, ready) == status
+
+
+# -- planted histories through Spark, against the oracle --------------------------------------
+
+
+def pub(pid: int, seq: int, at: float, outcome: str | None = "ok", done: float | None = None,
+        error: str | None = None, node: str = "n1") -> list[tuple[float, dict[str, Any]]]:
+    """A publish of process `pid` through `node` at `at` ms, completed `outcome` at `done`."""
+    base = {"process": pid, "f": "publish", "value": f"{pid}-{seq}", "node": node,
+            "queue": "q", "publisher": pid, "seq": seq, "phase": "main"}
+    out = [(at, {"type": "invoke", **base})]
+    if outcome is not None:
+        out.append((at + 1 if done is None else done, {"type": outcome, **base, "error": error}))
+    return out
+
+
+def depth(at: float, ready: int) -> tuple[float, dict[str, Any]]:
+    return (at, {"type": "info", "process": HARNESS, "f": "depth",
+                 "value": {"queue": "q", "ready": ready, "unacked": 0, "nodes": {}}})
+
+
+def leader(at: float, node: str) -> tuple[float, dict[str, Any]]:
+    return (at, {"type": "info", "process": HARNESS, "f": "placement", "node": node,
+                 "value": {"queue": "q", "leader": node, "members": ["n1", "n2", "n3"]}})
+
+
+def clients(sac: bool = False, type_: str = "quorum", stay: str = "both"
+            ) -> tuple[float, dict[str, Any]]:
+    """The workload's observation of its clients, at setup."""
+    return (1, {"type": "info", "process": HARNESS, "f": "clients",
+                "value": {"queue": "q", "type": type_, "single_active_consumer": sac,
+                          "consumers_share": type_ != "stream",
+                          "stay": stay, "confirm_deadline_s": 300.0,
+                          "publish_timeout_s": 5.0}})
+
+
+def cancel(pid: int, at: float) -> list[tuple[float, dict[str, Any]]]:
+    base = {"process": pid, "f": "cancel", "node": "n2", "queue": "q", "consumer": f"c{pid}",
+            "phase": "main"}
+    return [(at, {"type": "invoke", **base}), (at + 1, {"type": "ok", **base})]
+
+
+CLOSED_AT_END = "publisher closed with the message in flight"
+ABANDONED_AT_END = "abandoned with the process after: " + CLOSED_AT_END
+
+
+def judged(path: Path) -> tuple[Any, dict[str, Any]]:
+    r = check_history(path, options=CheckOptions(), liveness=BOUND)
+    sec = r["liveness"]["settlement"]
+    assert sec == oracle(path, BOUND.bound_ns)
+    return r, sec
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_spark_a_publisher_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> None:
+    # Process 1 stays on n1: 1-0 confirmed before the fault, 1-1 in flight at the heal, 1-2 and
+    # 1-3 accepted after it and never confirmed; the run ends at 10 s, closing it. Process 2 on
+    # n2 is confirmed again 3.3 s after the heal: slow, settled, no finding.
+    ops = [clients(), *partition(100, 1000), leader(50, "n1"), leader(1100, "n2"),
+           *pub(1, 0, 50), *pub(1, 1, 900, "info", 10_000, CLOSED_AT_END),
+           *pub(1, 2, 1500, "info", 10_000, ABANDONED_AT_END),
+           *pub(1, 3, 2000, "info", 10_000, ABANDONED_AT_END),
+           *pub(2, 0, 1200, "ok", 4500, node="n2")]
+    r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000))
+    assert r["valid"] is False and r["liveness"]["valid"] is False
+    assert sec["valid"] is False and sec["publishes"] == {"settled": 1, "stuck": 3}
+    (f,) = sec["findings"]
+    assert {k: f[k] for k in ("what", "status", "queue", "node", "process", "publisher",
+                              "stuck", "leader_at_heal", "heal_ms", "bound_ms")} == {
+        "what": "publish", "status": "stuck", "queue": "q", "node": "n1", "process": 1,
+        "publisher": "1", "stuck": 3, "leader_at_heal": "n1", "heal_ms": 1000.5,
+        "bound_ms": 4000.0}
+    tl = f["timeline"]
+    assert tl["last_confirm_before_ms"] == 51.0 and tl["stuck"]["id"] == "1-1"
+    assert [x["id"] for x in tl["later"]] == ["1-2", "1-3"]
+    assert tl["later_counts"] == {"stuck": 2}
+    assert f in r["liveness"]["findings"]
+    assert "stuck after a heal" in r["liveness"]["summary"]
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_spark_a_consumer_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> None:
+    # Consumer 9 on n2, fed before the fault, stays subscribed (cancelled only at the run's end)
+    # and is never fed again while the queue holds ready messages; consumer 8 is fed at 1.6 s.
+    ops = [clients(), *partition(100, 1000), *pub(1, 0, 10), *pub(1, 1, 20), *pub(1, 2, 30),
+           *consume("n2", 9, "1-0", 60), *consume("n2", 8, "1-1", 70),
+           *consume("n2", 8, "1-2", 1600), *pub(1, 3, 1500), *pub(1, 4, 1510),
+           depth(2000, 5), depth(3000, 5), depth(4500, 4), *cancel(9, 10_000)]
+    r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000))
+    assert r["valid"] is False and sec["valid"] is False
+    assert sec["consumers"] == {"fed": 1, "stuck": 1}
+    (f,) = sec["findings"]
+    assert (f["what"], f["process"], f["node"], f["queue"]) == ("consumer", 9, "n2", "q")
+    assert f["timeline"] == {"last_fed_before_ms": 60.0, "heal_ms": 1000.5,
+                             "first_fed_after_ms": None, "ended_ms": 10000.0}
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_spark_a_slow_but_settled_publish_is_no_finding(tmp_path: Path) -> None:
+    # 1-1, in flight at the heal, is confirmed 3.9 s after it: slower than a retiring client
+    # would wait, within the bound. The consumer is fed again; nothing is stuck.
+    ops = [clients(), *partition(100, 1000), *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
+           *pub(1, 1, 900, "ok", 4900), *consume("n2", 9, "1-1", 4950), depth(3000, 1)]
+    r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000))
+    assert sec["valid"] is True and sec["findings"] == []
+    assert (sec["publishes"], sec["consumers"]) == ({"settled": 1}, {"fed": 1})
+    assert r["liveness"]["valid"] is not False and r["valid"] is True
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_spark_a_run_ended_too_soon_is_unknown_never_invalid(tmp_path: Path) -> None:
+    # The main phase ends 1.5 s after the heal, before the 4 s bound: 1-1 is closed with the run
+    # unsettled, the consumer unfed; neither can be judged.
+    ops = [clients(), *partition(100, 1000), *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
+           *pub(1, 1, 900, "info", 2500, CLOSED_AT_END), depth(2000, 3), *cancel(9, 2500)]
+    r, sec = judged(history(tmp_path / "h.jsonl", ops, 2500))
+    assert sec["valid"] == "unknown" and sec["findings"] == []
+    assert (sec["publishes"], sec["consumers"]) == ({"unknown": 1}, {"unknown": 1})
+    assert r["valid"] is True and r["liveness"]["valid"] == "unknown"
+
+
+@pytest.mark.parametrize("observed,why", [
+    (None, "no observation of its clients"),
+    (clients(sac=True), "single active consumer"),
+    (clients(type_="stream"), "own offset"),
+    (clients(), None),
+])
+def test_consumers_are_judged_only_where_any_idle_consumer_is_fed(observed, why):
+    harness = [] if observed is None else [
+        HarnessEvent(int(observed[0] * MS), "clients", observed[1]["value"])]
+    said = S.consumers_not_judged(harness, "q")
+    assert said is None if why is None else why in said
+    # A consumer that would be stuck on a plain queue is not judged on these.
+    ready = [HarnessEvent(t * MS, "depth", {"queue": "q", "ready": 5}) for t in (2000, 4000)]
+    sec = S.settlement_section({}, [], [_consumer()], [HEAL], B, 20_000 * MS, harness + ready)
+    assert sec["valid"] is False if why is None else sec["valid"] == "unknown"
+    assert sec["consumers"] == ({"stuck": 1} if why is None else {"not-judged": 1})
+    assert (sec["consumers_not_judged"] is None) == (why is None)
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_spark_two_heals_each_publish_judged_at_the_first_it_crosses(tmp_path: Path) -> None:
+    # Heals at 1000.5 and 4000.5 ms; the second fault begins at 3000, before the first heal's
+    # bound (5000.5): what crossed the first heal is interrupted, not judged. 1-2, sent after the
+    # second heal and closed unconfirmed with the run at 10 s, is stuck; so is consumer 9.
+    ops = [clients(), *partition(100, 1000), *partition(3000, 4000, "n2"),
+           *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
+           *pub(1, 1, 900, "info", 10_000, CLOSED_AT_END),
+           *pub(1, 2, 4200, "info", 10_000, ABANDONED_AT_END),
+           depth(5000, 2), depth(7000, 2), *cancel(9, 10_000)]
+    r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000))
+    assert [h["at_ms"] for h in sec["heals"]] == [1000.5, 4000.5]
+    assert sec["heals"][0]["next_fault_ms"] == 3000.5 and sec["heals"][1]["next_fault_ms"] is None
+    assert sec["publishes"] == {"interrupted": 1, "stuck": 1}
+    assert sec["consumers"] == {"interrupted": 1, "stuck": 1}
+    assert [(f["what"], f["heal_ms"]) for f in sec["findings"]] == [
+        ("publish", 4000.5), ("consumer", 4000.5)]
+    assert r["valid"] is False
