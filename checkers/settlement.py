@@ -244,6 +244,8 @@ def consumers_not_judged(harness: Sequence[HarnessEvent], queue: str | None) -> 
                "reads at its own offset)"
     if seen[-1].get("single_active_consumer"):
         return "with a single active consumer the others wait by design"
+    if seen[-1].get("stay") not in ("consumers", "both"):
+        return "its consumers do not stay through faults (--stay consumers or both judges them)"
     return None
 
 

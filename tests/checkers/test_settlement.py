@@ -244,3 +244,14 @@ def test_spark_two_heals_each_publish_judged_at_the_first_it_crosses(tmp_path: P
     assert [(f["what"], f["heal_ms"]) for f in sec["findings"]] == [
         ("publish", 4000.5), ("consumer", 4000.5)]
     assert r["valid"] is False
+
+
+def test_consumers_are_judged_only_in_the_staying_mode():
+    # A retiring consumer's stall is not judged yet (the judgement has not met a real run).
+    def why(stay: str) -> str | None:
+        at, op = clients(stay=stay)
+        event = HarnessEvent(time=int(at * 1e9), f=op["f"], value=op["value"])
+        return S.consumers_not_judged([event], "q")
+    assert why("both") is None and why("consumers") is None
+    assert "do not stay through faults" in (why("none") or "")
+    assert "do not stay through faults" in (why("publishers") or "")
