@@ -111,14 +111,20 @@ def plot_retry(scan: HistoryScan, path: Path, title: str) -> Path:
     return _save(fig, path)
 
 
-def retry_missing(scan: HistoryScan) -> str | None:
-    """Takes a scan. Returns why there is no delayed-retry plot, or None."""
-    if "delayed_retry" not in scan.checked:
-        return "results.json has no delayed_retry section"
-    if "delays" not in scan.checked["delayed_retry"]:
-        return ("results.json's delayed_retry section has no delays sample (checked before it "
+def _missing(scan: HistoryScan, section: str, series: str) -> str | None:
+    """Takes a scan, a results.json section and the series its plot reads. Returns why there is
+    no plot (no such section; a section checked before it stored the series), or None."""
+    if section not in scan.checked:
+        return f"results.json has no {section} section"
+    if series not in scan.checked[section]:
+        return (f"results.json's {section} section has no {series} series (checked before it "
                 "stored one): check the run again")
     return None
+
+
+def retry_missing(scan: HistoryScan) -> str | None:
+    """Takes a scan. Returns why there is no delayed-retry plot, or None."""
+    return _missing(scan, "delayed_retry", "delays")
 
 
 def plot_timeout(scan: HistoryScan, path: Path, title: str) -> Path:
@@ -153,12 +159,7 @@ def plot_timeout(scan: HistoryScan, path: Path, title: str) -> Path:
 
 def timeout_missing(scan: HistoryScan) -> str | None:
     """Takes a scan. Returns why there is no consumer-timeout plot, or None."""
-    if "consumer_timeout" not in scan.checked:
-        return "results.json has no consumer_timeout section"
-    if "held" not in scan.checked["consumer_timeout"]:
-        return ("results.json's consumer_timeout section has no held sample (checked before it "
-                "stored one): check the run again")
-    return None
+    return _missing(scan, "consumer_timeout", "held")
 
 
 def _timeline(scan: HistoryScan) -> tuple[float, list[dict[str, Any]]]:
@@ -207,9 +208,4 @@ def plot_metadata(scan: HistoryScan, path: Path, title: str) -> Path:
 
 def metadata_missing(scan: HistoryScan) -> str | None:
     """Takes a scan. Returns why there is no metadata plot, or None."""
-    if "metadata" not in scan.checked:
-        return "results.json has no metadata section"
-    if "timeline" not in scan.checked["metadata"]:
-        return ("results.json's metadata section has no timeline (checked before it stored "
-                "one): check the run again")
-    return None
+    return _missing(scan, "metadata", "timeline")

@@ -122,7 +122,7 @@ def test_a_section_without_its_series_says_so_and_a_failed_check_its_error(
     written = {p.name for p in render(run, index=False)}
     assert {"retry.png", "timeout.png", "metadata.png"}.isdisjoint(written)
     page = (run / "report.html").read_text()
-    assert "has no delays sample (checked before it stored one): check the run again" in page
+    assert "has no delays series (checked before it stored one): check the run again" in page
     timeout = part(page, "consumer_timeout")
     assert "The check failed: Py4JError: boom" in timeout and "<table" not in timeout
     assert 'id="metadata"' not in page and "Metadata probe outcomes" not in page
