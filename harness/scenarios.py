@@ -112,7 +112,8 @@ RESTART_LEADER = _faults("kill@leader", interval=20, duration=10)
 FULL_RESTART = _faults("full-restart", interval=15, duration=10)
 
 _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]]] = [
-    ("partition", "quorum queue, pause_minority, random-halves and single-node partitions",
+    ("partition", "quorum queue, random-halves and single-node partitions; pause_minority on "
+     "3.10 and 4.0 (4.3 has no partition handling)",
      "no loss: quorum queues confirm only once a majority has the message", VALID, None,
      {"time_limit_s": 90.0,  # three 20 s faults: about a minute of partitions
       "nemesis": _faults("partition-random-halves", "partition-one")}),
@@ -125,7 +126,8 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
     ("pause", "quorum queue, SIGSTOP then SIGCONT of a random node's broker",
      "no loss; a resumed node may need recovery (recorded as recover-node)", VALID, None,
      {"nemesis": _faults("pause")}),
-    ("quorum-leader-partition", "quorum queue, pause_minority, the queue leader's node isolated",
+    ("quorum-leader-partition", "quorum queue, the queue leader's node isolated; pause_minority "
+     "on 3.10 and 4.0 (4.3 has no partition handling)",
      "no loss: a new leader is elected by the majority; the old one steps down", VALID, None,
      {"nemesis": _faults("partition-leader")}),
     ("quorum-leader-partition-returns",
@@ -165,7 +167,8 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "no loss; duplicates are redelivered (flagged), which at-least-once allows", VALID, None,
      {"workload": WorkloadOptions(client=ClientOptions(crash_after=50)),
       "nemesis": _faults("partition-one")}),
-    ("stream-partition", "stream (3 replicas), pause_minority, random-halves and single-node "
+    ("stream-partition", "stream (3 replicas), pause_minority where the line has it, "
+     "random-halves and single-node "
      "partitions; every consumer reads the log from its first offset",
      "no loss and per-publisher order for every reader: a stream confirms once a majority of "
      "replicas has the message; each consumer sees every message, so repeats are by design",

@@ -97,7 +97,9 @@ class Series:
 
 
 # Spec fields that differ between runs of one scenario without making it another scenario.
-RUN_FIELDS = ("seed", "store")
+# What a run of a scenario may differ in and still be a run of it: its seed and store, and the
+# scenario's description (prose, reworded as the lines change, never a setting).
+RUN_FIELDS = ("seed", "store", "description")
 
 
 def same_scenario(stored: dict[str, Any], current: TestSpec) -> bool:

@@ -336,3 +336,17 @@ def test_a_table_rebuilt_across_release_lines_says_what_a_line_cannot_run(tmp_pa
     cells = {line["scenario"]: line["cells"]
              for line in json.loads((out / "matrix.json").read_text())["side_by_side"]["lines"]}
     assert cells["mirrored-master-partition"][1].startswith("not applicable: ")
+
+
+def test_a_reworded_description_is_still_the_same_scenario():
+    # A description is prose (partition's said pause_minority, which 4.3 has not): rewording it
+    # keeps the scenario's archived runs in its tables; a changed setting does not.
+    from dataclasses import replace as dc_replace
+
+    from harness.scenarios import SCENARIOS
+    from harness.series import same_scenario
+
+    spec = SCENARIOS["partition"].spec
+    stored = dc_replace(spec, description="quorum queue, pause_minority, partitions").to_dict()
+    assert same_scenario(stored, spec)
+    assert not same_scenario(dc_replace(spec, time_limit_s=91.0).to_dict(), spec)
