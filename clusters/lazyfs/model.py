@@ -30,13 +30,38 @@ before that commit: a power loss before it takes back the truncation and the rew
 rename, as ever. The layer acts when the broker closes the descriptor (FUSE's flush, sent
 synchronously at every close(2)); ext4 acts at the last close of the open file, so a program
 closing one of several duplicated descriptors sees the flush begin a little early here.
+
+Writeback (`writeback_expire_s`, under "ext4" only; 30 s by default, Linux's
+dirty_expire_centisecs; None: none, the worst case, where an unsynced byte is lost however old
+it is). Linux writes dirty pages back in the background: the flusher wakes every 5 s
+(dirty_writeback_centisecs) and writes every inode dirty for at least the expiry; under
+data=ordered with delayed allocation that writeback allocates the blocks and updates the
+on-disk size in the running jbd2 transaction, and the transaction's commit makes it durable.
+Modelled as a tick every `TICK_S` (5 s) from the mount, on the model's clock (monotonic,
+injectable), and at each tick, in this order:
+1. the periodic commit (ext4's commit=5): the whole journal, as an fsync commits it (every
+   namespace change so far, and the data tied to it by auto_da_alloc or by a writeback);
+2. the flusher's pass: every file whose record (its unsynced changes since its last sync,
+   writeback or power loss: data and truncations alike) was begun at least the expiry before
+   the tick has its data as of the tick tied to the journal, as auto_da_alloc ties it: durable
+   at the next commit (any fsync, or the next tick's periodic commit), dropped before it. Its
+   later writes begin a new record, with the time of the first.
+So data written at t, never fsynced, is durable at the first commit after the first tick at or
+after t + expiry: at most expiry + 10 s after t with nothing fsynced, at most expiry + 5 s plus
+the next fsync's delay with anything fsynced (Linux tracks the expiry per inode from its first
+dirtying, as this model does per record). The ticks are run lazily, in order, before each
+request and before a power loss, on the state as it stood (nothing changes between requests),
+so a tick is exact to the request. The commit after the pass is the pessimistic end of ext4's
+(a writeback may join a transaction already due): never earlier than ext4's, at most 5 s later.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 from clusters.lazyfs.journal import Journal, Trash, Vanished
@@ -48,17 +73,35 @@ log = logging.getLogger(__name__)
 
 Metadata = Literal["ext4", "strict"]
 METADATA: tuple[Metadata, ...] = ("ext4", "strict")
+WRITEBACK_EXPIRE_S = 30.0  # Linux's dirty_expire_centisecs (3000)
+TICK_S = 5.0  # Linux's dirty_writeback_centisecs (500) and ext4's commit=5
+Clock = Callable[[], float]
+
+
+def describe(metadata: Metadata, writeback_expire_s: float | None) -> str:
+    """Takes the metadata model and the writeback expiry. Returns the model in words, as a
+    report names it (e.g. "ext4, writeback 30 s")."""
+    if metadata != "ext4":
+        return metadata
+    if writeback_expire_s is None:
+        return "ext4, no writeback"
+    return f"ext4, writeback {writeback_expire_s:g} s"
 
 
 class Durability:
-    """Takes the inode table, the trash and the metadata model. Holds every unsynced change."""
+    """Takes the inode table, the trash, the metadata model, whether auto_da_alloc is modelled,
+    the writeback expiry (None: no writeback) and the clock. Holds every unsynced change."""
 
     def __init__(self, tree: Tree, trash: Trash, metadata: Metadata,
-                 auto_da_alloc: bool = True) -> None:
+                 auto_da_alloc: bool = True, writeback_expire_s: float | None = None,
+                 clock: Clock = time.monotonic) -> None:
         self.tree = tree
         self.trash = trash
         self.metadata = metadata
         self.auto_da_alloc = auto_da_alloc and metadata == "ext4"
+        self.writeback = writeback_expire_s if metadata == "ext4" else None
+        self.clock = clock
+        self.next_tick = clock() + TICK_S
         self.journal = Journal(tree)
         self.records: dict[Key, FileRecord] = {}
         # auto_da_alloc: files truncated to 0 since their last close (ext4's
@@ -106,7 +149,29 @@ class Durability:
         record = self.records.get(key)
         if record is None:
             record = self.records[key] = FileRecord.open(fd)
+            record.dirtied_at = self.clock()
         return record
+
+    def describe(self) -> str:
+        """Returns the model in force in words (e.g. "ext4, writeback 30 s")."""
+        return describe(self.metadata, self.writeback)
+
+    def catch_up(self) -> None:
+        """Runs the ticks due by now, oldest first: each the periodic commit, then the flusher's
+        pass (see the module's docstring). Does nothing without writeback."""
+        if self.writeback is None:
+            return
+        now = self.clock()
+        while self.next_tick <= now:
+            tick = self.next_tick
+            self.next_tick += TICK_S
+            self._commit(self.journal.seq)
+            for key, record in list(self.records.items()):
+                if record.dirtied_at <= tick - self.writeback:
+                    self._tie(key, self.journal.seq)
+            if not (self.records or self.ordered or self.journal.entries):
+                # Nothing left for a tick to do: skip to the first one after now.
+                self.next_tick = tick + (math.floor((now - tick) / TICK_S) + 1) * TICK_S
 
     def file_pending(self, key: Key) -> bool:
         """Takes a file. Returns whether an fsync of it has anything to make durable."""
@@ -153,6 +218,7 @@ class Durability:
     def pending(self) -> dict[str, int]:
         """Returns what a power loss would drop now: files, bytes, namespace changes, and the
         memory the saved durable bytes take."""
+        self.catch_up()
         every = [*self.records.values(), *(r for _, rs in self.ordered.values() for r in rs)]
         return {"files": len(set(self.records) | set(self.ordered)),
                 "bytes": sum(r.written.total() for r in every),
@@ -162,6 +228,7 @@ class Durability:
     def power_loss(self) -> tuple[DroppedReport, list[Link]]:
         """Drops every unsynced change: namespace changes newest first, then each file's data.
         Returns what was dropped, and the names whose meaning changed (for the kernel's cache)."""
+        self.catch_up()
         self.epoch += 1
         at_fault = {key: self._path(key) for key in {*self.records, *self.ordered}}
         undone, vanished = self.journal.undo()
@@ -172,7 +239,7 @@ class Durability:
         names = [(e.parent, e.name) for e in undone]
         names += [(e.new_parent, e.new_name) for e in undone if e.new_parent]
         report = DroppedReport(tuple(sorted(files, key=lambda f: f.path)),
-                               tuple(e.text for e in undone))
+                               tuple(e.text for e in undone), self.describe())
         return report, names
 
     def _rolled_back(self, at_fault: dict[Key, str | None],
