@@ -204,7 +204,7 @@ class LazyOps(pyfuse3.Operations):
         st = os.lstat(path)
         ino = self.tree.found(parent, name, st)
         rel = self._rel(parent, name)
-        self.model.journal.add(Entry("create", key_of(st), parent, name, rel, f"create {rel}"))
+        self.model.noted(Entry("create", key_of(st), parent, name, rel, f"create {rel}"))
         return attributes(ino, st)
 
     @translated
@@ -257,8 +257,8 @@ class LazyOps(pyfuse3.Operations):
         st = os.lstat(path)
         ino = self.tree.found(new_parent_inode, new_name, st)
         rel = self._rel(new_parent_inode, new_name)
-        self.model.journal.add(Entry("link", key_of(st), new_parent_inode, new_name, rel,
-                                     f"link {rel}"))
+        self.model.noted(Entry("link", key_of(st), new_parent_inode, new_name, rel,
+                               f"link {rel}"))
         return attributes(ino, st)
 
     @translated
@@ -283,8 +283,8 @@ class LazyOps(pyfuse3.Operations):
         rel = self._rel(parent, name)
         trash = self.model.trash.put(path)
         self.tree.unlink(key_of(st), parent, name)
-        self.model.journal.add(Entry("remove", key_of(st), parent, name, rel, f"remove {rel}",
-                                     trash=trash))
+        self.model.noted(Entry("remove", key_of(st), parent, name, rel, f"remove {rel}",
+                               trash=trash))
 
     @translated
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
@@ -319,8 +319,8 @@ class LazyOps(pyfuse3.Operations):
         replaced = None if st_new is None else key_of(st_new)
         if replaced is not None:
             self.tree.unlink(replaced, *target)
-        self.model.journal.add(Entry("rename", key, *source, rel_old, f"rename {rel_old} -> {rel_new}",
-                                     *target, trash=trash, replaced=replaced))
+        self.model.noted(Entry("rename", key, *source, rel_old, f"rename {rel_old} -> {rel_new}",
+                               *target, trash=trash, replaced=replaced))
         if replaced is not None and stat.S_ISREG(st_old.st_mode):
             self.model.renamed_over(key)
 

@@ -52,7 +52,7 @@ def daemon_command(backing: str | Path, mountpoint: str | Path, control: str | P
     return [python, "-m", "clusters.lazyfs", "--backing", str(backing), "--mountpoint",
             str(mountpoint), "--control", str(control), "--metadata", metadata, "--sync", sync,
             "--auto-da-alloc", "on" if auto_da_alloc else "off",
-            "--writeback-expire", "off" if writeback_expire_s is None else f"{writeback_expire_s:g}",
+            "--writeback-expire", "off" if writeback_expire_s is None else repr(writeback_expire_s),
             "--clock", clock]
 
 

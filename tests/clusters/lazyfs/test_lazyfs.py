@@ -520,20 +520,21 @@ def test_the_daemon_models_auto_da_alloc_unless_told_off(tmp_path):
     assert parse(["--backing", "b", "--mountpoint", "m", "--control", "c"]).auto_da_alloc
 
 
-# -- writeback: the mount's manual clock starts at 0; ticks (the periodic commit, then the
-# flusher's pass) at 5, 10, ...; the expiry is 30 s.
+# -- writeback: the mount's manual clock starts at 0; the flusher's passes at 5, 10, ...; the
+# periodic commit 5 s after the running transaction's first change; the expiry is 30 s.
 
 @pytest.mark.parametrize(("now", "kept"), [(39.9, b""), (40.0, b"[a].")])
 def test_writeback_a_file_never_fsynced_is_durable_after_expiry_pass_and_commit(layer, now,
                                                                                 kept):
     layer.fs.advance(1)
     write(layer.mnt / "ff", b"[a].", mode="w")  # created, written, closed at 1: never fsynced
-    # Dirty since 1: the pass at 35 is the first at or after 31; the periodic commit at 40.
+    # Dirty since 1: the pass at 35 is the first at or after 31 and begins a transaction,
+    # committed at 40 (the file's creation was, at 6).
     layer.fs.advance(now - 1)
     report = layer.fs.power_loss()
     assert (layer.mnt / "ff").read_bytes() == kept
     assert report.model == "ext4, writeback 30 s"
-    if not kept:  # its creation was committed at 5 (the periodic commit), its data not
+    if not kept:  # its creation was committed at 6 (the periodic commit), its data not
         assert by_path(report)["ff"].size_after == 0
 
 
@@ -619,3 +620,24 @@ def test_advance_is_refused_on_a_monotonic_clock(tmp_path):
     mnt.mkdir()
     with mount(backing, mnt) as fs, pytest.raises(LazyFSError, match="manual"):
         fs.advance(1)
+
+
+@pytest.mark.parametrize(("now", "there"), [(7.9, False), (8.0, True)])
+def test_writeback_the_periodic_commit_comes_5_s_after_the_transaction_began(layer, now, there):
+    layer.fs.advance(3)
+    write(layer.mnt / "new", b"")  # a creation at 3 begins the transaction: committed at 8
+    layer.fs.advance(now - 3)
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "new").exists() is there
+    assert ("new" in by_path(report)) is not there
+
+
+@pytest.mark.parametrize(("now", "kept"), [(37.9, b""), (38.0, b"[a].")])
+def test_writeback_joins_a_running_transaction_and_is_committed_with_it(layer, now, kept):
+    layer.fs.advance(1)
+    write(layer.mnt / "ff", b"[a].", mode="w")  # its creation is committed at 6
+    layer.fs.advance(32)
+    write(layer.mnt / "other", b"")  # at 33 a creation begins the next transaction (38)
+    layer.fs.advance(now - 33)  # the pass at 35 ties ff's data to it
+    layer.fs.power_loss()
+    assert (layer.mnt / "ff").read_bytes() == kept
