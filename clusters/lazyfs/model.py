@@ -79,7 +79,8 @@ log = logging.getLogger(__name__)
 Metadata = Literal["ext4", "strict"]
 METADATA: tuple[Metadata, ...] = ("ext4", "strict")
 WRITEBACK_EXPIRE_S = 30.0  # Linux's dirty_expire_centisecs (3000)
-TICK_S = 5.0  # Linux's dirty_writeback_centisecs (500) and ext4's commit=5
+TICK_S = 5.0  # the flusher's interval: Linux's dirty_writeback_centisecs (500)
+COMMIT_S = 5.0  # jbd2's commit interval: ext4's commit=5
 Clock = Callable[[], float]
 
 
@@ -180,7 +181,7 @@ class Durability:
             return
         now = self.clock()
         while True:
-            due = math.inf if self.began is None else self.began + TICK_S
+            due = math.inf if self.began is None else self.began + COMMIT_S
             if min(due, self.next_tick) > now:
                 return
             if due <= self.next_tick:
