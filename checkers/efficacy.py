@@ -26,7 +26,9 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
 - `at_risk`: confirmed, unconsumed messages when it began (the Spark count over
   the history, checkers.spark_risk) and the nearest depth sample before it.
 - `dropped` (a power loss only): what each target's unsynced layer dropped, from the
-  fault's start op (nemesis.faults.disk): `{node: {"bytes", "files"}}`, and the totals.
+  fault's start op (nemesis.faults.disk): `{node: {"bytes", "files"}}`, the totals, and
+  `model`, the layers' durability model in words (e.g. "ext4, writeback 30 s": what was lost
+  is what that model loses; absent when the layers did not say, before it was recorded).
 
 `strength` sums them up (and counts the effects by kind): a run is *weak* when
 it had faults and none was noticed, or when no noticed fault found anything at
@@ -365,8 +367,13 @@ def dropped_of(window: FaultWindow) -> dict[str, Any] | None:
         return None
     nodes = {str(n): {"bytes": int(d.get("bytes") or 0), "files": int(d.get("files") or 0)}
              for n, d in sorted(per.items()) if isinstance(d, dict)}
-    return {"nodes": nodes, "bytes": sum(d["bytes"] for d in nodes.values()),
-            "files": sum(d["files"] for d in nodes.values())}
+    out: dict[str, Any] = {"nodes": nodes, "bytes": sum(d["bytes"] for d in nodes.values()),
+                           "files": sum(d["files"] for d in nodes.values())}
+    models = sorted({str(d["model"]) for d in per.values() if isinstance(d, dict)
+                     and d.get("model")})
+    if models:
+        out["model"] = "; ".join(models)
+    return out
 
 
 def damaged_of(window: FaultWindow) -> dict[str, Any] | None:

@@ -43,6 +43,10 @@ class BackendOptions:
     unsynced_fs: each node's broker data directory on a layer that forgets unsynced writes
       (clusters.lazyfs), which a power-loss fault needs (and asks for: TestSpec.resolved);
       only backends whose record says they can host it (local).
+    writeback_expire_s: on that layer, the seconds after which Linux's background writeback
+      makes unsynced data durable (clusters.lazyfs.model: dirty_expire_centisecs, written back
+      at the flusher's 5 s pass, durable at the next journal commit); 30, Linux's default, or
+      None: never (the worst case: an unsynced byte is lost however old it is).
     """
 
     kind: str = "local"
@@ -53,6 +57,7 @@ class BackendOptions:
     docker_network: str = DEFAULT_DOCKER_NETWORK
     docker_subnet: str = DEFAULT_DOCKER_SUBNET
     unsynced_fs: bool = False
+    writeback_expire_s: float | None = 30.0
 
 
 class BackendConfigError(ClusterError, ValueError):

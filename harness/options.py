@@ -79,6 +79,19 @@ def rate(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"not a rate: {text!r}") from None
 
 
+def expiry(text: str) -> float | str:
+    """Takes a writeback expiry's text. Returns its seconds, or "off". Raises ArgumentTypeError."""
+    if text == "off":
+        return text
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds or off: {text!r}")
+    return seconds
+
+
 def ha_params(text: str) -> int | list[str]:
     """Takes "2" or "n1,n2". Returns a count or node names."""
     return int(text) if text.isdigit() else list(csv(text))
@@ -114,6 +127,10 @@ def _one_release(spec: TestSpec, lines: tuple[str, ...]) -> TestSpec:
 
 def _consume_rate(spec: TestSpec, value: float | str) -> TestSpec:
     return set_field(spec, "workload.consume_rate", None if value == UNLIMITED else value)
+
+
+def _writeback(spec: TestSpec, value: float | str) -> TestSpec:
+    return set_field(spec, "backend.writeback_expire_s", None if value == "off" else value)
 
 
 def _faults(spec: TestSpec, entries: tuple[str, ...]) -> TestSpec:
@@ -467,6 +484,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--unsynced-fs", "backend.unsynced_fs", group="backend", switch=True,
            help="local: each node's data directory on a layer that forgets unsynced writes "
                 "(lazyfs; a power-loss fault turns it on), e.g. for a baseline on the layer"),
+    Option("--writeback-expire", "backend.writeback_expire_s", group="backend", parse=expiry,
+           apply=_writeback, metavar="S|off",
+           help="local, on that layer: unsynced data is written back and durable about S s "
+                "after it was written (Linux's dirty_expire_centisecs, its 5 s flusher and "
+                "ext4's 5 s commit); off: never, the worst case (default {default})"),
 )
 
 

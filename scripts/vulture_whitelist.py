@@ -20,6 +20,7 @@ _.attr_timeout
 _.entry_timeout
 supports_dot_lookup
 enable_writeback_cache
+_.advance  # clusters/lazyfs/handle.py: LazyFS.advance drives a --clock manual daemon (its tests)
 
 # Fields the templates read by name (reports/templates/, the shrink page).
 swatch  # reports/html.py

@@ -4,10 +4,12 @@ had not made durable, and reports what it dropped. RabbitMQ promises a confirm o
 message is on disk (a quorum queue: fsynced by a majority); a `kill -9` keeps the page cache
 and never tests that, a power loss does. Jepsen's LazyFS does the same for its tests.
 
-The model (`model`): ext4 with data=ordered, worst case. A file's data and size are durable as
-of its last fsync/fdatasync (or an O_SYNC/O_DSYNC write); namespace changes are durable once
-any later fsync commits the journal ("ext4", the default) or, in "strict" mode, once their
-directory is fsynced. What is not durable is visible at once and dropped by `power_loss()`.
+The model (`model`): ext4 with data=ordered. A file's data and size are durable as of its last
+fsync/fdatasync (or an O_SYNC/O_DSYNC write), or under "ext4" once Linux's background writeback
+(30 s after the first unsynced write, by default; off: never, the worst case) and the journal
+commit after it have run; namespace changes are durable once any later fsync or the periodic
+commit (with writeback) commits the journal ("ext4", the default) or, in "strict" mode, once
+their directory is fsynced. What is not durable is visible at once and dropped by `power_loss()`.
 `sync_file_range(2)` never reaches a FUSE filesystem (the kernel keeps it), so it makes nothing
 durable here; `fallocate(2)` is refused (EOPNOTSUPP), as pyfuse3 has no handler for it.
 

@@ -1,5 +1,6 @@
 """The layer's daemon: `python -m clusters.lazyfs --backing DIR --mountpoint DIR --control SOCK
-[--metadata ext4|strict] [--auto-da-alloc on|off] [--sync inline|thread]`.
+[--metadata ext4|strict] [--auto-da-alloc on|off] [--writeback-expire S|off]
+[--clock monotonic|manual] [--sync inline|thread]`.
 
 It mounts the layer, serves the control socket, and prints one JSON line on stdout when it is
 ready (`{"event": "ready", "pid": ...}`) and one when it has unmounted (`{"event": "unmounted",
@@ -10,6 +11,9 @@ The control socket takes one JSON request per line and answers one JSON line:
 `{"op": "power-loss"}` drops every unsynced change and answers `{"ok": true, "report": ...}`
 (`report.DroppedReport.to_dict`); `{"op": "status"}` answers what a power loss would drop now;
 `{"op": "unmount"}` drops every unsynced change, answers its report, and ends the daemon.
+`{"op": "advance", "seconds": S}` (only with `--clock manual`, for tests: the model's clock
+then stands still but for these) moves the model's clock S seconds on, running the writeback
+and periodic commits due (model.Durability.catch_up), and answers `{"ok": true, "now": ...}`.
 Whatever ends the daemon (that, SIGTERM, SIGINT, an unmount by hand), it leaves the backing
 directory holding exactly the synced state, and nothing mounted.
 
@@ -22,11 +26,13 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import resource
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -37,7 +43,7 @@ import trio
 
 from clusters.lazyfs.errors import LazyFSError
 from clusters.lazyfs.fs import SYNC_MODES, LazyOps, SyncMode
-from clusters.lazyfs.model import METADATA, Metadata
+from clusters.lazyfs.model import METADATA, WRITEBACK_EXPIRE_S, Metadata
 from clusters.lazyfs.report import DroppedReport
 
 log = logging.getLogger(__name__)
@@ -48,7 +54,8 @@ MAX_REQUEST = 1 << 16
 @dataclass(frozen=True)
 class Options:
     """The daemon's argv: backing and mount directories, control socket, metadata model, where
-    fsync runs, debug logging, and whether ext4's auto_da_alloc is modelled."""
+    fsync runs, debug logging, whether ext4's auto_da_alloc is modelled, the writeback expiry
+    (None: no writeback) and whether the model's clock is the monotonic one or driven by hand."""
 
     backing: str
     mountpoint: str
@@ -57,6 +64,8 @@ class Options:
     sync: SyncMode
     debug: bool
     auto_da_alloc: bool = True
+    writeback_expire_s: float | None = WRITEBACK_EXPIRE_S
+    clock: str = "monotonic"
 
 
 def parse(argv: Sequence[str]) -> Options:
@@ -72,13 +81,41 @@ def parse(argv: Sequence[str]) -> Options:
                         help="under ext4, model its auto_da_alloc: the data of a file truncated "
                              "to 0 or renamed over another is made durable by the next journal "
                              "commit (default: on, as ext4 mounts it)")
+    parser.add_argument("--writeback-expire", type=_expiry, default=WRITEBACK_EXPIRE_S,
+                        metavar="S|off",
+                        help="under ext4, write back data dirty for S seconds at the flusher's "
+                             "next pass (every 5 s), durable at the next commit (periodic every "
+                             "5 s, or any fsync); off: never, the worst case (default: 30, "
+                             "Linux's dirty_expire_centisecs)")
+    parser.add_argument("--clock", choices=("monotonic", "manual"), default="monotonic",
+                        help="the model's clock: monotonic, or manual (moved only by the "
+                             "control socket's advance, for tests; default: monotonic)")
     parser.add_argument("--sync", choices=SYNC_MODES, default="inline",
                         help="run fsync in the event loop or in worker threads (default: inline)")
     parser.add_argument("--debug", action="store_true", help="log at debug level")
     args = parser.parse_args(list(argv))
     return Options(os.path.abspath(args.backing), os.path.abspath(args.mountpoint),
                    os.path.abspath(args.control), args.metadata, args.sync, args.debug,
-                   args.auto_da_alloc == "on")
+                   args.auto_da_alloc == "on", args.writeback_expire, args.clock)
+
+
+def _expiry(text: str) -> float | None:
+    if text == "off":
+        return None
+    seconds = float(text)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"not a number of seconds >= 0 or off: {text!r}")
+    return seconds
+
+
+class ManualClock:
+    """A clock that stands still until moved (`--clock manual`), starting at 0."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def refusal(options: Options) -> str | None:
@@ -104,23 +141,35 @@ def _emit(event: str, **fields: Any) -> None:
 class Daemon:
     """Takes the mounted filesystem's handlers. Serves the control socket beside FUSE."""
 
-    def __init__(self, ops: LazyOps) -> None:
+    def __init__(self, ops: LazyOps, clock: ManualClock | None = None) -> None:
         self.ops = ops
+        self.clock = clock
         self.final: DroppedReport | None = None
-        self.commands: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
-            "power-loss": self._power_loss, "status": self._status, "unmount": self._unmount}
+        self.commands: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+            "power-loss": self._power_loss, "status": self._status, "unmount": self._unmount,
+            "advance": self._advance}
 
-    async def _power_loss(self) -> dict[str, Any]:
+    async def _advance(self, request: dict[str, Any]) -> dict[str, Any]:
+        seconds = request.get("seconds")
+        if self.clock is None:
+            return {"ok": False, "error": "advance needs --clock manual"}
+        if not isinstance(seconds, int | float) or seconds < 0:
+            return {"ok": False, "error": f"bad seconds {seconds!r}"}
+        self.clock.now += seconds
+        self.ops.model.catch_up()
+        return {"ok": True, "now": self.clock.now}
+
+    async def _power_loss(self, _: dict[str, Any]) -> dict[str, Any]:
         report, inodes, names = self.ops.power_loss()
         await trio.to_thread.run_sync(self.ops.invalidate, inodes, names)
         log.info("power loss: %d bytes in %d files dropped, %d namespace changes undone",
                  report.bytes, report.file_count, len(report.namespace))
         return {"ok": True, "report": report.to_dict()}
 
-    async def _status(self) -> dict[str, Any]:
+    async def _status(self, _: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "pending": self.ops.model.pending()}
 
-    async def _unmount(self) -> dict[str, Any]:
+    async def _unmount(self, _: dict[str, Any]) -> dict[str, Any]:
         self.stop()
         assert self.final is not None
         return {"ok": True, "report": self.final.to_dict()}
@@ -148,11 +197,11 @@ class Daemon:
     async def answer(self, line: bytes) -> dict[str, Any]:
         """Takes one request line. Returns its answer (an error answer for a bad request)."""
         try:
-            op = json.loads(line)["op"]
-            command = self.commands[op]
+            request = json.loads(line)
+            command = self.commands[request["op"]]
         except (ValueError, KeyError, TypeError):
             return {"ok": False, "error": f"bad request {line[:200]!r}"}
-        return await command()
+        return await command(request)
 
     async def signals(self) -> None:
         """Ends the daemon on SIGTERM or SIGINT, as `unmount` would."""
@@ -184,9 +233,10 @@ def _raise_nofile() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def _mount(options: Options) -> LazyOps:
+def _mount(options: Options, clock: ManualClock | None) -> LazyOps:
     ops = LazyOps(os.fsencode(options.backing), options.metadata, options.sync,
-                  options.auto_da_alloc)
+                  options.auto_da_alloc, options.writeback_expire_s,
+                  time.monotonic if clock is None else clock)
     mount_options = set(pyfuse3.default_options) | {"allow_other",
                                                      f"fsname=lazyfs:{options.backing}",
                                                      "subtype=lazyfs"}
@@ -207,12 +257,14 @@ def run(options: Options) -> int:
         return 2
     os.umask(0)  # the kernel applied the caller's umask already
     _raise_nofile()
+    clock = ManualClock() if options.clock == "manual" else None
     try:
-        ops = _mount(options)
+        ops = _mount(options, clock)
     except LazyFSError as exc:
         log.error("%s", exc)
         return 2
-    daemon = Daemon(ops)
+    log.info("model: %s", ops.model.describe())
+    daemon = Daemon(ops, clock)
     status = 0
     try:
         trio.run(serve, daemon, options.control)

@@ -24,6 +24,7 @@ import functools
 import logging
 import os
 import stat
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
@@ -32,7 +33,7 @@ import pyfuse3
 import trio
 
 from clusters.lazyfs.journal import TRASH, Entry, Trash
-from clusters.lazyfs.model import Durability, Metadata
+from clusters.lazyfs.model import Clock, Durability, Metadata
 from clusters.lazyfs.report import DroppedReport
 from clusters.lazyfs.tree import ROOT, Key, Link, Missing, Tree, key_of
 
@@ -55,11 +56,14 @@ SYNC_MODES: tuple[SyncMode, ...] = ("inline", "thread")
 
 
 def translated(handler: Handler) -> Handler:
-    """Takes a request handler. Returns it answering an OSError with its errno, a name the table
-    lacks with ENOENT, and anything unforeseen with EIO (logged), so the daemon never stops."""
+    """Takes a request handler. Returns it running the model's due ticks first (writeback, the
+    periodic commit), and answering an OSError with its errno, a name the table lacks with
+    ENOENT, and anything unforeseen with EIO (logged), so the daemon never stops."""
     @functools.wraps(handler)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            if isinstance(args[0], LazyOps):
+                args[0].model.catch_up()
             return await handler(*args, **kwargs)
         except pyfuse3.FUSEError:
             raise
@@ -120,18 +124,21 @@ class Listing:
 
 
 class LazyOps(pyfuse3.Operations):
-    """Takes the backing directory (bytes), the metadata model, where fsync runs and whether
-    ext4's auto_da_alloc is modelled (model.Durability). The filesystem's handlers."""
+    """Takes the backing directory (bytes), the metadata model, where fsync runs, whether
+    ext4's auto_da_alloc is modelled, the writeback expiry (None: none) and the model's clock
+    (model.Durability). The filesystem's handlers."""
 
     supports_dot_lookup = False
     enable_writeback_cache = False  # every write must reach the layer before the call returns
 
     def __init__(self, backing: bytes, metadata: Metadata, sync: SyncMode = "inline",
-                 auto_da_alloc: bool = True) -> None:
+                 auto_da_alloc: bool = True, writeback_expire_s: float | None = None,
+                 clock: Clock = time.monotonic) -> None:
         super().__init__()
         self.sync_mode = sync
         self.tree = Tree(backing)
-        self.model = Durability(self.tree, Trash(backing), metadata, auto_da_alloc)
+        self.model = Durability(self.tree, Trash(backing), metadata, auto_da_alloc,
+                                writeback_expire_s, clock)
         self.handles: dict[int, Handle] = {}
         self.listings: dict[int, Listing] = {}
         self._next_listing = 0
@@ -197,7 +204,7 @@ class LazyOps(pyfuse3.Operations):
         st = os.lstat(path)
         ino = self.tree.found(parent, name, st)
         rel = self._rel(parent, name)
-        self.model.journal.add(Entry("create", key_of(st), parent, name, rel, f"create {rel}"))
+        self.model.noted(Entry("create", key_of(st), parent, name, rel, f"create {rel}"))
         return attributes(ino, st)
 
     @translated
@@ -250,8 +257,8 @@ class LazyOps(pyfuse3.Operations):
         st = os.lstat(path)
         ino = self.tree.found(new_parent_inode, new_name, st)
         rel = self._rel(new_parent_inode, new_name)
-        self.model.journal.add(Entry("link", key_of(st), new_parent_inode, new_name, rel,
-                                     f"link {rel}"))
+        self.model.noted(Entry("link", key_of(st), new_parent_inode, new_name, rel,
+                               f"link {rel}"))
         return attributes(ino, st)
 
     @translated
@@ -276,8 +283,8 @@ class LazyOps(pyfuse3.Operations):
         rel = self._rel(parent, name)
         trash = self.model.trash.put(path)
         self.tree.unlink(key_of(st), parent, name)
-        self.model.journal.add(Entry("remove", key_of(st), parent, name, rel, f"remove {rel}",
-                                     trash=trash))
+        self.model.noted(Entry("remove", key_of(st), parent, name, rel, f"remove {rel}",
+                               trash=trash))
 
     @translated
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
@@ -312,8 +319,8 @@ class LazyOps(pyfuse3.Operations):
         replaced = None if st_new is None else key_of(st_new)
         if replaced is not None:
             self.tree.unlink(replaced, *target)
-        self.model.journal.add(Entry("rename", key, *source, rel_old, f"rename {rel_old} -> {rel_new}",
-                                     *target, trash=trash, replaced=replaced))
+        self.model.noted(Entry("rename", key, *source, rel_old, f"rename {rel_old} -> {rel_new}",
+                               *target, trash=trash, replaced=replaced))
         if replaced is not None and stat.S_ISREG(st_old.st_mode):
             self.model.renamed_over(key)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from clusters.lazyfs.errors import LazyFSError
-from clusters.lazyfs.model import Metadata
+from clusters.lazyfs.model import WRITEBACK_EXPIRE_S, Metadata
 from clusters.lazyfs.report import DroppedReport
 
 log = logging.getLogger(__name__)
@@ -42,13 +42,18 @@ EXIT_TIMEOUT_S = 30.0
 
 def daemon_command(backing: str | Path, mountpoint: str | Path, control: str | Path, *,
                    metadata: Metadata = "ext4", sync: str = "inline",
-                   auto_da_alloc: bool = True, python: str = sys.executable) -> list[str]:
+                   auto_da_alloc: bool = True,
+                   writeback_expire_s: float | None = WRITEBACK_EXPIRE_S,
+                   clock: str = "monotonic", python: str = sys.executable) -> list[str]:
     """Takes the backing directory, the mountpoint, the control socket's path, the metadata
-    model, where fsync runs (`fs.SYNC_MODES`) and whether ext4's auto_da_alloc is modelled
-    (model.Durability). Returns the daemon's argv."""
+    model, where fsync runs (`fs.SYNC_MODES`), whether ext4's auto_da_alloc is modelled, the
+    writeback expiry (None: no writeback) and the model's clock ("monotonic", or "manual" for
+    tests: moved by `LazyFS.advance`) (model.Durability). Returns the daemon's argv."""
     return [python, "-m", "clusters.lazyfs", "--backing", str(backing), "--mountpoint",
             str(mountpoint), "--control", str(control), "--metadata", metadata, "--sync", sync,
-            "--auto-da-alloc", "on" if auto_da_alloc else "off"]
+            "--auto-da-alloc", "on" if auto_da_alloc else "off",
+            "--writeback-expire", "off" if writeback_expire_s is None else repr(writeback_expire_s),
+            "--clock", clock]
 
 
 def mounted(path: str | Path) -> bool:
@@ -79,13 +84,15 @@ class LazyFS:
     log_path: Path
     process: subprocess.Popen[bytes]
 
-    def request(self, op: str, timeout: float = REQUEST_TIMEOUT_S) -> dict[str, Any]:
-        """Takes a control operation. Returns the daemon's answer, or raises LazyFSError."""
+    def request(self, op: str, timeout: float = REQUEST_TIMEOUT_S,
+                **fields: Any) -> dict[str, Any]:
+        """Takes a control operation (and its fields). Returns the daemon's answer, or raises
+        LazyFSError."""
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(timeout)
                 sock.connect(str(self.control))
-                sock.sendall(json.dumps({"op": op}).encode() + b"\n")
+                sock.sendall(json.dumps({"op": op, **fields}).encode() + b"\n")
                 answer = json.loads(_read_line(sock))
         except (OSError, ValueError) as exc:
             raise LazyFSError(f"lazyfs on {self.mountpoint} did not answer {op!r}: {exc}"
@@ -101,6 +108,11 @@ class LazyFS:
     def pending(self) -> dict[str, int]:
         """Returns what a power loss would drop now (files, bytes, namespace changes)."""
         return dict(self.request("status")["pending"])
+
+    def advance(self, seconds: float) -> float:
+        """Takes seconds. Moves a manual clock (mount(..., clock="manual")) that far on,
+        running the writeback due. Returns the clock's time."""
+        return float(self.request("advance", seconds=seconds)["now"])
 
     def unmount(self) -> DroppedReport:
         """Drops what is not synced, unmounts and ends the daemon. Returns what was dropped."""
@@ -167,15 +179,18 @@ def _ready(out: IO[bytes], timeout: float) -> dict[str, Any] | None:
 
 def mount(backing: str | Path, mountpoint: str | Path, *, metadata: Metadata = "ext4",
           sync: str = "inline", auto_da_alloc: bool = True,
+          writeback_expire_s: float | None = WRITEBACK_EXPIRE_S, clock: str = "monotonic",
           timeout: float = MOUNT_TIMEOUT_S) -> LazyFS:
     """Takes the backing directory (the node's real data directory), an empty directory to mount
-    on, the metadata model, where fsync runs and whether ext4's auto_da_alloc is modelled (on,
-    as ext4 mounts it). Starts the daemon and returns the mounted layer, or raises LazyFSError
-    with why, nothing left mounted."""
+    on, the metadata model, where fsync runs, whether ext4's auto_da_alloc is modelled (on,
+    as ext4 mounts it), the writeback expiry (30 s as Linux's; None: no writeback, the worst
+    case) and the model's clock (`daemon_command`). Starts the daemon and returns the mounted
+    layer, or raises LazyFSError with why, nothing left mounted."""
     state = Path(tempfile.mkdtemp(prefix="lazyfs-"))
     control, log_path = state / "control.sock", state / "daemon.log"
     argv = daemon_command(Path(backing).resolve(), Path(mountpoint).resolve(), control,
-                          metadata=metadata, sync=sync, auto_da_alloc=auto_da_alloc)
+                          metadata=metadata, sync=sync, auto_da_alloc=auto_da_alloc,
+                          writeback_expire_s=writeback_expire_s, clock=clock)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with open(log_path, "wb") as log_file:

@@ -1,13 +1,15 @@
 """The durability model: what is durable, what a sync makes durable, and what a power loss takes.
 
 Data (both models): a file's bytes and size are durable as of its last fsync or fdatasync (or
-as the layer found them at mount). A write or truncation since is visible at once and dropped
-by a power loss (`record.FileRecord`). A write through a descriptor opened O_SYNC or O_DSYNC is
+as the layer found them at mount; under "ext4" with writeback, also as of its last writeback
+once committed: below). A write or truncation since is visible at once and dropped by a power
+loss (`record.FileRecord`). A write through a descriptor opened O_SYNC or O_DSYNC is
 synced as it is made, as an fsync of the whole file would be.
 
 Namespace (creations, removals, renames, hard links; `journal.Journal`), by `METADATA`:
 
-- "ext4" (the default): ext4 with data=ordered and no periodic commit, the worst case of what a
+- "ext4" (the default): ext4 with data=ordered; its periodic commit and Linux's writeback are
+  modelled when writeback is on (below), and without it this is the worst case of what a
   RabbitMQ node on ext4 sees. jbd2 commits every metadata change in one ordered journal, and
   an fsync or fdatasync of any file or directory forces that commit: every namespace change
   made before any sync is durable after it. A file's data is not (delayed allocation: another
@@ -22,24 +24,52 @@ Attribute changes (chmod, chown, times) and extended attributes are durable at o
 programs that replace a file without fsync. A file truncated to size 0 (ftruncate, or an open
 with O_TRUNC) has its data flushed when it is closed, and a file renamed over an existing
 file has its data flushed at the rename; in data=ordered mode the journal commit that follows
-writes that data before it commits, so the next commit (any fsync, as above; this model has no
-periodic one) makes the file's data as of the close (or the rename) durable, where without the
+writes that data before it commits, so the next commit (any fsync, as above, or with writeback
+the periodic one) makes the file's data as of the close (or the rename) durable, where without the
 heuristic a power loss after that commit leaves it empty or short. What the file is given after
 the close or the rename is data as before, durable with its own fsync. Nothing is durable
 before that commit: a power loss before it takes back the truncation and the rewrite, or the
 rename, as ever. The layer acts when the broker closes the descriptor (FUSE's flush, sent
 synchronously at every close(2)); ext4 acts at the last close of the open file, so a program
 closing one of several duplicated descriptors sees the flush begin a little early here.
+
+Writeback (`writeback_expire_s`, under "ext4" only; the daemon and `mount` default to 30 s,
+Linux's dirty_expire_centisecs; None, `Durability`'s default and the daemon's `off`: none, the
+worst case, where an unsynced byte is lost however old it is). Linux writes dirty pages back
+in the background: the flusher wakes every 5 s (dirty_writeback_centisecs) and writes every
+inode dirty for at least the expiry; under data=ordered with delayed allocation that writeback
+allocates the blocks and updates the on-disk size in the running jbd2 transaction, and the
+transaction's commit makes it durable.
+Modelled on the model's clock (monotonic; injectable), by two timers:
+1. ext4's periodic commit (commit=5): jbd2 commits the running transaction 5 s after it began,
+   that is after the first change it holds (a namespace change, or data tied to the journal by
+   auto_da_alloc or by a writeback) since the last commit; the whole journal, as an fsync
+   commits it, and any fsync commits it earlier, as ever.
+2. the flusher's pass, every `TICK_S` (5 s) from the mount: every file whose record (its
+   unsynced changes since its last sync, writeback or power loss: data and truncations alike)
+   was begun at least the expiry before the pass has its data as of the pass tied to the
+   journal, as auto_da_alloc ties it (joining, or beginning, the running transaction): durable
+   at the next commit, dropped by a power loss before it. Its later writes begin a new record,
+   with the time of the first.
+So data written at t (its record begun at t) and never fsynced is durable at the first commit
+after the first pass at or after t + expiry: that pass plus at most 5 s (exactly 5 s when the
+pass begins the transaction), or earlier when anything is fsynced; the expiry is counted per
+record as Linux counts it per inode, from its first dirtying. A commit and a pass due at the
+same time run commit first. Both are run lazily, in time order, before each request and before
+a power loss, on the state as it stood (nothing changes between requests), so they are exact to
+the request.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Literal
 
-from clusters.lazyfs.journal import Journal, Trash, Vanished
+from clusters.lazyfs.journal import Entry, Journal, Trash, Vanished
 from clusters.lazyfs.record import FileRecord
 from clusters.lazyfs.report import DroppedFile, DroppedReport
 from clusters.lazyfs.tree import Key, Link, Tree
@@ -48,17 +78,37 @@ log = logging.getLogger(__name__)
 
 Metadata = Literal["ext4", "strict"]
 METADATA: tuple[Metadata, ...] = ("ext4", "strict")
+WRITEBACK_EXPIRE_S = 30.0  # Linux's dirty_expire_centisecs (3000)
+TICK_S = 5.0  # the flusher's interval: Linux's dirty_writeback_centisecs (500)
+COMMIT_S = 5.0  # jbd2's commit interval: ext4's commit=5
+Clock = Callable[[], float]
+
+
+def describe(metadata: Metadata, writeback_expire_s: float | None) -> str:
+    """Takes the metadata model and the writeback expiry. Returns the model in words, as a
+    report names it (e.g. "ext4, writeback 30 s")."""
+    if metadata != "ext4":
+        return metadata
+    if writeback_expire_s is None:
+        return "ext4, no writeback"
+    return f"ext4, writeback {writeback_expire_s:g} s"
 
 
 class Durability:
-    """Takes the inode table, the trash and the metadata model. Holds every unsynced change."""
+    """Takes the inode table, the trash, the metadata model, whether auto_da_alloc is modelled,
+    the writeback expiry (None: no writeback) and the clock. Holds every unsynced change."""
 
     def __init__(self, tree: Tree, trash: Trash, metadata: Metadata,
-                 auto_da_alloc: bool = True) -> None:
+                 auto_da_alloc: bool = True, writeback_expire_s: float | None = None,
+                 clock: Clock = time.monotonic) -> None:
         self.tree = tree
         self.trash = trash
         self.metadata = metadata
         self.auto_da_alloc = auto_da_alloc and metadata == "ext4"
+        self.writeback = writeback_expire_s if metadata == "ext4" else None
+        self.clock = clock
+        self.next_tick = clock() + TICK_S
+        self.began: float | None = None  # when the running jbd2 transaction began (commit=5)
         self.journal = Journal(tree)
         self.records: dict[Key, FileRecord] = {}
         # auto_da_alloc: files truncated to 0 since their last close (ext4's
@@ -84,19 +134,29 @@ class Durability:
         to 0 since its last close has its data as of now made durable by the next commit."""
         if key in self.replacing:
             self.replacing.discard(key)
-            self._tie(key, self.journal.seq)
+            self._tie(key, self.journal.seq, self.clock())
 
     def renamed_over(self, key: Key) -> None:
         """Takes a regular file just renamed over an existing file (the journal's last entry).
         Under auto_da_alloc, its data as of now is made durable by the commit of that rename."""
         if self.auto_da_alloc:
-            self._tie(key, self.journal.seq)
+            self._tie(key, self.journal.seq, self.clock())
 
-    def _tie(self, key: Key, seq: int) -> None:
+    def noted(self, entry: Entry) -> None:
+        """Takes a namespace change just made. Journals it (the running transaction)."""
+        self.journal.add(entry)
+        self._join(self.clock())
+
+    def _join(self, at: float) -> None:
+        if self.began is None:
+            self.began = at
+
+    def _tie(self, key: Key, seq: int, at: float) -> None:
         record = self.records.pop(key, None)
         if record is not None:
             _, older = self.ordered.get(key, (seq, []))
             self.ordered[key] = (seq, [*older, record])
+            self._join(at)
 
     def holds(self, key: Key) -> bool:
         """Takes a file. Returns whether the model keeps an undo record of it."""
@@ -106,7 +166,38 @@ class Durability:
         record = self.records.get(key)
         if record is None:
             record = self.records[key] = FileRecord.open(fd)
+            record.dirtied_at = self.clock()
         return record
+
+    def describe(self) -> str:
+        """Returns the model in force in words (e.g. "ext4, writeback 30 s")."""
+        return describe(self.metadata, self.writeback)
+
+    def catch_up(self) -> None:
+        """Runs the periodic commits and the flusher's passes due by now, oldest first, a commit
+        before a pass due at the same time (see the module's docstring). Does nothing without
+        writeback."""
+        if self.writeback is None:
+            return
+        now = self.clock()
+        while True:
+            due = math.inf if self.began is None else self.began + COMMIT_S
+            if min(due, self.next_tick) > now:
+                return
+            if due <= self.next_tick:
+                self._commit(self.journal.seq)
+            else:
+                self.next_tick = self._pass(self.next_tick, self.writeback, now)
+
+    def _pass(self, tick: float, expiry: float, now: float) -> float:
+        """The flusher's pass at `tick`. Returns when the next one is due."""
+        for key, record in list(self.records.items()):
+            if record.dirtied_at <= tick - expiry:
+                self._tie(key, self.journal.seq, tick)
+        if self.records:
+            return tick + TICK_S
+        # Nothing left dirty: the passes until `now` have nothing to do.
+        return tick + (math.floor((now - tick) / TICK_S) + 1) * TICK_S
 
     def file_pending(self, key: Key) -> bool:
         """Takes a file. Returns whether an fsync of it has anything to make durable."""
@@ -149,10 +240,13 @@ class Durability:
                 del self.ordered[key]
                 for record in stack:
                     record.close()
+        # What a sync that began earlier left is in the transaction that begins now.
+        self.began = self.clock() if self.journal.entries or self.ordered else None
 
     def pending(self) -> dict[str, int]:
         """Returns what a power loss would drop now: files, bytes, namespace changes, and the
         memory the saved durable bytes take."""
+        self.catch_up()
         every = [*self.records.values(), *(r for _, rs in self.ordered.values() for r in rs)]
         return {"files": len(set(self.records) | set(self.ordered)),
                 "bytes": sum(r.written.total() for r in every),
@@ -162,6 +256,7 @@ class Durability:
     def power_loss(self) -> tuple[DroppedReport, list[Link]]:
         """Drops every unsynced change: namespace changes newest first, then each file's data.
         Returns what was dropped, and the names whose meaning changed (for the kernel's cache)."""
+        self.catch_up()
         self.epoch += 1
         at_fault = {key: self._path(key) for key in {*self.records, *self.ordered}}
         undone, vanished = self.journal.undo()
@@ -169,10 +264,11 @@ class Durability:
         files += [DroppedFile(v.path, 0, v.size, None) for v in vanished
                   if v.key not in at_fault]
         self.records, self.ordered, self.replacing = {}, {}, set()
+        self.began = None
         names = [(e.parent, e.name) for e in undone]
         names += [(e.new_parent, e.new_name) for e in undone if e.new_parent]
         report = DroppedReport(tuple(sorted(files, key=lambda f: f.path)),
-                               tuple(e.text for e in undone))
+                               tuple(e.text for e in undone), self.describe())
         return report, names
 
     def _rolled_back(self, at_fault: dict[Key, str | None],

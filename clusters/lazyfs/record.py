@@ -28,13 +28,14 @@ class Rollback:
 @dataclass
 class FileRecord:
     """Takes a descriptor of the backing file (the record's own, closed by `close`) and the file's
-    durable size. Tracks its unsynced changes until a sync or a power loss."""
+    durable size. Tracks its unsynced changes until a sync, a writeback or a power loss."""
 
     fd: int
     durable_size: int
     written: Extents = field(default_factory=Extents)
     saved_at: Extents = field(default_factory=Extents)
     saved: list[tuple[int, bytes | int]] = field(default_factory=list)
+    dirtied_at: float = 0.0  # when its first change was made (Linux's inode dirtied_when)
 
     @classmethod
     def open(cls, fd: int) -> FileRecord:

@@ -27,11 +27,13 @@ class DroppedFile:
 
 @dataclass(frozen=True)
 class DroppedReport:
-    """Every file a power loss changed (sorted by path), and the namespace changes it took back
-    (creations, removals, renames, links), newest first."""
+    """Every file a power loss changed (sorted by path), the namespace changes it took back
+    (creations, removals, renames, links), newest first, and the durability model in force, in
+    words (model.describe: e.g. "ext4, writeback 30 s")."""
 
     files: tuple[DroppedFile, ...] = ()
     namespace: tuple[str, ...] = ()
+    model: str = ""
 
     @property
     def bytes(self) -> int:
@@ -46,7 +48,8 @@ class DroppedReport:
     def to_dict(self) -> dict[str, Any]:
         """Returns the report as JSON-ready data (totals included)."""
         return {"bytes": self.bytes, "files": self.file_count,
-                "paths": [asdict(f) for f in self.files], "namespace": list(self.namespace)}
+                "paths": [asdict(f) for f in self.files], "namespace": list(self.namespace),
+                "model": self.model}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DroppedReport:
@@ -54,4 +57,5 @@ class DroppedReport:
         files = tuple(DroppedFile(str(f["path"]), int(f["bytes"]), int(f["size_before"]),
                                   None if f["size_after"] is None else int(f["size_after"]))
                       for f in data.get("paths", []))
-        return cls(files, tuple(str(t) for t in data.get("namespace", [])))
+        return cls(files, tuple(str(t) for t in data.get("namespace", [])),
+                   str(data.get("model") or ""))

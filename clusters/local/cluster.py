@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import ipaddress
 import logging
 import os
@@ -40,7 +41,7 @@ from clusters.backend import (
     ManagedCluster,
 )
 from clusters.base import Node, node_named
-from clusters.lazyfs import LazyFSError
+from clusters.lazyfs import LazyFSError, mount
 from clusters.local.layers import Layers, clean_records, not_visible
 from clusters.local.remote import NetnsRemote
 from clusters.releases import RELEASES, ChrootLauncher, HostLauncher, Launcher, Release
@@ -363,11 +364,13 @@ def check(options: BackendOptions, nodes: int) -> None:
 def make(options: BackendOptions, nodes: int, run_id: str, state_dir: Path) -> ManagedCluster:
     """Takes options, a node count, the run's id and the state directory. Returns the local
     cluster (not yet created), its broker data under <state_dir>/cluster/<run_id>, on an unsynced
-    layer per node when `options.unsynced_fs` asks for it (clusters.local.layers)."""
+    layer per node when `options.unsynced_fs` asks for it (clusters.local.layers), writing back
+    as `options.writeback_expire_s` says."""
     plan = make_plan(nodes)
     data_root = str(state_dir / "cluster" / run_id)
-    layers = (Layers(data_root, plan.names, (state_dir, run_id)) if options.unsynced_fs
-              else None)
+    mounter = functools.partial(mount, writeback_expire_s=options.writeback_expire_s)
+    layers = (Layers(data_root, plan.names, (state_dir, run_id), mounter)
+              if options.unsynced_fs else None)
     return NetnsCluster(plan, data_root=data_root, layers=layers)
 
 

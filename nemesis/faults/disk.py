@@ -48,12 +48,15 @@ PATHS_KEPT = 10
 
 def dropped_summary(report: dict[str, Any]) -> dict[str, Any]:
     """Takes what a node's layer said it dropped (UnsyncedDisks.power_loss). Returns the part
-    the history keeps: its totals and at most PATHS_KEPT paths with their bytes."""
+    the history keeps: its totals, at most PATHS_KEPT paths with their bytes, and the layer's
+    durability model in words when it said it (e.g. "ext4, writeback 30 s")."""
     paths = list(report.get("paths") or [])
+    model = {"model": str(report["model"])} if report.get("model") else {}
     return {"bytes": int(report.get("bytes") or 0), "files": int(report.get("files") or 0),
             "namespace": len(report.get("namespace") or []),
             "paths": [{"path": p.get("path"), "bytes": p.get("bytes"),
-                       "vanished": p.get("size_after") is None} for p in paths[:PATHS_KEPT]]}
+                       "vanished": p.get("size_after") is None} for p in paths[:PATHS_KEPT]],
+            **model}
 
 
 def kill_for_good(broker: Broker, node: Node) -> str:

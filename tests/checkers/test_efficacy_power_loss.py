@@ -82,3 +82,11 @@ def test_other_faults_have_no_dropped_entry_and_no_figure() -> None:
     [f] = judged(ops, evidence((11, "n1")))
     assert "dropped" not in f
     assert strength([f], evidence())["dropped_bytes"] is None
+
+
+def test_the_entry_names_the_layers_model_when_they_said_it() -> None:
+    ops = power_loss(10, {"n1": (8192, 2), "n2": (0, 0)})
+    for n in ("n1", "n2"):
+        ops[1].value["dropped"][n]["model"] = "ext4, writeback 30 s"
+    [f] = judged(ops, evidence((11, "n1")))
+    assert f["dropped"]["model"] == "ext4, writeback 30 s"

@@ -31,7 +31,8 @@ def test_options_are_plain_json_data_without_secrets():
     d = dataclasses.asdict(BackendOptions())
     assert json.loads(json.dumps(d)) == d
     assert set(d) == {"kind", "inventory", "accept_new_host_keys", "install_rabbitmq",
-                      "docker_image", "docker_network", "docker_subnet", "unsynced_fs"}
+                      "docker_image", "docker_network", "docker_subnet", "unsynced_fs",
+                      "writeback_expire_s"}
     assert not any(w in k for k in d for w in ("password", "cookie", "secret"))
 
 

@@ -41,7 +41,8 @@ NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-dura
            "--nemesis-targets", "--packet-loss", "--packet-scope", "--bandwidth-kbit",
            "--delay-ms"]
 BACKEND = ["--backend", "--inventory", "--accept-new-host-keys", "--install-rabbitmq",
-           "--docker-image", "--docker-network", "--docker-subnet", "--unsynced-fs"]
+           "--docker-image", "--docker-network", "--docker-subnet", "--unsynced-fs",
+           "--writeback-expire"]
 RUN_GROUPS = {"test": TEST, "broker": BROKER, "queue": QUEUE, "workload": WORKLOAD,
               "nemesis": NEMESIS,
               "check": ["--spark-master", "--strict-order", "--unflagged-redeliveries-invalid"],
@@ -147,6 +148,7 @@ def test_every_row_names_a_spec_field_and_a_known_group():
 # Values the generic rule (_sample) cannot draw: flag -> (text, the field's value).
 SAMPLES: dict[str, tuple[str, Any]] = {
     "--rabbitmq": ("4.0", "4.0"),
+    "--writeback-expire": ("off", None),
     "--nemesis": ("kill,pause", ("kill", "pause")),
     "--nemesis-targets": ("leader", "leader"),
     "--consume-rate": ("unlimited", None),

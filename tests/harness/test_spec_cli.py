@@ -7,7 +7,7 @@ import pytest
 
 from checkers.options import CheckOptions
 from harness.check import compose_valid, exit_code, run_section
-from harness.cli import build_parser, main, spec_from_args
+from harness.cli import UsageError, build_parser, main, spec_from_args
 from harness.scenarios import SCENARIOS, scenario
 from harness.spec import SpecError, TestSpec, spec_from_dict
 from harness.store import new_run_dir
@@ -295,3 +295,16 @@ def test_the_summary_says_how_many_messages_were_dropped_by_design_and_why():
         "dropped_by_design_count": 5485, "dropped_by_design_reasons": {"maxlen": 5485}}})
     assert "queue: attempt 7986, acknowledged 7986, lost 0 (0 unacked), dropped_by_design " \
            "5485 (maxlen 5485)  [True]" in text
+
+
+@pytest.mark.parametrize(("given", "expiry"), [([], 30.0), (["--writeback-expire", "off"], None),
+                                               (["--writeback-expire", "12"], 12.0)])
+def test_writeback_expire_defaults_to_linuxs_30_s_and_off_is_the_worst_case(given, expiry):
+    spec = spec_from_args(build_parser().parse_args(["run", "--unsynced-fs", *given]))
+    assert spec.backend.writeback_expire_s == expiry
+    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+def test_a_bad_writeback_expire_exits_2():
+    with pytest.raises(UsageError, match="not a number of seconds or off"):
+        build_parser().parse_args(["run", "--writeback-expire", "-3"])

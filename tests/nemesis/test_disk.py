@@ -139,3 +139,9 @@ def test_a_broker_that_survives_its_kill_loses_no_writes() -> None:
     with pytest.raises(FaultError, match="n1's broker still runs after SIGKILL"):
         fault.start(ctx, random.Random(0))
     assert cluster.losses == []
+
+
+def test_the_summary_carries_the_layers_model() -> None:
+    got = dropped_summary({"bytes": 0, "files": 0, "paths": [], "model": "ext4, no writeback"})
+    assert got["model"] == "ext4, no writeback"
+    assert "model" not in dropped_summary({"bytes": 0, "files": 0})

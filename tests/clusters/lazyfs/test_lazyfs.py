@@ -38,14 +38,17 @@ class Layer:
     mnt: Path
 
 
-def _layer(tmp_path: Path, metadata: str, sync: str = "inline",
-           auto_da_alloc: bool = True) -> Generator[Layer, None, None]:
+def _layer(tmp_path: Path, metadata: str, sync: str = "inline", auto_da_alloc: bool = True,
+           writeback_expire_s: float | None = 30.0) -> Generator[Layer, None, None]:
+    # The model's clock is manual: it stands still (no writeback, no periodic commit) unless a
+    # test moves it with `fs.advance`, so that a loaded machine never makes one happen.
     backing, mnt = tmp_path / "backing", tmp_path / "mnt"
     backing.mkdir()
     mnt.mkdir()
     (backing / "durable").write_bytes(b"D" * 100)  # there before the mount: durable
     fs = mount(backing, mnt, metadata=metadata, sync=sync,  # type: ignore[arg-type]
-               auto_da_alloc=auto_da_alloc)
+               auto_da_alloc=auto_da_alloc, writeback_expire_s=writeback_expire_s,
+               clock="manual")
     try:
         yield Layer(fs, backing, mnt)
     finally:
@@ -73,6 +76,11 @@ def threaded(tmp_path: Path) -> Iterator[Layer]:
 @pytest.fixture
 def no_da_alloc(tmp_path: Path) -> Iterator[Layer]:
     yield from _layer(tmp_path, "ext4", auto_da_alloc=False)
+
+
+@pytest.fixture
+def no_writeback(tmp_path: Path) -> Iterator[Layer]:
+    yield from _layer(tmp_path, "ext4", writeback_expire_s=None)
 
 
 def write(path: Path, data: bytes, *, sync: str = "", flags: int = 0, mode: str = "a") -> None:
@@ -506,7 +514,130 @@ def test_the_daemon_models_auto_da_alloc_unless_told_off(tmp_path):
     from clusters.lazyfs.daemon import parse
 
     on = daemon_command(tmp_path / "b", tmp_path / "m", tmp_path / "c")
-    assert on[-2:] == ["--auto-da-alloc", "on"] and parse(on[3:]).auto_da_alloc is True
+    assert "--auto-da-alloc" in on and parse(on[3:]).auto_da_alloc is True
     off = daemon_command(tmp_path / "b", tmp_path / "m", tmp_path / "c", auto_da_alloc=False)
     assert parse(off[3:]).auto_da_alloc is False
     assert parse(["--backing", "b", "--mountpoint", "m", "--control", "c"]).auto_da_alloc
+
+
+# -- writeback: the mount's manual clock starts at 0; the flusher's passes at 5, 10, ...; the
+# periodic commit 5 s after the running transaction's first change; the expiry is 30 s.
+
+@pytest.mark.parametrize(("now", "kept"), [(39.9, b""), (40.0, b"[a].")])
+def test_writeback_a_file_never_fsynced_is_durable_after_expiry_pass_and_commit(layer, now,
+                                                                                kept):
+    layer.fs.advance(1)
+    write(layer.mnt / "ff", b"[a].", mode="w")  # created, written, closed at 1: never fsynced
+    # Dirty since 1: the pass at 35 is the first at or after 31 and begins a transaction,
+    # committed at 40 (the file's creation was, at 6).
+    layer.fs.advance(now - 1)
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "ff").read_bytes() == kept
+    assert report.model == "ext4, writeback 30 s"
+    if not kept:  # its creation was committed at 6 (the periodic commit), its data not
+        assert by_path(report)["ff"].size_after == 0
+
+
+@pytest.mark.parametrize(("now", "kept"), [(34.9, b""), (35.0, b"[a].")])
+def test_writeback_any_fsync_after_the_pass_commits_it(layer, now, kept):
+    layer.fs.advance(1)
+    write(layer.mnt / "ff", b"[a].", mode="w")
+    layer.fs.advance(now - 1)
+    commit(layer)  # an fsync of another file: the journal commits what the pass wrote back
+    layer.fs.power_loss()
+    assert (layer.mnt / "ff").read_bytes() == kept
+
+
+def test_writeback_writes_a_file_as_of_the_pass_and_what_follows_is_dirty_anew(layer):
+    layer.fs.advance(1)
+    write(layer.mnt / "log", b"a")
+    layer.fs.advance(19)
+    write(layer.mnt / "log", b"b")  # the same record: dirty since 1
+    layer.fs.advance(16)  # 36: written back at 35
+    write(layer.mnt / "log", b"c")  # dirty since 36: its pass is 70
+    layer.fs.advance(4)  # 40: the periodic commit makes "ab" durable
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "log").read_bytes() == b"ab"
+    assert by_path(report)["log"].bytes == 1
+
+
+def test_writeback_the_feature_flags_file_beside_a_wal_fsynced_every_100_ms(layer):
+    # RabbitMQ 4.3's enabled feature flags at a node's first boot: file:write_file (create,
+    # write, close, no fsync), then a quorum queue's WAL fsynced every 100 ms.
+    def run(seconds: float) -> None:
+        for _ in range(round(seconds * 10)):
+            layer.fs.advance(0.1)
+            write(layer.mnt / "wal", b"w" * 64, sync="fdatasync")
+
+    write(layer.mnt / "ff", b"[a,b].", mode="w")
+    run(10)
+    layer.fs.power_loss()
+    assert (layer.mnt / "ff").read_bytes() == b""  # what the 4.3 run's two nodes read
+    write(layer.mnt / "ff", b"[a,b].", mode="w")  # the node boots again, at 10
+    run(35)
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "ff").read_bytes() == b"[a,b]."
+    assert "ff" not in by_path(report)
+
+
+def test_without_writeback_an_unsynced_file_is_lost_however_old(no_writeback):
+    write(no_writeback.mnt / "ff", b"[a].", mode="w")
+    write(no_writeback.mnt / "durable", b"more")
+    no_writeback.fs.advance(3600)
+    report = no_writeback.fs.power_loss()
+    assert report.model == "ext4, no writeback"
+    assert not (no_writeback.mnt / "ff").exists()  # no periodic commit either
+    assert by_path(report)["ff"].vanished
+    assert (no_writeback.mnt / "durable").read_bytes() == b"D" * 100
+
+
+def test_strict_has_no_writeback(strict):
+    write(strict.mnt / "durable", b"more")
+    strict.fs.advance(3600)
+    report = strict.fs.power_loss()
+    assert report.model == "strict"
+    assert (strict.mnt / "durable").read_bytes() == b"D" * 100
+
+
+def test_the_daemon_writes_back_after_30_s_unless_told_off(tmp_path):
+    from clusters.lazyfs.daemon import parse
+
+    base = ["--backing", "b", "--mountpoint", "m", "--control", "c"]
+    assert parse(base).writeback_expire_s == 30.0 and parse(base).clock == "monotonic"
+    assert parse([*base, "--writeback-expire", "off"]).writeback_expire_s is None
+    argv = daemon_command(tmp_path / "b", tmp_path / "m", tmp_path / "c",
+                          writeback_expire_s=None, clock="manual")
+    assert parse(argv[3:]).writeback_expire_s is None and parse(argv[3:]).clock == "manual"
+    assert parse(daemon_command("b", "m", "c", writeback_expire_s=12.5)[3:]).writeback_expire_s \
+        == 12.5
+    with pytest.raises(SystemExit):
+        parse([*base, "--writeback-expire", "-1"])
+
+
+def test_advance_is_refused_on_a_monotonic_clock(tmp_path):
+    backing, mnt = tmp_path / "backing", tmp_path / "mnt"
+    backing.mkdir()
+    mnt.mkdir()
+    with mount(backing, mnt) as fs, pytest.raises(LazyFSError, match="manual"):
+        fs.advance(1)
+
+
+@pytest.mark.parametrize(("now", "there"), [(7.9, False), (8.0, True)])
+def test_writeback_the_periodic_commit_comes_5_s_after_the_transaction_began(layer, now, there):
+    layer.fs.advance(3)
+    write(layer.mnt / "new", b"")  # a creation at 3 begins the transaction: committed at 8
+    layer.fs.advance(now - 3)
+    report = layer.fs.power_loss()
+    assert (layer.mnt / "new").exists() is there
+    assert ("new" in by_path(report)) is not there
+
+
+@pytest.mark.parametrize(("now", "kept"), [(37.9, b""), (38.0, b"[a].")])
+def test_writeback_joins_a_running_transaction_and_is_committed_with_it(layer, now, kept):
+    layer.fs.advance(1)
+    write(layer.mnt / "ff", b"[a].", mode="w")  # its creation is committed at 6
+    layer.fs.advance(32)
+    write(layer.mnt / "other", b"")  # at 33 a creation begins the next transaction (38)
+    layer.fs.advance(now - 33)  # the pass at 35 ties ff's data to it
+    layer.fs.power_loss()
+    assert (layer.mnt / "ff").read_bytes() == kept

@@ -120,7 +120,8 @@ def test_mount_all_records_each_daemon_and_unmount_all_removes_the_record(tmp_pa
     assert rec.info == {"mounts": layers.points}
     assert (rec.pids("n1"), rec.pids("n2")) == ([700], [701])
     assert layers.power_loss("n2") == {"bytes": 10, "files": 1, "namespace": [], "paths": [
-        {"path": "/quorum/x.wal", "bytes": 10, "size_before": 10, "size_after": 0}]}
+        {"path": "/quorum/x.wal", "bytes": 10, "size_before": 10, "size_after": 0}],
+        "model": ""}
     layers.unmount_all()
     assert all(f.unmounted for f in made) and RunRecord.find(tmp_path, RECORD) == []
     with pytest.raises(LazyFSError, match="n1 has no unsynced layer"):
@@ -306,3 +307,19 @@ def test_a_chrooted_command_sees_the_layer_bound_after_the_data_folder(tmp_path:
     finally:
         layers.unmount_all()
     assert not mounted(layers.points["n1"])
+
+
+@pytest.mark.parametrize("expiry", [30.0, None])
+def test_the_local_backend_mounts_each_layer_with_the_runs_writeback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expiry: float | None) -> None:
+    import clusters.local.cluster as local
+    from clusters.backend import BackendOptions
+
+    seen: list[Any] = []
+    monkeypatch.setattr(local, "mount", lambda b, p, **kw: seen.append(kw) or FakeFS(b, p, 900))
+    cluster = local.make(BackendOptions(unsynced_fs=True, writeback_expire_s=expiry), 2, "r1",
+                         tmp_path)
+    assert cluster.layers is not None
+    cluster.layers.mount_all()
+    assert seen == [{"writeback_expire_s": expiry}] * 2
+    cluster.layers.unmount_all()
