@@ -39,6 +39,9 @@ RULES: dict[str, Rule] = {r.kind: r for r in (
          "an acknowledged message delivered again without the redelivered flag"),
     Rule("unflagged_duplicated", "a message delivered again without the redelivered flag",
          "unflagged_duplicated"),
+    Rule("unflagged_redelivered",
+         "a message delivered again without the redelivered flag, its earlier delivery acked "
+         "or not"),
     Rule("lost_unacked",
          "confirmed messages delivered, never acknowledged and never delivered again"),
     Rule("redelivered_duplicated", "messages delivered again (flagged), counted against the run "

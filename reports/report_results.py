@@ -110,6 +110,14 @@ ANOMALY_KINDS: dict[str, AnomalyKind] = {
             "At-least-once delivery does not allow this.",
         ),
         AnomalyKind(
+            "unflagged_redelivered", "message delivered again without the redelivered flag",
+            "messages delivered again without the redelivered flag",
+            "Delivered more than once, and a delivery more than 1 s after the first did not "
+            "carry the AMQP redelivered flag, whether or not the first was acked: the broker "
+            "presented as new a message it had already handed out. Reported; it counts against "
+            "the run when its check says so (--unflagged-redeliveries-invalid).",
+        ),
+        AnomalyKind(
             "unflagged_after_ack", "message delivered unflagged after an acked redelivery",
             "messages delivered unflagged after an acked redelivery",
             "A delivery flagged redelivered was acknowledged, and later the same message was "
@@ -180,6 +188,8 @@ QUEUE_COUNTS: tuple[tuple[str, str, str], ...] = (
      "duplicates with no redelivered flag (anomaly)"),
     ("unflagged_after_ack_count", "  unflagged after an acked redelivery",
      "unflagged duplicates delivered after a flagged delivery was acked (anomaly)"),
+    ("unflagged_redelivered_count", "delivered again unflagged",
+     "delivered again without the redelivered flag, acked before or not"),
     ("recovered_count", "recovered", "publish outcome unknown, delivered anyway"),
     ("delivered_failed_count", "delivered after a nack", "publish refused (nack or return), delivered anyway: reported, not an anomaly"),
     ("dead_lettered_count", "dead-lettered", "read back from the harness's dead-letter queue"),
