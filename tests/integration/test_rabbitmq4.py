@@ -1,5 +1,6 @@
-"""RabbitMQ 4.0 beside 3.10: real 4.0 clusters run from the Debian 13 root filesystem (built on
-first use), chrooted inside the same namespaces, with the same partitions and checks."""
+"""RabbitMQ 4.0 and 4.3 beside 3.10: real 4.0 and 4.3 clusters run from Debian 13's and Debian
+unstable's root filesystems (built on first use), chrooted inside the same namespaces, with the same
+partitions and checks."""
 
 import json
 import subprocess
@@ -80,3 +81,21 @@ def test_a_mirrored_queue_on_4_0_exits_2_before_anything_starts(tmp_path):
     assert proc.returncode == 2
     assert "classic queue mirroring was removed in RabbitMQ 4.0" in proc.stderr
     assert not any(tmp_path.iterdir())  # no run directory: nothing started
+
+
+def test_a_quorum_queue_on_4_3_through_a_noticed_partition_loses_nothing(tmp_path):
+    # RabbitMQ 4.3, the line people run: Debian unstable's tree (built on first use), Khepri only,
+    # no partition handling; its own log lines say the partition was noticed.
+    proc = harness("run", "--rabbitmq", "4.3", "--scenario", "partition", "--time-limit", "40",
+                   "--nemesis", "partition-one", "--seed", "9", "--rate", "60",
+                   "--store", str(tmp_path), timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    test, results = _stored(proc)
+    v = test["versions"]
+    assert (v["release"], v["metadata_store"]) == ("4.3", "khepri")
+    assert v["rabbitmq"].startswith("4.3.") and "khepri_db" in v["feature_flags"]
+    assert test["spec"]["broker"]["partition_handling"] is None
+    q = results["queue"]
+    assert q["acknowledged_count"] > 50 and q["lost_count"] == 0, q
+    assert results["faults"] and results["faults"][0]["noticed"] is True, results["faults"]
+    assert results["strength"]["weak"] is False, results["strength"]
