@@ -60,8 +60,8 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                       & (msgs["consumer"] == cancels["c_consumer"]))
     fed = after.orderBy("index").limit(example_size).collect()
     n_fed = after.count()
-    held = cancels.select("*", F.explode("held").alias("id"))
-    later = since_held(cancels, msgs)
+    held = held_by(cancels, msgs)
+    later = since_held(held, msgs)
     first = later.groupBy("c_index", "id").agg(
         F.min(F.when(dlv, F.struct("index", "redelivered"))).alias("nxt"),
         F.max(F.when(F.col("f") == DEAD_LETTER, True)).alias("dead"))
@@ -81,7 +81,7 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
                    for r in bad])
     examples = with_timelines(ops, examples[:example_size])
     return {**section(settings, cancels.count(), counts, examples),
-            "repeated_cancels": repeated, "held": held_sample(held, msgs.where(dlv), judged)}
+            "repeated_cancels": repeated, "held": held_sample(held, judged)}
 
 
 def with_timelines(ops: DataFrame, examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -102,21 +102,14 @@ def with_timelines(ops: DataFrame, examples: list[dict[str, Any]]) -> list[dict[
     ][:TIMELINE_LIMIT]} for e in examples]
 
 
-def held_sample(held: DataFrame, deliveries: DataFrame, judged: DataFrame) -> dict[str, Any]:
-    """Takes the held messages (one row per broker cancel and id it held), the deliveries and
-    the held messages' outcomes. Returns the `held` sample: at most HELD_SAMPLE of them
-    (violations first, then by cancel and id), each {"cancel_ms", "cancel_index", "consumer",
-    "id", "held_ms": from its last delivery to that consumer before the cancel (None: none
-    in the history), "outcome"}, in cancel order, with how many there were (`of`) and the
-    limit."""
+def held_sample(held: DataFrame, judged: DataFrame) -> dict[str, Any]:
+    """Takes the held messages (`held_by`) and their outcomes. Returns the `held` sample: at most
+    HELD_SAMPLE of them (violations first, then by cancel and id), each {"cancel_ms",
+    "cancel_index", "consumer", "id", "held_ms": from the delivery the consumer held it by to the
+    cancel (None: none in the history), "outcome"}, in cancel order, with how many there were
+    (`of`) and the limit."""
     limit = HELD_SAMPLE
-    got = held.join(deliveries, (deliveries["value"] == held["id"])
-                    & (deliveries["index"] < held["c_index"])
-                    & (deliveries["process"] == held["c_process"])
-                    & (deliveries["consumer"] == held["c_consumer"]), "left"
-                    ).groupBy("c_index", "id", "c_time", "c_consumer").agg(
-        F.max(F.struct("index", "time")).alias("got"))
-    rows = got.join(judged, ["c_index", "id"])
+    rows = held.join(judged, ["c_index", "id"])
     total = rows.count()
     picked = (rows.select("*", F.col("outcome").isin(UNFLAGGED, LOST).alias("bad"))
               .orderBy(F.desc("bad"), "c_index", "id").limit(limit).collect())
@@ -129,20 +122,27 @@ def held_sample(held: DataFrame, deliveries: DataFrame, judged: DataFrame) -> di
     return {"of": total, "limit": limit, "sample": sample}
 
 
-def since_held(cancels: DataFrame, msgs: DataFrame) -> DataFrame:
-    """Takes the broker's cancels (c_index, c_process, c_consumer, held) and the messages' ops.
-    Returns, for each message a cancel names as held (c_index, id), its ops after the delivery
-    the consumer held it by (its last to that consumer before the cancel; the cancel itself
-    without one), joined left: the broker returns the messages as it sends the cancel, and
-    another client process may record the redelivery before the cancelled one records the
-    cancel (checkers.timeouts)."""
-    held = cancels.select("c_index", "c_process", "c_consumer", F.explode("held").alias("id"))
-    own = msgs.where(F.col("f").isin(*DELIVERY_FS)).select(
-        F.col("value").alias("o_id"), F.col("index").alias("o_index"),
-        F.col("process").alias("o_process"), F.col("consumer").alias("o_consumer"))
-    mine = ((own["o_id"] == held["id"]) & (own["o_process"] == held["c_process"])
-            & (own["o_consumer"] == held["c_consumer"]) & (own["o_index"] < held["c_index"]))
-    since = held.join(own, mine, "left").groupBy("c_index", "id").agg(
-        F.coalesce(F.max("o_index"), F.max("c_index")).alias("h_index"))
+def held_by(cancels: DataFrame, msgs: DataFrame) -> DataFrame:
+    """Takes the broker's cancels (c_index, c_time, c_process, c_consumer, held) and the
+    messages' ops. Returns one row per message a cancel names as held: (c_index, id, c_time,
+    c_consumer, got), `got` the (index, time) of the delivery the consumer held it by, its last
+    to that consumer before the cancel (both null without one)."""
+    held = cancels.select("c_index", "c_time", "c_process", "c_consumer",
+                          F.explode("held").alias("id"))
+    own = msgs.where(F.col("f").isin(*DELIVERY_FS))
+    mine = ((own["value"] == held["id"]) & (own["process"] == held["c_process"])
+            & (own["consumer"] == held["c_consumer"]) & (own["index"] < held["c_index"]))
+    return held.join(own, mine, "left").groupBy("c_index", "id", "c_time", "c_consumer").agg(
+        F.max(F.struct("index", "time")).alias("got"))
+
+
+def since_held(held: DataFrame, msgs: DataFrame) -> DataFrame:
+    """Takes the held messages (`held_by`) and the messages' ops. Returns, for each (c_index,
+    id), its ops after the delivery the consumer held it by (the cancel itself without one),
+    joined left: the broker returns the messages as it sends the cancel, and another client
+    process may record the redelivery before the cancelled one records the cancel
+    (checkers.timeouts)."""
+    since = held.select("c_index", "id",
+                        F.coalesce(F.col("got.index"), F.col("c_index")).alias("h_index"))
     return since.join(msgs, (msgs["value"] == since["id"]) & (msgs["index"] > since["h_index"]),
                       "left")
