@@ -422,11 +422,11 @@ class Consumer:
             # quorum-delayed-retry-healthy on 4.3.6, seed 4001), and an ack counts only once
             # it was written.
             if delivery is not None and settle != ACK:
-                self.history.append(replace(delivery, f=settle, index=-1, time=-1))
+                self._record_settlement(delivery, settle)
             _SETTLE[settle](self.channel, tag)
             self._unacked.pop(tag, None)
             if delivery is not None and settle == ACK:
-                self.history.append(replace(delivery, f=settle, index=-1, time=-1))
+                self._record_settlement(delivery, settle)
             if settle == ACK:
                 self.acked += 1
             else:
@@ -548,8 +548,13 @@ class Consumer:
         delivery = self._record_delivery(method, props, body)
         self._unacked.pop(method.delivery_tag, None)
         self.returned += 1
-        self.history.append(replace(delivery, f=REJECT, index=-1, time=-1,
-                                    extra={**delivery.extra, "by": BY_PIKA}))
+        self._record_settlement(delivery, REJECT, by=BY_PIKA)
+
+    def _record_settlement(self, delivery: Op, settle: str, **extra: Any) -> None:
+        """Records the settlement `settle` (ACK, REJECT, NACK) of a recorded delivery: an op like
+        it, of that f, now, with `extra` added to the delivery's."""
+        self.history.append(replace(delivery, f=settle, index=-1, time=-1,
+                                    extra={**delivery.extra, **extra}))
 
     def _step(self, f: str, call: Callable[[], Any]) -> str | None:
         """Records the invocation of f (with what the consumer holds), makes the call, and
