@@ -335,8 +335,11 @@ class NetnsCluster:
         log.debug("nodes run from %s: %d applications (%s)", home, len(apps), ", ".join(apps))
 
     def fetch_logs(self, broker: LogCollector, dest: Path) -> None:
-        """Copies the brokers' logs into dest/<node>/ (they are files on this machine)."""
+        """Copies the brokers' logs into dest/<node>/ (they are files on this machine), and
+        with the unsynced layers each one's daemon log (dest/<node>/lazyfs.log)."""
         broker.collect_logs(dest)
+        if self.layers is not None:
+            self.layers.copy_logs(dest)
 
     def destroy(self) -> None:
         """Ends every process in our namespaces by pid and removes namespaces and links, unmounts

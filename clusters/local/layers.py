@@ -8,7 +8,9 @@ own path after the run's data folder (`binds`). `check_visible` then asks each n
 its launcher, whether its data directory is a FUSE mount; a layer that failed to mount or a node
 that does not see it stops the run, every layer unmounted. Each daemon's pid and mountpoint go
 into a run record (clusters.state, `lazyfs-<run_id>.json`), so that `harness clean` ends a killed
-run's daemons by pid (`clean_records`); the teardown unmounts them (`Layers.unmount_all`).
+run's daemons by pid (`clean_records`); the teardown unmounts them (`Layers.unmount_all`), after
+each daemon's own log (what it mounted, each power loss and every file it dropped) was copied
+into the run's nodes/<node>/lazyfs.log, beside the broker's logs (`Layers.copy_logs`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from clusters.state import RunRecord
 log = logging.getLogger(__name__)
 
 RECORD = "lazyfs"  # the run record's backend name: <state_dir>/backends/lazyfs-<run_id>.json
+LOG_NAME = "lazyfs.log"  # a daemon's log in the run's nodes/<node>/ (no broker log's name)
 DAEMON_MODULE = "clusters.lazyfs"
 EXIT_WAIT_S = 10.0
 MOUNT_POINT = 4  # the field of a /proc/<pid>/mountinfo line naming where it is mounted
@@ -120,6 +123,24 @@ class Layers:
         if fs is None:
             raise LazyFSError(f"{name} has no unsynced layer mounted")
         return fs.power_loss().to_dict()
+
+    def copy_logs(self, dest: Path) -> list[Path]:
+        """Takes the run's nodes/ directory. Copies each mounted layer's daemon log into
+        dest/<node>/lazyfs.log (what the daemon has written so far: its unmount comes later, in
+        the harness's own log). Returns the files written; a log that cannot be read is
+        skipped with a warning."""
+        written = []
+        for name, fs in self.mounted.items():
+            out = dest / name / LOG_NAME
+            try:
+                text = fs.log_path.read_bytes()
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(text)
+            except OSError as e:
+                log.warning("copying %s's lazyfs log: %s", name, e)
+                continue
+            written.append(out)
+        return written
 
     def unmount_all(self) -> list[str]:
         """Unmounts every layer (what each still held unsynced is dropped: the backing holds the

@@ -90,6 +90,7 @@ class FakeFS:
         self.mountpoint = Path(point)
         self.backing = Path(backing_dir)
         self.process = type("P", (), {"pid": pid})()
+        self.log_path = Path(backing_dir).parent / f"daemon-{pid}.log"
         self.unmounted = False
 
     def power_loss(self) -> Any:
@@ -126,6 +127,28 @@ def test_mount_all_records_each_daemon_and_unmount_all_removes_the_record(tmp_pa
     assert all(f.unmounted for f in made) and RunRecord.find(tmp_path, RECORD) == []
     with pytest.raises(LazyFSError, match="n1 has no unsynced layer"):
         layers.power_loss("n1")
+
+
+def test_copy_logs_puts_each_daemons_log_beside_its_nodes_broker_logs(tmp_path: Path) -> None:
+    made: list[FakeFS] = []
+
+    def mounter(b: str, p: str) -> Any:
+        made.append(FakeFS(b, p, 700 + len(made)))
+        return made[-1]
+
+    layers = Layers(str(tmp_path / "d"), ("n1", "n2", "n3"), (tmp_path, "r1"), mounter=mounter)
+    layers.mount_all()
+    made[0].log_path.write_text("INFO model: ext4, writeback 30 s\n")
+    made[2].log_path.write_text("INFO power loss: 10 bytes in 1 files dropped\n")
+    nodes = tmp_path / "run" / "nodes"
+    (nodes / "n1").mkdir(parents=True)
+    (nodes / "n1" / "rabbit.log").write_text("broker")
+    assert layers.copy_logs(nodes) == [nodes / "n1" / "lazyfs.log", nodes / "n3" / "lazyfs.log"]
+    assert (nodes / "n1" / "lazyfs.log").read_text() == "INFO model: ext4, writeback 30 s\n"
+    assert (nodes / "n3" / "lazyfs.log").read_text().startswith("INFO power loss: 10 bytes")
+    assert (nodes / "n1" / "rabbit.log").read_text() == "broker"
+    assert not (nodes / "n2").exists()  # its daemon wrote no log: nothing to copy
+    layers.unmount_all()
 
 
 def test_a_mount_that_fails_unmounts_the_others_and_says_why(tmp_path: Path) -> None:
@@ -279,6 +302,14 @@ def test_power_loss_and_teardown_through_the_cluster(
     cluster.create()
     assert len(RunRecord.find(tmp_path, RECORD)) == 1
     assert cluster.power_loss(cluster.node("n3"))["bytes"] == 10
+    for fs in made:
+        fs.log_path.write_text(f"INFO lazyfs on {fs.mountpoint}\n")
+    collected: list[Path] = []
+    broker = type("B", (), {"collect_logs": lambda self, dest: collected.append(dest)})()
+    cluster.fetch_logs(broker, tmp_path / "nodes")
+    assert collected == [tmp_path / "nodes"]
+    assert (tmp_path / "nodes" / "n3" / "lazyfs.log").read_text() == \
+        f"INFO lazyfs on {made[2].mountpoint}\n"
     cluster.destroy()
     assert all(f.unmounted for f in made) and RunRecord.find(tmp_path, RECORD) == []
     assert calls == ["cleanup", "cleanup"]
