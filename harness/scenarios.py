@@ -342,6 +342,49 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "synced logs of a majority still hold it",
      VALID, None, {"nemesis": _faults("power-loss@all", interval=20, duration=10),
                    "time_limit_s": 60.0}),
+    # The same power losses on the other queue kinds (issue 32). A durable classic queue confirms
+    # a persistent message once it is persisted to disk (RabbitMQ's publisher confirms guide:
+    # for a persistent message routed to a durable queue, accepted means persisted to disk), so
+    # a power loss of its node, or of every node, loses none. A stream confirms once a majority of its replicas has
+    # the message, but never fsyncs it (RabbitMQ's streams guide, "Data Safety": streams rely on
+    # replication, not on flushing to disk, and a correlated failure of every node may lose
+    # data the operating system had not yet written): a minority's loss leaves the majority's
+    # copies, every node's loss leaves none of what was written since the last writeback.
+    ("classic-power-loss-node",
+     "durable classic queue, persistent messages, power loss on the queue's node: its broker "
+     "killed and its unsynced writes dropped, then restarted",
+     "no loss: a persistent message routed to a durable queue is confirmed once it is persisted "
+     "to disk, which the power loss leaves",
+     VALID, None, {"queue": CLASSIC, "nemesis": _faults("power-loss@leader", interval=20,
+                                                        duration=10),
+                   "time_limit_s": 60.0}),
+    ("classic-power-loss-all",
+     "durable classic queue, persistent messages, power loss on every node at once: every "
+     "broker killed and every unsynced write dropped, then the cluster restarted",
+     "no loss: a persistent message routed to a durable queue is confirmed once it is persisted "
+     "to disk, whatever happens to the other nodes",
+     VALID, None, {"queue": CLASSIC, "nemesis": _faults("power-loss@all", interval=20,
+                                                        duration=10),
+                   "time_limit_s": 60.0}),
+    ("stream-power-loss-minority",
+     "stream (3 replicas), power loss on a minority: its brokers killed and their unsynced "
+     "writes dropped, then restarted; every consumer reads the log from its first offset",
+     "no loss and per-publisher order for every reader: a stream confirms once a majority of "
+     "replicas has the message, and the majority's copies (in their page caches, written back "
+     "later) are untouched by the minority's loss",
+     VALID, None, {"queue": QueueSpec(type="stream"),
+                   "nemesis": _faults("power-loss@minority", interval=20, duration=10),
+                   "time_limit_s": 60.0}),
+    ("stream-power-loss-all",
+     "stream (3 replicas), power loss on every node at once: every broker killed and every "
+     "unsynced write dropped, then the cluster restarted (twin of quorum-power-loss-all)",
+     "loss, as documented: streams do not fsync and rely on replication (RabbitMQ's streams "
+     "guide), so a power loss of every replica loses the confirmed messages not yet written "
+     "back (here, by the layer's model, those written within about 30-40 s of the cut); the "
+     "quorum queue twin fsyncs and loses none",
+     loss(), "quorum-power-loss-all",
+     {"queue": QueueSpec(type="stream"),
+      "nemesis": _faults("power-loss@all", interval=20, duration=10), "time_limit_s": 60.0}),
     # A disk corruption (issue 32), Jepsen's file nemesis aimed at the queue: a minority's
     # brokers killed, one of the queue's files on each damaged (a segment of its own, or the
     # node's WAL), then booted again. Ra checksums every entry of its WAL and segments; a member

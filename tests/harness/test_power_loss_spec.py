@@ -63,3 +63,48 @@ def test_the_power_loss_scenarios_predict_valid_on_the_layer(name: str, entry: s
     ran = sc.spec.resolved()
     assert ran.backend.unsynced_fs and ran.backend.kind == "local"
     ran.validate()
+
+
+@pytest.mark.parametrize(("name", "entry", "kind"), [
+    ("classic-power-loss-node", "power-loss@leader", "classic"),
+    ("classic-power-loss-all", "power-loss@all", "classic"),
+    ("stream-power-loss-minority", "power-loss@minority", "stream"),
+    ("stream-power-loss-all", "power-loss@all", "stream"),
+])
+def test_the_classic_and_stream_power_loss_scenarios_put_their_queue_on_the_layer(
+        name: str, entry: str, kind: str) -> None:
+    from harness.scenarios import SCENARIOS, not_applicable
+
+    sc = SCENARIOS[name]
+    assert sc.spec.nemesis.faults == (entry,)
+    assert (sc.spec.nemesis.interval_s, sc.spec.nemesis.duration_s) == (20, 10)
+    assert sc.spec.queue.type == kind and sc.spec.queue.durable
+    assert sc.spec.workload.client.persistent and sc.spec.workload.client.confirms
+    ran = sc.spec.resolved()
+    assert ran.backend.unsynced_fs and ran.backend.kind == "local"
+    ran.validate()
+    assert not_applicable(sc.spec) == []  # every line: the layer is the local backend's
+    if kind == "stream":  # a reader sees every message again: repeats are by design
+        assert not ran.check.unflagged_duplicates_invalid
+
+
+@pytest.mark.parametrize("name", ["classic-power-loss-node", "classic-power-loss-all",
+                                  "stream-power-loss-minority"])
+def test_a_durable_classic_queue_and_a_streams_minority_predict_no_loss(name: str) -> None:
+    from harness.scenarios import SCENARIOS
+
+    assert SCENARIOS[name].expect.outcome == "valid" and SCENARIOS[name].twin is None
+
+
+def test_a_stream_losing_every_node_predicts_the_documented_loss_beside_its_quorum_twin() -> None:
+    from harness.matrix import DETECTED, MISSED, judge
+    from harness.scenarios import SCENARIOS
+
+    sc = SCENARIOS["stream-power-loss-all"]
+    assert sc.expect.anomaly == "lost" and sc.twin == "quorum-power-loss-all"
+    twin = SCENARIOS[sc.twin]
+    assert twin.expect.anomaly is None and twin.spec.queue.type == "quorum"
+    assert twin.spec.nemesis == sc.spec.nemesis  # the same power losses, the same schedule
+    lost = {"valid": False, "queue": {"valid": False, "anomalies": ["lost"]}}
+    assert judge(sc.expect, lost) == DETECTED  # what the streams guide says may happen
+    assert judge(sc.expect, {"valid": True}) == MISSED
