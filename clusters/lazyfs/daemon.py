@@ -162,8 +162,8 @@ class Daemon:
     async def _power_loss(self, _: dict[str, Any]) -> dict[str, Any]:
         report, inodes, names = self.ops.power_loss()
         await trio.to_thread.run_sync(self.ops.invalidate, inodes, names)
-        log.info("power loss: %d bytes in %d files dropped, %d namespace changes undone",
-                 report.bytes, report.file_count, len(report.namespace))
+        for line in report.lines():
+            log.info("%s", line)
         return {"ok": True, "report": report.to_dict()}
 
     async def _status(self, _: dict[str, Any]) -> dict[str, Any]:

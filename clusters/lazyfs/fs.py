@@ -356,6 +356,7 @@ class LazyOps(pyfuse3.Operations):
     @translated
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         ino = self.listings[fh].ino
+        self.model.dir_sync_asked(ino)
         if not self.model.dir_pending(ino):
             return
         epoch, upto = self.model.epoch, self.model.journal.seq
@@ -462,6 +463,7 @@ class LazyOps(pyfuse3.Operations):
         await self._sync_file(self.handles[fh], datasync)
 
     async def _sync_file(self, handle: Handle, datasync: bool) -> None:
+        self.model.sync_asked(handle.key)
         if not self.model.file_pending(handle.key):
             return
         epoch, upto = self.model.epoch, self.model.journal.seq

@@ -58,6 +58,14 @@ record as Linux counts it per inode, from its first dirtying. A commit and a pas
 same time run commit first. Both are run lazily, in time order, before each request and before
 a power loss, on the state as it stood (nothing changes between requests), so they are exact to
 the request.
+
+Times (`FileTimes`, on the model's clock): per file, its last write or truncation, its last
+fsync or fdatasync (asked, whether or not it had anything to make durable), and when and how its
+data last became durable (an fsync, or the commit of data tied to the journal by writeback or
+auto_da_alloc); per directory (by its path under the root), its last fsync; the journal's last
+commit. A power loss reports them as ages at the cut (report.Timing) for each file it dropped,
+with the age of the oldest write it dropped and, if tied to the journal, when it was tied, and
+for each file written since the mount (or the last power loss) that it kept whole.
 """
 
 from __future__ import annotations
@@ -67,12 +75,13 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 from clusters.lazyfs.journal import Entry, Journal, Trash, Vanished
 from clusters.lazyfs.record import FileRecord
-from clusters.lazyfs.report import DroppedFile, DroppedReport
-from clusters.lazyfs.tree import Key, Link, Tree
+from clusters.lazyfs.report import DroppedFile, DroppedReport, KeptFile, Timing
+from clusters.lazyfs.tree import Key, Link, Missing, Tree
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +101,23 @@ def describe(metadata: Metadata, writeback_expire_s: float | None) -> str:
     if writeback_expire_s is None:
         return "ext4, no writeback"
     return f"ext4, writeback {writeback_expire_s:g} s"
+
+
+@dataclass
+class FileTimes:
+    """What the model saw of one file, on its clock (None: not since the mount): its last write
+    or truncation, its last fsync or fdatasync, and when and how its data last became durable
+    ("fsync", "writeback", "auto_da_alloc")."""
+
+    last_write: float | None = None
+    last_sync: float | None = None
+    durable: float | None = None
+    durable_by: str = ""
+
+
+def _directory(path: str) -> str:
+    """Takes a path under the root. Returns its directory's, as `Durability.dir_syncs` keys it."""
+    return os.path.normpath(os.path.dirname(path) or ".")
 
 
 class Durability:
@@ -118,29 +144,59 @@ class Durability:
         self.replacing: set[Key] = set()
         self.ordered: dict[Key, tuple[int, list[FileRecord]]] = {}
         self.epoch = 0  # counts power losses: a sync that began before one commits nothing
+        # When things happened (module docstring, "Times"), for the power loss's report.
+        self.mounted_at = clock()
+        self.times: dict[Key, FileTimes] = {}
+        self.dir_syncs: dict[str, float] = {}
+        self.committed_at: float | None = None
+        self.written_since: set[Key] = set()  # files written since the mount or the last loss
 
     def before_write(self, key: Key, fd: int, offset: int, length: int) -> None:
         """Takes a file, a descriptor of it and a write about to be made. Records the write."""
         self._record(key, fd).before_write(offset, length)
+        self._wrote(key)
 
     def before_truncate(self, key: Key, fd: int, size: int) -> None:
         """Takes a file, a descriptor of it and the size it is about to be cut or grown to."""
         self._record(key, fd).before_truncate(size)
+        self._wrote(key)
         if self.auto_da_alloc and size == 0:
             self.replacing.add(key)
+
+    def _wrote(self, key: Key) -> None:
+        now = self.clock()
+        self.records[key].last_write_at = now
+        self._times(key).last_write = now
+        self.written_since.add(key)
+
+    def _times(self, key: Key) -> FileTimes:
+        times = self.times.get(key)
+        if times is None:
+            times = self.times[key] = FileTimes()
+        return times
+
+    def sync_asked(self, key: Key) -> None:
+        """Takes a file whose fsync or fdatasync (or O_SYNC write) was just asked. Notes when."""
+        self._times(key).last_sync = self.clock()
+
+    def dir_sync_asked(self, directory: int) -> None:
+        """Takes a directory inode whose fsync was just asked. Notes when, by its path."""
+        path = self.tree.relative(directory)
+        if path is not None:
+            self.dir_syncs[os.path.normpath(path)] = self.clock()
 
     def closed(self, key: Key) -> None:
         """Takes a file whose descriptor was just closed. Under auto_da_alloc, a file truncated
         to 0 since its last close has its data as of now made durable by the next commit."""
         if key in self.replacing:
             self.replacing.discard(key)
-            self._tie(key, self.journal.seq, self.clock())
+            self._tie(key, self.journal.seq, self.clock(), "auto_da_alloc")
 
     def renamed_over(self, key: Key) -> None:
         """Takes a regular file just renamed over an existing file (the journal's last entry).
         Under auto_da_alloc, its data as of now is made durable by the commit of that rename."""
         if self.auto_da_alloc:
-            self._tie(key, self.journal.seq, self.clock())
+            self._tie(key, self.journal.seq, self.clock(), "auto_da_alloc")
 
     def noted(self, entry: Entry) -> None:
         """Takes a namespace change just made. Journals it (the running transaction)."""
@@ -151,9 +207,10 @@ class Durability:
         if self.began is None:
             self.began = at
 
-    def _tie(self, key: Key, seq: int, at: float) -> None:
+    def _tie(self, key: Key, seq: int, at: float, by: str) -> None:
         record = self.records.pop(key, None)
         if record is not None:
+            record.tied_at, record.tied_by = at, by
             _, older = self.ordered.get(key, (seq, []))
             self.ordered[key] = (seq, [*older, record])
             self._join(at)
@@ -185,7 +242,7 @@ class Durability:
             if min(due, self.next_tick) > now:
                 return
             if due <= self.next_tick:
-                self._commit(self.journal.seq)
+                self._commit(self.journal.seq, due)
             else:
                 self.next_tick = self._pass(self.next_tick, self.writeback, now)
 
@@ -193,7 +250,7 @@ class Durability:
         """The flusher's pass at `tick`. Returns when the next one is due."""
         for key, record in list(self.records.items()):
             if record.dirtied_at <= tick - expiry:
-                self._tie(key, self.journal.seq, tick)
+                self._tie(key, self.journal.seq, tick, "writeback")
         if self.records:
             return tick + TICK_S
         # Nothing left dirty: the passes until `now` have nothing to do.
@@ -220,6 +277,8 @@ class Durability:
             record.close()
         for older in self.ordered.pop(key, (0, []))[1]:
             older.close()
+        times = self._times(key)
+        times.durable, times.durable_by = self.clock(), "fsync"
         if self.metadata == "ext4":
             self._commit(upto)
 
@@ -231,13 +290,17 @@ class Durability:
         else:
             self.journal.commit(directory, upto)
 
-    def _commit(self, upto: int) -> None:
-        """The ext4 journal's commit up to `upto`: every namespace change, and the data tied to
-        it by auto_da_alloc."""
+    def _commit(self, upto: int, at: float | None = None) -> None:
+        """The ext4 journal's commit up to `upto`, at `at` (None: now): every namespace change,
+        and the data tied to it by auto_da_alloc or writeback."""
+        at = self.clock() if at is None else at
+        self.committed_at = at
         self.journal.commit(None, upto)
         for key, (seq, stack) in list(self.ordered.items()):
             if seq <= upto:
                 del self.ordered[key]
+                times = self._times(key)
+                times.durable, times.durable_by = at, stack[-1].tied_by
                 for record in stack:
                     record.close()
         # What a sync that began earlier left is in the transaction that begins now.
@@ -258,48 +321,85 @@ class Durability:
         Returns what was dropped, and the names whose meaning changed (for the kernel's cache)."""
         self.catch_up()
         self.epoch += 1
+        now, cut_at = self.clock(), time.time()
         at_fault = {key: self._path(key) for key in {*self.records, *self.ordered}}
+        kept = self._kept(set(at_fault), now)
         undone, vanished = self.journal.undo()
-        files = list(self._rolled_back(at_fault, {v.key: v for v in vanished}))
-        files += [DroppedFile(v.path, 0, v.size, None) for v in vanished
-                  if v.key not in at_fault]
+        files = list(self._rolled_back(at_fault, {v.key: v for v in vanished}, now))
+        files += [DroppedFile(v.path, 0, v.size, None, self._timing(v.key, v.path, [], now))
+                  for v in vanished if v.key not in at_fault]
         self.records, self.ordered, self.replacing = {}, {}, set()
         self.began = None
+        self.written_since = set()
         names = [(e.parent, e.name) for e in undone]
         names += [(e.new_parent, e.new_name) for e in undone if e.new_parent]
-        report = DroppedReport(tuple(sorted(files, key=lambda f: f.path)),
-                               tuple(e.text for e in undone), self.describe())
+        report = DroppedReport(
+            tuple(sorted(files, key=lambda f: f.path)), tuple(e.text for e in undone),
+            self.describe(), kept, cut_at, now - self.mounted_at,
+            None if self.committed_at is None else now - self.committed_at)
         return report, names
 
-    def _rolled_back(self, at_fault: dict[Key, str | None],
-                     vanished: dict[Key, Vanished]) -> Iterator[DroppedFile]:
+    def _timing(self, key: Key, path: str, stack: list[FileRecord], now: float) -> Timing:
+        """Takes a file, its path at the cut, its undo records (oldest first; none: it held
+        nothing unsynced) and the cut's time. Returns its times as ages at the cut."""
+        def age(at: float | None) -> float | None:
+            return None if at is None else now - at
+
+        times = self.times.get(key, FileTimes())
+        tied = [r.tied_at for r in stack if r.tied_at is not None]
+        return Timing(first_unsynced=age(min(r.dirtied_at for r in stack)) if stack else None,
+                      last_write=age(times.last_write), last_sync=age(times.last_sync),
+                      dir_sync=age(self.dir_syncs.get(_directory(path))),
+                      written_back=age(min(tied)) if tied else None,
+                      durable=age(times.durable), durable_by=times.durable_by)
+
+    def _kept(self, dropped: set[Key], now: float) -> tuple[KeptFile, ...]:
+        """Takes the files a power loss is about to roll back and its time. Returns the files
+        written since the mount (or the last loss) it keeps whole, the latest written first."""
+        kept = []
+        for key in self.written_since - dropped:
+            ino = self.tree.by_key.get(key)
+            path = None if ino is None else self.tree.relative(ino)
+            if ino is None or path is None:  # removed since, for good
+                continue
+            try:
+                size = os.lstat(self.tree.path(ino)).st_size
+            except (OSError, Missing):
+                continue
+            kept.append(KeptFile(path, size, self._timing(key, path, [], now)))
+        return tuple(sorted(kept, key=lambda k: (k.timing.last_write or 0.0, k.path)))
+
+    def _rolled_back(self, at_fault: dict[Key, str | None], vanished: dict[Key, Vanished],
+                     now: float) -> Iterator[DroppedFile]:
         for key, path in at_fault.items():
             # Oldest first: the records tied by auto_da_alloc, then the one since.
             stack = [*self.ordered.get(key, (0, []))[1]]
             stack += [self.records[key]] if key in self.records else []
             try:
-                yield from self._roll_back_one(key, stack, path, vanished.get(key))
+                yield from self._roll_back_one(key, stack, path, vanished.get(key), now)
             finally:
                 for record in stack:
                     record.close()
 
     def _roll_back_one(self, key: Key, stack: list[FileRecord], path: str | None,
-                       vanished: Vanished | None) -> Iterator[DroppedFile]:
+                       vanished: Vanished | None, now: float) -> Iterator[DroppedFile]:
         written = sum(r.written.total() for r in stack)
         if vanished is not None:
-            yield DroppedFile(vanished.path, written, vanished.size, None)
+            yield DroppedFile(vanished.path, written, vanished.size, None,
+                              self._timing(key, vanished.path, stack, now))
             return
         path = path or self._path(key)
         if path is None:  # removed for good (its removal was durable): nothing to restore
             return
+        timing = self._timing(key, path, stack, now)
         st = os.fstat(stack[-1].fd)
         if st.st_nlink == 0:  # its directory's creation was taken back
-            yield DroppedFile(path, written, st.st_size, None)
+            yield DroppedFile(path, written, st.st_size, None, timing)
             return
         for record in reversed(stack):  # newest first: each undoes what came after the last
             done = record.rollback()
         if written or st.st_size != done.size_after or any(r.saved for r in stack):
-            yield DroppedFile(path, written, st.st_size, done.size_after)
+            yield DroppedFile(path, written, st.st_size, done.size_after, timing)
 
     def _path(self, key: Key) -> str | None:
         ino = self.tree.by_key.get(key)

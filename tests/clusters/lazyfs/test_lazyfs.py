@@ -20,7 +20,7 @@ import pytest
 
 from clusters.lazyfs import LazyFS, LazyFSError, daemon_command, mount, mounted
 from clusters.lazyfs.journal import TRASH
-from clusters.lazyfs.report import DroppedFile, DroppedReport
+from clusters.lazyfs.report import DroppedFile, DroppedReport, wall_clock
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not os.path.exists("/dev/fuse"),
@@ -641,3 +641,86 @@ def test_writeback_joins_a_running_transaction_and_is_committed_with_it(layer, n
     layer.fs.advance(now - 33)  # the pass at 35 ties ff's data to it
     layer.fs.power_loss()
     assert (layer.mnt / "ff").read_bytes() == kept
+
+
+# -- when each file was written and synced: the report's ages at the cut (the manual clock) ------
+
+def test_the_report_says_when_a_dropped_file_was_written_and_synced(layer):
+    layer.fs.advance(1)
+    write(layer.mnt / "wal", b"a", sync="fsync")  # created and synced at 1
+    layer.fs.advance(1)
+    fsync_dir(layer.mnt)  # at 2: nothing pending, but asked
+    layer.fs.advance(1)
+    write(layer.mnt / "wal", b"bb")  # at 3: the first unsynced write
+    layer.fs.advance(4)
+    write(layer.mnt / "wal", b"c")  # at 7: the last
+    layer.fs.advance(3)
+    report = layer.fs.power_loss()  # at 10
+    wal = by_path(report)["wal"]
+    assert (wal.bytes, wal.size_before, wal.size_after) == (3, 4, 1)
+    t = wal.timing
+    assert (t.first_unsynced, t.last_write, t.last_sync, t.dir_sync) == (7.0, 3.0, 9.0, 8.0)
+    assert (t.durable, t.durable_by, t.written_back) == (9.0, "fsync", None)
+    assert (report.mounted_s, report.last_commit_s, report.oldest_unsynced_s) == (10.0, 9.0, 7.0)
+    assert report.kept == ()
+    data = report.to_dict()
+    assert data["oldest_unsynced_s"] == 7.0
+    cut = data["cut_at_epoch_s"]
+    first = data["paths"][0]["timing"]["first_unsynced"]
+    assert first["age_s"] == 7.0 and first["at"] == wall_clock(cut - 7.0)
+    assert data["paths"][0]["timing"]["durable"]["by"] == "fsync"
+    assert DroppedReport.from_dict(data).files[0].timing == t
+
+
+def test_a_file_never_synced_is_reported_with_no_sync_and_its_whole_age(no_writeback):
+    no_writeback.fs.advance(5)
+    write(no_writeback.mnt / "ff", b"[a].", mode="w")  # 4.3's feature flags: never fsynced
+    no_writeback.fs.advance(55)
+    report = no_writeback.fs.power_loss()
+    ff = by_path(report)["ff"]
+    assert ff.vanished and ff.bytes == 4
+    assert (ff.timing.first_unsynced, ff.timing.last_write) == (55.0, 55.0)
+    assert (ff.timing.last_sync, ff.timing.durable, ff.timing.durable_by) == (None, None, "")
+    assert report.last_commit_s is None  # nothing committed the journal since the mount
+    assert "dropped ff: 4 B (vanished); first unsynced write 55.0 s before the cut, last write " \
+        "55.0 s before the cut, last fsync never since the mount" in report.lines()[1]
+
+
+def test_the_report_lists_the_files_it_kept_and_what_made_them_durable(layer):
+    layer.fs.advance(1)
+    write(layer.mnt / "ff", b"[a].", mode="w")  # never fsynced: written back at 35, durable at 40
+    layer.fs.advance(2)
+    write(layer.mnt / "seg", b"s", sync="fdatasync")  # at 3
+    layer.fs.advance(39)
+    write(layer.mnt / "wal", b"w")  # at 42: dropped
+    layer.fs.advance(3)
+    report = layer.fs.power_loss()  # at 45
+    assert [f.path for f in report.files] == ["wal"]
+    kept = {k.path: k for k in report.kept}
+    assert [k.path for k in report.kept] == ["seg", "ff"]  # the latest written first
+    assert (kept["ff"].size, kept["ff"].timing.last_write, kept["ff"].timing.last_sync) == (
+        4, 44.0, None)
+    assert (kept["ff"].timing.durable, kept["ff"].timing.durable_by) == (5.0, "writeback")
+    assert (kept["seg"].timing.durable, kept["seg"].timing.durable_by) == (42.0, "fsync")
+    # Only what was written since the last loss is listed the next time.
+    layer.fs.advance(1)
+    assert layer.fs.power_loss().kept == ()
+
+
+def test_a_file_written_back_but_not_yet_committed_says_so(layer):
+    layer.fs.advance(1)
+    write(layer.mnt / "ff", b"[a].", mode="w")
+    layer.fs.advance(36)  # 37: written back at 35 (a new transaction), its commit due at 40
+    report = layer.fs.power_loss()
+    t = by_path(report)["ff"].timing
+    assert (t.first_unsynced, t.written_back, t.durable) == (36.0, 2.0, None)
+    assert "written back 2.0 s before the cut (not committed)" in report.lines()[1]
+
+
+def test_the_daemon_logs_each_dropped_file_with_its_ages(layer):
+    write(layer.mnt / "wal", b"w" * 10)
+    layer.fs.advance(2.5)
+    layer.fs.power_loss()
+    text = layer.fs.log_path.read_text()
+    assert "10 unsynced bytes in 1 files dropped" in text
+    assert "dropped wal: 10 B (vanished); first unsynced write 2.5 s before the cut" in text

@@ -121,8 +121,9 @@ def test_mount_all_records_each_daemon_and_unmount_all_removes_the_record(tmp_pa
     assert rec.info == {"mounts": layers.points}
     assert (rec.pids("n1"), rec.pids("n2")) == ([700], [701])
     assert layers.power_loss("n2") == {"bytes": 10, "files": 1, "namespace": [], "paths": [
-        {"path": "/quorum/x.wal", "bytes": 10, "size_before": 10, "size_after": 0}],
-        "model": ""}
+        {"path": "/quorum/x.wal", "bytes": 10, "size_before": 10, "size_after": 0,
+         "timing": {}}], "model": "", "kept": [], "cut_at": None, "cut_at_epoch_s": None,
+        "mounted_s": None, "last_commit_s": None, "oldest_unsynced_s": None}
     layers.unmount_all()
     assert all(f.unmounted for f in made) and RunRecord.find(tmp_path, RECORD) == []
     with pytest.raises(LazyFSError, match="n1 has no unsynced layer"):
