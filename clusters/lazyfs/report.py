@@ -62,8 +62,9 @@ class Timing:
         data = data or {}
         ages = {name: float(data[name]["age_s"]) for name in EVENTS
                 if isinstance(data.get(name), dict) and data[name].get("age_s") is not None}
-        durable = data.get("durable") if isinstance(data.get("durable"), dict) else {}
-        return cls(**ages, durable_by=str(durable.get("by") or ""))
+        durable = data.get("durable")
+        by = durable.get("by") if isinstance(durable, dict) else None
+        return cls(**ages, durable_by=str(by or ""))
 
 
 # How many kept files `DroppedReport.lines` names (the latest written): the others are counted.
