@@ -28,7 +28,14 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
 - `dropped` (a power loss only): what each target's unsynced layer dropped, from the
   fault's start op (nemesis.faults.disk): `{node: {"bytes", "files"}}`, the totals, and
   `model`, the layers' durability model in words (e.g. "ext4, writeback 30 s": what was lost
-  is what that model loses; absent when the layers did not say, before it was recorded).
+  is what that model loses; absent when the layers did not say, before it was recorded); where
+  the layers said them, each node's `oldest_unsynced_s` (the age at the cut of the oldest write
+  it dropped; the largest over the nodes beside the totals), its dropped files (`paths`, each
+  with its ages: first and last unsynced write, last fsync, directory fsync, data last durable
+  and how) and how many files written since it kept whole (`kept`, the latest in
+  `kept_paths`): a file lost though written long before the cut (as a layer without writeback
+  loses it) is one a real kernel would have written back, one written just before it is lost
+  on any.
 
 `strength` sums them up (and counts the effects by kind): a run is *weak* when
 it had faults and none was noticed, or when no noticed fault found anything at
@@ -365,14 +372,32 @@ def dropped_of(window: FaultWindow) -> dict[str, Any] | None:
     per = value.get("dropped")
     if not isinstance(per, dict):
         return None
-    nodes = {str(n): {"bytes": int(d.get("bytes") or 0), "files": int(d.get("files") or 0)}
-             for n, d in sorted(per.items()) if isinstance(d, dict)}
+    nodes = {str(n): _node_dropped(d) for n, d in sorted(per.items()) if isinstance(d, dict)}
     out: dict[str, Any] = {"nodes": nodes, "bytes": sum(d["bytes"] for d in nodes.values()),
                            "files": sum(d["files"] for d in nodes.values())}
+    oldest = [d["oldest_unsynced_s"] for d in nodes.values() if "oldest_unsynced_s" in d]
+    if oldest:
+        out["oldest_unsynced_s"] = max(oldest)
     models = sorted({str(d["model"]) for d in per.values() if isinstance(d, dict)
                      and d.get("model")})
     if models:
         out["model"] = "; ".join(models)
+    return out
+
+
+def _node_dropped(d: Mapping[str, Any]) -> dict[str, Any]:
+    """Takes what one node's layer dropped, as the start op recorded it
+    (nemesis.faults.disk.dropped_summary). Returns its bytes and files, and where the layer
+    said them: the oldest dropped write's age at the cut, the files it dropped with their ages,
+    how many written since it kept and the latest written of them."""
+    out: dict[str, Any] = {"bytes": int(d.get("bytes") or 0), "files": int(d.get("files") or 0)}
+    if d.get("oldest_unsynced_s") is not None:
+        out["oldest_unsynced_s"] = float(d["oldest_unsynced_s"])
+    for key in ("paths", "kept_paths"):
+        if d.get(key):
+            out[key] = [dict(p) for p in d[key] if isinstance(p, dict)]
+    if d.get("kept") is not None:
+        out["kept"] = int(d["kept"])
     return out
 
 

@@ -156,16 +156,20 @@ def effects_text(fault: dict[str, Any]) -> str:
 
 def dropped_text(fault: dict[str, Any]) -> str | None:
     """Takes a results.json fault. Returns what a power loss dropped, in total and per node
-    ("dropped 12,288 unsynced bytes in 3 files (n1: 8,192 B in 2; n2: 4,096 B in 1)"), or None
-    for a fault without a `dropped` entry."""
+    ("dropped 12,288 unsynced bytes in 3 files (n1: 8,192 B in 2; n2: 4,096 B in 1)"), and
+    the age at the cut of the oldest write it dropped where the layers said it ("; the oldest
+    written 33.0 s before the cut"), or None for a fault without a `dropped` entry."""
     dropped = fault.get("dropped")
     if not isinstance(dropped, dict):
         return None
     nodes = as_dict(dropped.get("nodes"))
     each = "; ".join(f"{n}: {count(d.get('bytes'))} B in {count(d.get('files'))}"
                      for n, d in sorted(nodes.items()) if isinstance(d, dict))
+    oldest = _num(dropped.get("oldest_unsynced_s"))
     return (f"dropped {count(dropped.get('bytes'))} unsynced bytes in "
-            f"{count(dropped.get('files'))} files" + (f" ({each})" if each else ""))
+            f"{count(dropped.get('files'))} files" + (f" ({each})" if each else "")
+            + (f"; the oldest written {oldest:.1f} s before the cut" if oldest is not None
+               else ""))
 
 
 def at_risk_text(fault: dict[str, Any]) -> tuple[str, str]:

@@ -4,8 +4,9 @@
 (clusters.lazyfs, under the node's data directory: the cluster's `UnsyncedDisks` ability) to
 drop every write the broker had not synced; the nodes stay down for the fault's duration and
 its stop boots them again, all at once, as `kill`'s does. The start's value records what each
-node's layer dropped (`dropped`: bytes, files, namespace changes, the first few paths), which
-checkers.efficacy reads into the fault's entry. A cluster without the layer cannot host it: the
+node's layer dropped (`dropped`: bytes, files, namespace changes, the first few paths, each
+with its ages at the cut: when it was written, fsynced and made durable, and the files written
+since that it kept), which checkers.efficacy reads into the fault's entry. A cluster without the layer cannot host it: the
 spec refuses it before a cluster starts (backend.unsynced_fs), and `preflight` says so again.
 
 `DiskCorrupt` is Jepsen's file nemesis (jepsen.nemesis.file) aimed at one queue: it SIGKILLs
@@ -46,17 +47,43 @@ log = logging.getLogger(__name__)
 PATHS_KEPT = 10
 
 
+def ages_of(timing: Any) -> dict[str, Any]:
+    """Takes a file's timing as the layer reports it (clusters.lazyfs.report.Timing.to_dict:
+    {event: {"age_s", "at"}}; anything else: none known). Returns each event's age at the cut as
+    `<event>_s` (e.g. "first_unsynced_s": 33.2, "last_sync_s"), and `durable_by` when said."""
+    if not isinstance(timing, dict):
+        return {}
+    out: dict[str, Any] = {f"{event}_s": when["age_s"] for event, when in timing.items()
+                           if isinstance(when, dict) and when.get("age_s") is not None}
+    durable = timing.get("durable")
+    if isinstance(durable, dict) and durable.get("by"):
+        out["durable_by"] = str(durable["by"])
+    return out
+
+
 def dropped_summary(report: dict[str, Any]) -> dict[str, Any]:
     """Takes what a node's layer said it dropped (UnsyncedDisks.power_loss). Returns the part
-    the history keeps: its totals, at most PATHS_KEPT paths with their bytes, and the layer's
-    durability model in words when it said it (e.g. "ext4, writeback 30 s")."""
+    the history keeps: its totals, at most PATHS_KEPT paths with their bytes and their ages at
+    the cut (`ages_of`: when each was first and last written unsynced, last fsynced, its
+    directory fsynced, its data last durable), the oldest dropped write's age
+    (`oldest_unsynced_s`), the cut's wall-clock time (`cut_at`), how many files written since
+    were kept whole (`kept`) and the PATHS_KEPT latest written of them with their ages
+    (`kept_paths`), and the layer's durability model in words (e.g. "ext4, writeback 30 s");
+    each of the last five only when the layer said it (an older layer said none)."""
     paths = list(report.get("paths") or [])
-    model = {"model": str(report["model"])} if report.get("model") else {}
+    said = {key: report[key] for key in ("model", "oldest_unsynced_s", "cut_at")
+            if report.get(key) is not None and report.get(key) != ""}
+    kept = report.get("kept")
+    if isinstance(kept, list):
+        said["kept"] = len(kept)
+        said["kept_paths"] = [{"path": k.get("path"), "size": k.get("size"),
+                               **ages_of(k.get("timing"))} for k in kept[:PATHS_KEPT]]
     return {"bytes": int(report.get("bytes") or 0), "files": int(report.get("files") or 0),
             "namespace": len(report.get("namespace") or []),
             "paths": [{"path": p.get("path"), "bytes": p.get("bytes"),
-                       "vanished": p.get("size_after") is None} for p in paths[:PATHS_KEPT]],
-            **model}
+                       "vanished": p.get("size_after") is None, **ages_of(p.get("timing"))}
+                      for p in paths[:PATHS_KEPT]],
+            **said}
 
 
 def kill_for_good(broker: Broker, node: Node) -> str:

@@ -90,3 +90,23 @@ def test_the_entry_names_the_layers_model_when_they_said_it() -> None:
         ops[1].value["dropped"][n]["model"] = "ext4, writeback 30 s"
     [f] = judged(ops, evidence((11, "n1")))
     assert f["dropped"]["model"] == "ext4, writeback 30 s"
+
+
+def test_the_entry_lists_each_dropped_file_with_its_ages_and_the_oldest() -> None:
+    ops = power_loss(10, {"n1": (762, 1), "n2": (64, 1)})
+    value = ops[1].value
+    assert isinstance(value, dict)
+    ff = {"path": "feature_flags", "bytes": 762, "vanished": True, "first_unsynced_s": 33.0,
+          "last_write_s": 33.0}
+    wal = {"path": "quorum/1.wal", "bytes": 64, "vanished": False, "first_unsynced_s": 0.1,
+           "last_sync_s": 0.1, "durable_s": 0.1, "durable_by": "fsync"}
+    value["dropped"]["n1"].update(paths=[ff], oldest_unsynced_s=33.0, kept=2,
+                                  kept_paths=[{"path": "k", "size": 1, "last_write_s": 40.0}])
+    value["dropped"]["n2"].update(paths=[wal], oldest_unsynced_s=0.1, kept=0, kept_paths=[])
+    [f] = judged(ops, evidence((11, "n1")))
+    assert f["dropped"]["oldest_unsynced_s"] == 33.0
+    assert f["dropped"]["nodes"]["n1"] == {
+        "bytes": 762, "files": 1, "oldest_unsynced_s": 33.0, "paths": [ff], "kept": 2,
+        "kept_paths": [{"path": "k", "size": 1, "last_write_s": 40.0}]}
+    assert f["dropped"]["nodes"]["n2"] == {"bytes": 64, "files": 1, "oldest_unsynced_s": 0.1,
+                                           "paths": [wal], "kept": 0}

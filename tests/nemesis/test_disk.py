@@ -145,3 +145,34 @@ def test_the_summary_carries_the_layers_model() -> None:
     got = dropped_summary({"bytes": 0, "files": 0, "paths": [], "model": "ext4, no writeback"})
     assert got["model"] == "ext4, no writeback"
     assert "model" not in dropped_summary({"bytes": 0, "files": 0})
+
+
+def test_the_summary_keeps_each_dropped_files_ages_and_the_files_kept() -> None:
+    from clusters.lazyfs.report import DroppedFile, DroppedReport, KeptFile, Timing
+
+    layer = DroppedReport(
+        (DroppedFile("feature_flags", 762, 762, 0, Timing(first_unsynced=33.0, last_write=33.0,
+                                                          dir_sync=50.0)),
+         DroppedFile("quorum/1.wal", 64, 128, 64, Timing(
+             first_unsynced=0.1, last_write=0.0, last_sync=0.1, durable=0.1,
+             durable_by="fsync"))),
+        (), "ext4, writeback 30 s",
+        tuple(KeptFile(f"k{i}", i, Timing(last_write=float(i), durable=float(i),
+                                          durable_by="writeback"))
+              for i in range(PATHS_KEPT + 2)),
+        1_800_000_000.0, 61.0, 0.1).to_dict()
+    got = dropped_summary(layer)
+    assert got["paths"] == [
+        {"path": "feature_flags", "bytes": 762, "vanished": False, "first_unsynced_s": 33.0,
+         "last_write_s": 33.0, "dir_sync_s": 50.0},
+        {"path": "quorum/1.wal", "bytes": 64, "vanished": False, "first_unsynced_s": 0.1,
+         "last_write_s": 0.0, "last_sync_s": 0.1, "durable_s": 0.1, "durable_by": "fsync"}]
+    assert (got["oldest_unsynced_s"], got["cut_at"], got["model"]) == (
+        33.0, "2027-01-15T08:00:00.000Z", "ext4, writeback 30 s")
+    assert got["kept"] == PATHS_KEPT + 2 and len(got["kept_paths"]) == PATHS_KEPT
+    assert got["kept_paths"][1] == {"path": "k1", "size": 1, "last_write_s": 1.0,
+                                    "durable_s": 1.0, "durable_by": "writeback"}
+    # An older layer said no times: none are made up.
+    old = dropped_summary(report(1))
+    assert set(old) == {"bytes", "files", "namespace", "paths"}
+    assert set(old["paths"][0]) == {"path", "bytes", "vanished"}

@@ -20,6 +20,12 @@ def test_the_effects_cell_says_what_was_dropped_per_node() -> None:
                             "(n1: 8,192 B in 2; n2: 4,096 B in 1); none seen")
 
 
+def test_the_cell_says_how_old_the_oldest_dropped_write_was_where_the_layers_said() -> None:
+    aged = {**LOSS, "dropped": {**LOSS["dropped"], "oldest_unsynced_s": 33.04}}
+    assert dropped_text(aged) == ("dropped 12,288 unsynced bytes in 3 files (n1: 8,192 B in 2; "
+                                  "n2: 4,096 B in 1); the oldest written 33.0 s before the cut")
+
+
 def test_a_fault_without_a_dropped_entry_keeps_its_cell() -> None:
     kill = {k: v for k, v in LOSS.items() if k != "dropped"}
     assert dropped_text(kill) is None
