@@ -164,9 +164,7 @@ class Durability:
             self.replacing.add(key)
 
     def _wrote(self, key: Key) -> None:
-        now = self.clock()
-        self.records[key].last_write_at = now
-        self._times(key).last_write = now
+        self._times(key).last_write = self.clock()
         self.written_since.add(key)
 
     def _times(self, key: Key) -> FileTimes:

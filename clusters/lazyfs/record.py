@@ -36,7 +36,6 @@ class FileRecord:
     saved_at: Extents = field(default_factory=Extents)
     saved: list[tuple[int, bytes | int]] = field(default_factory=list)
     dirtied_at: float = 0.0  # when its first change was made (Linux's inode dirtied_when)
-    last_write_at: float = 0.0  # when its last change was made
     tied_at: float | None = None  # when writeback or auto_da_alloc tied it to the journal
     tied_by: str = ""  # which of the two ("writeback", "auto_da_alloc")
 
