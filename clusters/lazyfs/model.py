@@ -321,8 +321,8 @@ class Durability:
         self.epoch += 1
         now, cut_at = self.clock(), time.time()
         at_fault = {key: self._path(key) for key in {*self.records, *self.ordered}}
-        kept = self._kept(set(at_fault), now)
         undone, vanished = self.journal.undo()
+        kept = self._kept(set(at_fault) | {v.key for v in vanished}, now)
         files = list(self._rolled_back(at_fault, {v.key: v for v in vanished}, now))
         files += [DroppedFile(v.path, 0, v.size, None, self._timing(v.key, v.path, [], now))
                   for v in vanished if v.key not in at_fault]
@@ -352,8 +352,9 @@ class Durability:
                       durable=age(times.durable), durable_by=times.durable_by)
 
     def _kept(self, dropped: set[Key], now: float) -> tuple[KeptFile, ...]:
-        """Takes the files a power loss is about to roll back and its time. Returns the files
-        written since the mount (or the last loss) it keeps whole, the latest written first."""
+        """Takes the files a power loss rolls back or whose creation it took back, and its time
+        (its namespace changes already undone). Returns the files written since the mount (or
+        the last loss) it keeps whole, under their names now, the latest written first."""
         kept = []
         for key in self.written_since - dropped:
             ino = self.tree.by_key.get(key)

@@ -724,3 +724,14 @@ def test_the_daemon_logs_each_dropped_file_with_its_ages(layer):
     text = layer.fs.log_path.read_text()
     assert "10 unsynced bytes in 1 files dropped" in text
     assert "dropped wal: 10 B (vanished); first unsynced write 2.5 s before the cut" in text
+
+
+def test_strict_a_synced_file_whose_name_was_never_made_durable_is_dropped_not_kept(strict):
+    strict.fs.advance(1)
+    write(strict.mnt / "seg", b"s", sync="fsync")  # its data durable, its name not
+    write(strict.mnt / "durable", b"more", sync="fsync")  # there before the mount: kept
+    strict.fs.advance(2)
+    report = strict.fs.power_loss()
+    seg = by_path(report)["seg"]
+    assert seg.vanished and (seg.timing.last_sync, seg.timing.durable_by) == (2.0, "fsync")
+    assert [(k.path, k.size, k.timing.durable) for k in report.kept] == [("durable", 104, 2.0)]
