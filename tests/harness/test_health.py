@@ -53,7 +53,7 @@ def test_memory_that_wanders_is_flat_and_memory_that_climbs_with_time_grew():
     # Below the floor (32 MiB) a slow climb is flat; only the main phase's samples count.
     slow = [200 + k * 0.05 for k in range(hour)]
     assert memory_judgement(samples(slow), 1000.0, 4600.0)["memory"] == "flat"
-    before = samples([50, 60] + wander, start=980.0)
+    before = samples([50, 60, *wander], start=980.0)
     assert memory_judgement(before, 1000.0, 4600.0)["first_mb"] == 195.0
     too_few = memory_judgement(samples([200, 400]), 1000.0, 4600.0)
     assert too_few["memory"] == "unknown" and "2 memory samples" in too_few["memory_reason"]
@@ -163,7 +163,6 @@ def test_the_verdict_s_delay_is_recorded_after_the_first_check(tmp_path):
 
 def test_a_check_adds_the_health_section_beside_the_checker_s(tmp_path, monkeypatch):
     import checkers
-
     from harness.check import check_run
 
     run = run_dir(tmp_path, ops=2, lines=2, verdict_after_main_s=40.0)

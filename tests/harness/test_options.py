@@ -58,7 +58,7 @@ HELP = {
     "nightly": {"options": ["--budget", "--scenarios", "--no-twins"], **RUN_GROUPS},
     "explore": {"options": [], "explore": [
         "--runs", "--hours", "--pool", "--faults", "--targets", "--max-faults", "--queue-types",
-        "--partition-handlings", "--fixed-workload", "--shrink", "--shrink-max-runs", "--vary",
+        "--partition-handlings", "--stays", "--fixed-workload", "--shrink", "--shrink-max-runs", "--vary",
         "--scenario-file"],
         **RUN_GROUPS},
     "shrink": {"positional arguments": [], "options": [
