@@ -58,6 +58,10 @@ def add_parsers(sub: Any, add_options: Callable[..., None],
     g.add_argument("--queue-types", type=csv, help="queue kinds to draw (default: the test's)")
     g.add_argument("--partition-handlings", type=csv,
                    help="partition handlings to draw (default: the test's)")
+    g.add_argument("--stays", type=csv,
+                   help="client modes to draw, of --stay's (none,publishers,consumers,both; "
+                        "default: the test's): whether publishers and consumers stay through "
+                        "faults, each candidate's recorded in its scenario file")
     g.add_argument("--fixed-workload", action="store_true",
                    help="keep the test's workload shape instead of drawing one")
     g.add_argument("--shrink", action="store_true",
@@ -85,7 +89,7 @@ def explore_space(a: argparse.Namespace) -> Space:
     return Space(faults=a.faults or DEFAULT_FAULTS, targets=a.targets or DEFAULT_TARGETS,
                  max_faults=a.max_faults, queue_types=a.queue_types or (),
                  partition_handlings=a.partition_handlings or (),
-                 workload=not a.fixed_workload)
+                 workload=not a.fixed_workload, stays=a.stays or ())
 
 
 def cmd_explore(a: argparse.Namespace, tools: Tools) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import incidents, store
+from harness.health import health_section
 
 if TYPE_CHECKING:
     from checkers import CheckOptions
@@ -167,6 +168,9 @@ def check_run(run_dir: Path, spark_master: str | None = None, *,
     _weigh_mends(run_dir, results)
     _say_unbooted(results)
     incidents.add_incidents(run_dir, results, test_info)
+    health = health_section(run_dir, test_info)  # the harness's own: never judged
+    if health is not None:
+        results["health"] = health
     sections = {k: v for k, v in results.items() if k != "valid"}
     results = {"valid": compose_valid(sections), **sections}
     store.write_json(out or run_dir / store.RESULTS, results)

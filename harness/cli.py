@@ -382,7 +382,7 @@ def _matrix_names(a: argparse.Namespace, with_twins: bool) -> list[tuple[str | N
             raise UsageError("--scenario-file is the matrix's one test; it takes neither "
                              "--scenarios nor --with-twins")
         return [(None, None)]
-    names = list(a.scenarios or SCENARIOS)
+    names = list(a.scenarios or _default_names(a))
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise UsageError(f"unknown scenarios: {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
@@ -391,12 +391,40 @@ def _matrix_names(a: argparse.Namespace, with_twins: bool) -> list[tuple[str | N
     return [(n, SCENARIOS[n].expect) for n in names]
 
 
+def _default_names(a: argparse.Namespace) -> list[str]:
+    """Takes the options of `matrix` or `nightly`. Returns the scenarios run when --scenarios
+    names none: with --stay-variants the partition and leader-kill ones
+    (scenarios.staying_candidates), else every one."""
+    from harness.scenarios import SCENARIOS, staying_candidates
+
+    return staying_candidates() if getattr(a, "stay_variants", None) else list(SCENARIOS)
+
+
+def _stay_entries(a: argparse.Namespace, spec: TestSpec, variant: str, expect: Any
+                  ) -> tuple[list[tuple[str, TestSpec, Any]], list[Any]]:
+    """Takes the options, a validated spec of the matrix, the variant it is (harness.vary
+    `label`) and its expectation. Returns (name, spec, expectation) for it under each client mode
+    --stay-variants asks (only itself without the option) and, as matrix.NotApplicable, each mode
+    it cannot take."""
+    from harness import vary
+    from harness.matrix import NotApplicable
+
+    modes = getattr(a, "stay_variants", None)
+    if not modes:
+        return [(spec.name, spec, expect)], []
+    made, refused = vary.stay_modes(spec.name, spec, modes)
+    return ([(spec.name, s, expect) for s in made],
+            [NotApplicable(spec.name, spec.broker.rabbitmq, why, vary.with_stay(variant, mode))
+             for mode, why in refused])
+
+
 def _matrix_entries(a: argparse.Namespace, with_twins: bool
                     ) -> tuple[list[tuple[str, TestSpec, Any]], list[Any]]:
     """Takes the options of `matrix` or `nightly`. Returns (name, validated spec, expectation)
     for every scenario asked for (`_matrix_names`), on every release line asked for
-    (`--rabbitmq 3.10,4.0`) and every variant of the settings `--vary` varies (harness.vary),
-    and the variants that cannot run (matrix.NotApplicable, with the release's reason)."""
+    (`--rabbitmq 3.10,4.0`), every variant of the settings `--vary` varies (harness.vary) and
+    every client mode --stay-variants asks, and the variants that cannot run
+    (matrix.NotApplicable, with the release's reason or the mode's)."""
     from harness import vary
     from harness.matrix import NotApplicable
 
@@ -408,9 +436,14 @@ def _matrix_entries(a: argparse.Namespace, with_twins: bool
             a.rabbitmq, a.scenario = (None if line is None else (line,)), name
             base = unchecked_spec(a)
             runnable, refused = vary.expand(base.name, base, dims)
-            entries += [(base.name, spec.with_seed(), expect) for spec, _v in runnable]
+            for spec, v in runnable:
+                made, cannot = _stay_entries(a, spec.with_seed(), vary.label(v), expect)
+                entries += made
+                not_applicable += cannot
+            modes = getattr(a, "stay_variants", None) or ("none",)
             not_applicable += [NotApplicable(base.name, vary.apply(base, v).broker.rabbitmq,
-                                             why, vary.label(v)) for v, why in refused]
+                                             why, vary.with_stay(vary.label(v), mode))
+                               for v, why in refused for mode in modes]
     a.scenario, a.rabbitmq = None, (None if lines == (None,) else lines)
     if not entries:
         raise UsageError("no scenario asked for can run on the release(s) asked for: "
@@ -485,8 +518,12 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace,
     seed = a.seed if a.seed is not None or not from_file else entries[0][1].seed
     series = Series(entries, repeat, _store_root(entries[0][1]), base_seed=seed, varied=varied)
     series.extra["not_applicable"] = [dataclasses.asdict(n) for n in not_applicable]
+    if getattr(a, "stay_variants", None):
+        series.extra["stay_variants"] = list(a.stay_variants)
     for n in not_applicable:
-        print(f"not applicable: {n.scenario} on RabbitMQ {n.rabbitmq}: {n.reason}", flush=True)
+        said = f" ({n.variant})" if n.variant else ""
+        print(f"not applicable: {n.scenario}{said} on RabbitMQ {n.rabbitmq}: {n.reason}",
+              flush=True)
     print(f"series: {len(entries)} scenario(s) x {repeat} run(s), seeds from {series.base_seed}; "
           f"table: {series.out_dir / 'matrix.md'}", flush=True)
     for name, spec in series.runs():
@@ -522,16 +559,21 @@ def _refused(rows: Sequence[Any], specs: dict[str, TestSpec]) -> list[Any]:
     archives says "not applicable" where a series would have, never "-"."""
     from harness.matrix import NotApplicable
     from harness.series import on_release
+    from harness.vary import as_varied
 
     lines = sorted({r.rabbitmq for r in rows})
     if len(lines) < 2:
         return []
     out = []
-    for name in dict.fromkeys(r.scenario for r in rows if r.scenario in specs):
+    for name, variant in dict.fromkeys((r.scenario, r.variant) for r in rows
+                                       if r.scenario in specs):
         for line in lines:
-            why = on_release(specs[name], {"rabbitmq": line}).refusal()
+            try:
+                why = as_varied(on_release(specs[name], {"rabbitmq": line}), variant).refusal()
+            except SpecError:
+                continue  # a variant of a setting since removed: its rows say what they can
             if why:
-                out.append(NotApplicable(name, line, why))
+                out.append(NotApplicable(name, line, why, variant))
     return out
 
 

@@ -62,7 +62,6 @@ from typing import Any
 from checkers.verdict import verdict_word
 from harness import matrix, store, vary
 from harness.explore_space import Candidate, Space, candidate_rng, draw_candidate
-from harness.matrix import Expectation
 from harness.outcomes import Crashed, infrastructure_failure
 from harness.scenario_file import write_scenario
 from harness.spec import TestSpec
@@ -237,7 +236,8 @@ def workload_text(spec: TestSpec) -> str:
             f"backlog {w.backlog}, "
             f"{w.publishers} publishers at {w.rate:g}/s window {w.client.window}, "
             f"{w.consumers} consumers at {rate} prefetch {w.client.prefetch}"
-            + (", paused in faults" if w.pause_consumers_in_faults else ""))
+            + (", paused in faults" if w.pause_consumers_in_faults else "")
+            + ("" if w.stay == "none" else f"; clients that stay: {w.stay}"))
 
 
 class Explorer:
@@ -397,10 +397,12 @@ class Explorer:
         results = getattr(outcome, "results", None)
         faults = run_faults(results)
         new = self.coverage.add(faults)
-        self.rows.append(matrix.make_row(
-            _name(number), Expectation(), code, wall, getattr(outcome, "run_dir", ""), results,
-            getattr(outcome, "error", None), seed=spec.seed, rabbitmq=spec.broker.rabbitmq,
-            variant=vary.label(variant), infrastructure=infrastructure_failure(outcome)))
+        said = vary.with_stay(vary.label(variant), spec.workload.stay)  # a staying candidate:
+        self.rows.append(matrix.make_row(  # valid, and settled after the heals
+            _name(number), matrix.expectation_of({}, _name(number), said), code, wall,
+            getattr(outcome, "run_dir", ""), results, getattr(outcome, "error", None),
+            seed=spec.seed, rabbitmq=spec.broker.rabbitmq, variant=said,
+            infrastructure=infrastructure_failure(outcome)))
         return {"variant": vary.label(variant), "rabbitmq": spec.broker.rabbitmq,
                 "run_dir": str(getattr(outcome, "run_dir", "")), "exit_code": code,
                 "verdict": verdict_word(results), "error": getattr(outcome, "error", None),

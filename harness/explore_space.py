@@ -1,7 +1,8 @@
 """The explorer's search space: configurations, workload shapes and fault schedules, written once.
 
-A candidate is a whole test: the queue kind and partition handling (when the
-space lets them vary), the workload's shape (backlog, publishers, consumers,
+A candidate is a whole test: the queue kind, partition handling and client
+mode (`--stay`: whether publishers and consumers stay through faults; each when
+the space lets it vary), the workload's shape (backlog, publishers, consumers,
 consume rate, prefetch, publisher window, rate) and an explicit schedule of 1
 to `max_faults` faults played once (harness.scenario_file's
 `[[nemesis.schedule]]`). Each scheduled fault is an entry NAME[@TARGET] from
@@ -46,6 +47,7 @@ from nemesis.faults import fault_info
 from nemesis.options import NemesisOptions
 from nemesis.targets import leaves_a_majority, validate_targets
 from workloads.kinds import KINDS
+from workloads.queue_workload import STAYS
 
 SEED_RANGE = 2**31
 # Fault durations, as multiples of net_ticktime: (low, high). RabbitMQ declares a silent peer
@@ -156,6 +158,28 @@ class Space:
     # Set by `fitted`: the targets that leave a majority of the base's nodes untouched, the only
     # ones a fault that may hit a minority only (a disk corruption) is drawn with.
     minority_targets: tuple[str, ...] = ()
+    # The client modes to draw (`--stay`: none, publishers, consumers, both; empty: the base's).
+    stays: tuple[str, ...] = ()
+
+    def fitted_stays(self, base: TestSpec) -> tuple[str, ...]:
+        """Takes the base spec. Returns the client modes to draw: those its workload can take
+        (no staying consumers where the base's consumers crash by design, no staying
+        publishers whose confirm deadline is shorter than the liveness bound), the base's own
+        where none are given. Raises SpecError for an unknown mode or none left."""
+        unknown = [m for m in self.stays if m not in STAYS]
+        if unknown:
+            raise SpecError(f"unknown client mode(s) {', '.join(unknown)}; known: "
+                            f"{', '.join(STAYS)}")
+        w = base.workload
+        short = w.confirm_deadline_s < base.liveness_bound().bound_ns / 1e9
+        taken = tuple(m for m in self.stays
+                      if not (m in ("consumers", "both") and w.client.crash_after)
+                      and not (m in ("publishers", "both") and short))
+        if self.stays and not taken:
+            raise SpecError(f"no client mode of {', '.join(self.stays)} suits the test: its "
+                            "consumers crash by design, or its --confirm-deadline is shorter "
+                            "than the liveness bound")
+        return taken or (w.stay,)
 
     def fitted(self, base: TestSpec) -> Space:
         """Takes the base spec. Returns the space with what the base cluster cannot play left out
@@ -198,7 +222,7 @@ class Space:
             raise SpecError(refused[0])
         return dataclasses.replace(
             self, faults=faults, targets=targets or ("one",), queue_types=kinds,
-            minority_targets=few,
+            minority_targets=few, stays=self.fitted_stays(base),
             partition_handlings=handlings,
             prefetches=tuple(p for p in self.prefetches if p >= least) or (max(least, 1),))
 
@@ -316,11 +340,23 @@ def build(draw: Draw, base: TestSpec, space: Space) -> Candidate:
         broker=dataclasses.replace(base.broker, partition_handling=handling),
         queue=dataclasses.replace(base.queue, type=kind), workload=_workload(draw, base, space),
         nemesis=nemesis)
-    spec = rekinded(base, spec)
+    # Drawn last, and only from a choice, so that a seed draws the candidates it drew before
+    # the client mode was a dimension.
+    stay = draw(Pick(space.stays)) if len(space.stays) > 1 else space.stays[0]
+    spec = rekinded(base, dataclasses.replace(spec, workload=_staying(spec.workload, stay)))
     config = tuple((k, str(v)) for k, v, choices in (
         ("queue.type", kind, space.queue_types),
-        ("broker.partition_handling", handling, space.partition_handlings)) if len(choices) > 1)
+        ("broker.partition_handling", handling, space.partition_handlings),
+        ("workload.stay", stay, space.stays)) if len(choices) > 1)
     return Candidate(spec, items, config)
+
+
+def _staying(w: Any, stay: str) -> Any:
+    """Takes workload options and a client mode. Returns the options with that mode; staying
+    consumers are never paused in faults (a pause ends the subscription they keep)."""
+    consumers_stay = stay in ("consumers", "both")
+    return dataclasses.replace(w, stay=stay, pause_consumers_in_faults=(
+        w.pause_consumers_in_faults and not consumers_stay))
 
 
 def candidates(base: TestSpec, space: Space) -> st.SearchStrategy[Candidate]:

@@ -33,9 +33,10 @@ and matrix.md opens with it in Markdown.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,12 @@ ROW_VERSIONS = ("rabbitmq", "erlang", "metadata_store")
 @dataclass(frozen=True)
 class Expectation:
     """A prediction a run can fail: "valid", or an anomaly the run must show (e.g. "lost"), in at
-    least `min_rate` of repeated runs."""
+    least `min_rate` of repeated runs; `settled` adds, for clients that stay (`--stay`), that no
+    publish and no consumer was stuck after a heal (the liveness section's settlement)."""
 
     outcome: str = VALID
     min_rate: float = 1.0
+    settled: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.min_rate <= 1:
@@ -77,9 +80,14 @@ class Expectation:
 
     def describe(self) -> str:
         """Returns the prediction in a few words."""
-        if self.anomaly is None:
-            return VALID
-        return f"{self.anomaly} in >= {self.min_rate:.0%} of runs"
+        said = (VALID if self.anomaly is None
+                else f"{self.anomaly} in >= {self.min_rate:.0%} of runs")
+        return f"{said}, {SETTLED_TEXT}" if self.settled else said
+
+
+# What a staying variant predicts besides its parent's prediction (Expectation.settled).
+SETTLED_TEXT = "no publish stuck, no consumer stuck after the heal"
+STAY_KEY = "workload.stay"  # the client mode, as a varied setting is named (harness.vary)
 
 
 def loss(min_rate: float = 0.9) -> Expectation:
@@ -99,19 +107,33 @@ def shows(results: dict[str, Any] | None, anomaly: str) -> bool:
     return q.get("valid") is False and anomaly in q.get("anomalies", ())
 
 
+def settlement(results: dict[str, Any] | None) -> bool | str | None:
+    """Takes a run's results. Returns the liveness section's settlement judgement
+    (checkers.settlement): True, False (a publish or a consumer stuck after a heal), "unknown",
+    or None when the results have none (checked before it existed, or never checked)."""
+    section = ((results or {}).get("liveness") or {}).get("settlement")
+    return section.get("valid") if isinstance(section, dict) else None
+
+
 def judge(expect: Expectation, results: dict[str, Any] | None) -> str:
     """Takes the prediction and a run's results (None when it never got to a check). Returns
-    how they compare (AS_EXPECTED, DETECTED, FINDING, MISSED, WEAK or UNKNOWN)."""
+    how they compare (AS_EXPECTED, DETECTED, FINDING, MISSED, WEAK or UNKNOWN). A prediction
+    that the clients' publishes and consumers settle (`settled`) fails on a stuck one (FINDING,
+    even beside the anomaly predicted), and a run that showed the rest of it but whose
+    settlement is not judged true is UNKNOWN: half a prediction is not a held one."""
     valid = (results or {}).get("valid")
+    settled = settlement(results) if expect.settled else True
+    if settled is False:
+        return FINDING
     if expect.anomaly is not None and shows(results, expect.anomaly):
-        return DETECTED
+        return DETECTED if settled is True else UNKNOWN
     if valid is False:
         return FINDING
     if is_weak(results):
         return WEAK
-    if valid is True:
-        return AS_EXPECTED if expect.anomaly is None else MISSED
-    return UNKNOWN
+    if valid is True and expect.anomaly is not None:
+        return MISSED
+    return AS_EXPECTED if valid is True and settled is True else UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -149,6 +171,9 @@ class Row:
     # The other settings the run was varied by, as "queue.type=mirrored, workload.prefetch=1"
     # (`matrix --vary`, harness.vary; "" when none).
     variant: str = ""
+    # Whether its prediction also says every publish and consumer settled after the heals
+    # (Expectation.settled: its clients stayed).
+    settled: bool = False
 
     @property
     def expect_valid(self) -> bool:
@@ -188,7 +213,7 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         duplicated=q.get("duplicated_count"),
         unflagged_duplicated=q.get("unflagged_duplicated_count"),
         recovered=q.get("recovered_count"), ordering_violations=o.get("violation_count"),
-        problems=problems, infrastructure=infrastructure, tries=tries,
+        problems=problems, infrastructure=infrastructure, tries=tries, settled=expect.settled,
         strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
         rabbitmq=rabbitmq, variant=variant,
         versions={k: v for k, v in (r.get("versions") or {}).items() if k in ROW_VERSIONS}
@@ -219,6 +244,13 @@ class Summary:
     unmeasured: int = 0
     rabbitmq: str = DEFAULT_LINE
     variant: str = ""
+    settled: bool = False  # Expectation.settled
+
+    @property
+    def expected(self) -> str:
+        """Returns what it predicts, as a table's "expected" cell ("valid", or "valid, no
+        publish stuck, ..." for clients that stay)."""
+        return f"{self.expect}, {SETTLED_TEXT}" if self.settled else self.expect
 
     @property
     def rate(self) -> float:
@@ -241,14 +273,32 @@ class Summary:
         return "insensitive" if self.expect != VALID else UNKNOWN
 
 
-def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list[Summary]:
+def staying(variant: str) -> str | None:
+    """Takes a Row's variant. Returns the clients that stayed ("publishers", "consumers",
+    "both") when it says any did, else None."""
+    stay = settings_of(DEFAULT_LINE, variant).get(STAY_KEY, "none")
+    return None if stay == "none" else stay
+
+
+def expectation_of(expectations: Mapping[str, Expectation], scenario: str,
+                   variant: str = "") -> Expectation:
+    """Takes each scenario's prediction, a scenario's name and a Row's variant. Returns the
+    prediction a run of that variant is judged by: the scenario's (valid when it has none), and
+    for a variant whose clients stay, that and `settled` (no publish or consumer stuck after a
+    heal: checkers.settlement)."""
+    exp = expectations.get(scenario, Expectation())
+    return dataclasses.replace(exp, settled=True) if staying(variant) else exp
+
+
+def summarize(rows: Sequence[Row], expectations: Mapping[str, Expectation]) -> list[Summary]:
     """Takes rows and each scenario's prediction. Returns one Summary per scenario, release
-    line and variant, in the order they first appear."""
+    line and variant (a staying variant judged by `expectation_of`), in the order they first
+    appear."""
     out = []
     for name, line, variant in dict.fromkeys((r.scenario, r.rabbitmq, r.variant) for r in rows):
         mine = [r for r in rows
                 if r.scenario == name and r.rabbitmq == line and r.variant == variant]
-        exp = expectations.get(name, Expectation())
+        exp = expectation_of(expectations, name, variant)
         tested = [r for r in mine if r.judgement != ERROR]  # an error tested nothing
         lost = [r.lost for r in tested if r.lost is not None and r.valid in (True, False)]
         judgements: dict[str, int] = {}
@@ -267,7 +317,7 @@ def summarize(rows: Sequence[Row], expectations: dict[str, Expectation]) -> list
             judgements=judgements, errors=len(mine) - len(tested),
             weak=sum(r.judgement == WEAK for r in mine),
             unmeasured=sum(r.strength is None and r.judgement != ERROR for r in mine),
-            rabbitmq=line, variant=variant,
+            rabbitmq=line, variant=variant, settled=exp.settled,
         ))
     return out
 
@@ -294,7 +344,7 @@ def problems(summaries: Sequence[Summary]) -> list[str]:
                        f"{s.held} of {s.runs} runs (needs {s.min_rate:.0%}): not sensitive enough")
         elif s.verdict == FINDING:
             out.append(f"{who}: {s.judgements[FINDING]} of {s.runs} runs contradict the "
-                       f"prediction ({s.expect})")
+                       f"prediction ({s.expected})")
         elif s.verdict == UNKNOWN:
             out.append(f"{who}: {s.unknown} of {s.runs} runs had no verdict")
         elif s.verdict == WEAK:
@@ -348,7 +398,7 @@ def summary_table(summaries: Sequence[Summary]) -> str:
     for s in summaries:
         lost = ("-" if s.lost_min is None
                 else f"{s.lost_min} / {s.lost_median:g} / {s.lost_max}")
-        cells = [named(s.scenario, s.rabbitmq, s.variant), s.expect, str(s.runs), str(s.valid),
+        cells = [named(s.scenario, s.rabbitmq, s.variant), s.expected, str(s.runs), str(s.valid),
                  str(s.invalid), str(s.unknown),
                  str(s.weak), f"{s.held}/{s.runs}", f"{s.min_rate:.0%}", s.verdict, lost,
                  f"{s.wall_s_median:.0f}"]
@@ -368,7 +418,9 @@ def pair_table(summaries: Sequence[Summary], twins: dict[str, str | None]) -> st
     min / median / max, and how often its twin was valid; on both sides, how many runs had no
     verdict (unknown: the drain could not prove the queue empty) and how many were weak (their
     faults went unnoticed or found nothing at risk: neither a detection nor a pass; runs checked
-    before strength was judged are counted as not judged) (README.md's table)."""
+    before strength was judged are counted as not judged) (README.md's table). A variant whose
+    clients stay is no line of it, nor anyone's twin: it predicts more than its scenario."""
+    summaries = [s for s in summaries if not staying(s.variant)]
     by_name = {s.scenario: s for s in summaries}
     head = ["unsafe scenario (predicts lost)", "runs", "shown in", "no verdict", "weak",
             "lost min / median / max", "safe twin (predicts valid)", "runs", "valid in",
@@ -441,7 +493,7 @@ def side_by_side(summaries: Sequence[Summary], not_applicable: Sequence[NotAppli
     for s in summaries:
         name, value = _place(s, column)
         cell[(name, value)] = _verdict_cell(s)
-        expect.setdefault(name, s.expect)
+        expect.setdefault(name, s.expected)
     for n in not_applicable:
         cell[_place(n, column)] = f"not applicable: {n.reason}"
     names = list(dict.fromkeys(name for name, _v in cell))
@@ -472,10 +524,12 @@ def side_by_side_of(summaries: Sequence[Summary],
     """Takes summaries and matrix.json's further fields (`not_applicable`, as NotApplicable's
     fields, and `vary`, the varied keys). Returns their `side_by_side` table, a column per
     value of the first varied key, else per release line; None when there is nothing to put
-    side by side (one release line, nothing varied, nothing that could not run)."""
+    side by side (one release line, nothing varied, no variant such as clients that stay
+    beside its scenario, nothing that could not run)."""
     na = [NotApplicable(**x) for x in (extra or {}).get("not_applicable", ())]
     varied = list((extra or {}).get("vary") or ())
-    if not (na or varied or len({s.rabbitmq for s in summaries}) > 1):
+    if not (na or varied or len({s.rabbitmq for s in summaries}) > 1
+            or any(staying(s.variant) for s in summaries)):
         return None
     return side_by_side(summaries, na, varied[0] if varied else RABBITMQ_KEY)
 

@@ -66,6 +66,18 @@ def releases(text: str) -> tuple[str, ...]:
     return lines
 
 
+def stay_modes(text: str) -> tuple[str, ...]:
+    """Takes "none,both". Returns the client modes (`--stay` values), each once. Raises
+    ArgumentTypeError for one that is not a mode."""
+    modes = tuple(dict.fromkeys(csv(text)))
+    unknown = [x for x in modes if x not in STAYS]
+    if unknown or not modes:
+        said = ", ".join(unknown) or repr(text)
+        raise argparse.ArgumentTypeError(f"unknown client mode {said}; known: "
+                                         f"{', '.join(STAYS)}")
+    return modes
+
+
 UNLIMITED = "unlimited"  # --consume-rate unlimited: as fast as deliveries come
 
 
@@ -231,6 +243,13 @@ OPTIONS: tuple[Option, ...] = (
                                                    "faults are replaced)")}),
     Option("--vary", action="append", metavar="KEY=V1,V2", help=VARY_HELP,
            commands=frozenset({"matrix", "explore"}), on={"explore": On(group="explore")}),
+    Option("--stay-variants", parse=stay_modes, metavar="MODES", commands=frozenset({"matrix"}),
+           help="run every partition and leader-kill scenario of the catalogue (chosen by its "
+                "faults; or those --scenarios names) once per client mode of --stay listed, "
+                "e.g. none,both (none: the scenario as it is): each staying mode a line of its "
+                "own beside its scenario (\"partition (workload.stay=both)\"), predicted as "
+                "its scenario and with no publish or consumer stuck after a heal; a mode a "
+                "scenario cannot take is listed not applicable"),
     Option("--require-strength", switch=True, default=False,
            commands=frozenset({"run", "check"}),
            help="exit 2 for a valid but weak run (RabbitMQ noticed none of its faults, or "

@@ -40,6 +40,7 @@ from clusters.remote import RemoteError
 from harness import store
 from harness.check import check_run, exit_code
 from harness.errors import HarnessError
+from harness.health import MemorySampler, record_verdict_delay
 from harness.placement import QueueSampler
 from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, grace_s, recover, restart_each
@@ -295,6 +296,7 @@ class Run:
                                depth=lambda node: workload.depth(self.admin, node))
         nemesis = self.nemesis
         with self.phase("main"):
+            self.test_info["main_started_unix"] = time.time()  # for harness.health
             self.workload.start(stop, fault_active=lambda: nemesis.active is not None)
             if self.probe is not None:
                 self.probe.start(stop)
@@ -318,6 +320,7 @@ class Run:
                     self.probe.join()
                 self.nemesis.join()
                 sampler.join()
+        self.test_info["main_ended_unix"] = time.time()
 
     def after_heal(self) -> None:
         """Keeps the workload running after the last heal until confirms and deliveries are seen
@@ -467,19 +470,37 @@ def run_test(spec: TestSpec, store_root: Path, observer: RunObserver | None = No
     spec = spec.resolved()
     with run_lock():
         run_dir = store.new_run_dir(store_root, spec.name)
-        handler = attach_log(run_dir)
+        # The harness's own memory, from the run's start to its verdict (health.jsonl).
+        memory = MemorySampler(run_dir)
+        memory.start()
         try:
-            log.info("run %s seed %s in %s", spec.name, spec.seed, run_dir)
-            run = Run(spec, run_dir, observer)
-            if replay_of is not None:
-                run.test_info["replay_of"] = replay_of
-            outcome = run.execute()
-        finally:
-            logging.getLogger().removeHandler(handler)
-            handler.close()
-    if outcome.error and not outcome.interrupted and outcome.phase_times.get("main") is None:
-        return 2, outcome  # the cluster never got going: nothing to check
-    if observer is not None:
-        observer.stage("check")
-    outcome.results = check_run(run_dir, spark_master=spec.check.spark_master)
-    return exit_code(outcome.results), outcome
+            outcome = _execute(spec, run_dir, observer, replay_of)
+        except BaseException:
+            memory.stop()
+            raise
+    try:
+        if outcome.error and not outcome.interrupted and outcome.phase_times.get("main") is None:
+            return 2, outcome  # the cluster never got going: nothing to check
+        if observer is not None:
+            observer.stage("check")
+        outcome.results = record_verdict_delay(
+            run_dir, check_run(run_dir, spark_master=spec.check.spark_master))
+        return exit_code(outcome.results), outcome
+    finally:
+        memory.stop()
+
+
+def _execute(spec: TestSpec, run_dir: Path, observer: RunObserver | None,
+             replay_of: str | None) -> RunOutcome:
+    """Takes what run_test takes and the run directory. Runs every phase, the controller's log
+    in the run directory's harness.log. Returns the outcome (results unset)."""
+    handler = attach_log(run_dir)
+    try:
+        log.info("run %s seed %s in %s", spec.name, spec.seed, run_dir)
+        run = Run(spec, run_dir, observer)
+        if replay_of is not None:
+            run.test_info["replay_of"] = replay_of
+        return run.execute()
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()

@@ -23,7 +23,9 @@ from clusters.rabbitmq import BrokerConfig
 from clusters.releases import RELEASES
 from harness.matrix import Expectation, loss
 from harness.spec import SpecError, TestSpec
+from history.faults import KILL, PARTITION
 from nemesis import NemesisOptions
+from nemesis.faults import fault_info
 from workloads.clients import ClientOptions
 from workloads.queue_spec import QueueSpec
 from workloads.queue_workload import WorkloadOptions
@@ -418,6 +420,25 @@ SCENARIOS: dict[str, Scenario] = {
     )
     for name, desc, text, expect, twin, changes in _CATALOGUE
 }
+
+
+def partitions_or_kills_leader(spec: TestSpec) -> bool:
+    """Takes a spec. Returns whether one of its faults is a partition (of any shape) or a kill of
+    the queue leader's node: the faults that clients which stay through them (`--stay`) meet as
+    a stall, whose heal the settlement judgement (checkers.settlement) then watches."""
+    for entry in spec.nemesis.entries():
+        kind = fault_info(entry.fault).kind
+        targets = spec.nemesis.resolve(entry).targets
+        if kind == PARTITION or (kind == KILL and targets == "leader"):
+            return True
+    return False
+
+
+def staying_candidates() -> list[str]:
+    """Returns the catalogue's scenarios that `--stay-variants` runs with clients that stay: each
+    whose faults `partitions_or_kills_leader`, in the catalogue's order (a scenario added with
+    such faults is one at once)."""
+    return [n for n, sc in SCENARIOS.items() if partitions_or_kills_leader(sc.spec)]
 
 
 def not_applicable(spec: TestSpec) -> list[tuple[str, str]]:

@@ -73,12 +73,12 @@ class Series:
     def make_row(self, name: str, spec: TestSpec, code: int, wall_s: float, outcome: Any,
                  infrastructure: str | None = None, tries: int = 1) -> matrix.Row:
         """Takes what `record` takes. Returns the run's row without recording it."""
+        variant = vary.row_variant(spec, self.varied)
         return matrix.make_row(
-            name, self.expectations[name], code, wall_s, outcome.run_dir, outcome.results,
-            outcome.error, seed=spec.seed, infrastructure=infrastructure, tries=tries,
-            rabbitmq=spec.broker.rabbitmq,
-            variant=vary.with_store(vary.label(vary.settings(spec, self.varied)),
-                                    spec.broker.metadata_store, spec.broker.rabbitmq))
+            name, matrix.expectation_of(self.expectations, name, variant), code, wall_s,
+            outcome.run_dir, outcome.results, outcome.error, seed=spec.seed,
+            infrastructure=infrastructure, tries=tries, rabbitmq=spec.broker.rabbitmq,
+            variant=variant)
 
     def write(self, code: int | None = None) -> None:
         """Rewrites matrix.json (with `extra`) and matrix.md; `code` overrides the exit code
@@ -203,7 +203,8 @@ def _rejudged(rec: dict[str, Any], expectations: dict[str, Expectation] | None,
     row = _stored_variant(_row_of(rec["row"]), rec.get("spec"))
     results = rec.get("results")
     if expectations is not None and results is not None and row.judgement != matrix.ERROR:
-        again = matrix.make_row(row.scenario, expectations.get(row.scenario, Expectation()),
+        again = matrix.make_row(row.scenario,
+                                matrix.expectation_of(expectations, row.scenario, row.variant),
                                 row.exit_code, row.wall_s, row.run_dir, results, seed=row.seed,
                                 infrastructure=row.infrastructure, tries=row.tries,
                                 rabbitmq=row.rabbitmq, variant=row.variant)
@@ -219,10 +220,13 @@ def _row_of(r: dict[str, Any]) -> matrix.Row:
 
 
 def _stored_variant(row: matrix.Row, spec: dict[str, Any] | None) -> matrix.Row:
-    """Takes a stored row and its stored spec. Returns the row with its variant naming a
-    metadata store other than Mnesia (rows made before their variant said it did not)."""
+    """Takes a stored row and its stored spec. Returns the row with its variant naming the
+    clients that stayed and a metadata store other than its line's default (rows made before
+    their variant said so did not), so that such runs stay apart from their scenario's."""
+    stay = ((spec or {}).get("workload") or {}).get("stay")
     store = ((spec or {}).get("broker") or {}).get("metadata_store")
-    return dataclasses.replace(row, variant=vary.with_store(row.variant, store, row.rabbitmq))
+    said = vary.with_stay(row.variant, stay)
+    return dataclasses.replace(row, variant=vary.with_store(said, store, row.rabbitmq))
 
 
 def _archived_lines(path: Path) -> list[tuple[matrix.Row, dict[str, Any]]]:
@@ -298,6 +302,23 @@ def on_release(spec: TestSpec, broker: dict[str, Any]) -> TestSpec:
         metadata_store=broker.get("metadata_store")))
 
 
+# A scenario's spec that a stored row's variant cannot be applied to (a setting since removed).
+_UNREADABLE = TestSpec(name="unreadable")
+
+
+def _as_run(current: TestSpec, stored: dict[str, Any], variant: str) -> TestSpec:
+    """Takes a scenario's current spec, a run's stored spec and its Row's variant. Returns the
+    current spec as that run would play it now: on its stored release line and metadata store
+    and with its variant's settings (its clients staying, a queue kind varied: dimensions of a
+    series, not of a scenario); _UNREADABLE when the variant names a setting that no longer
+    exists."""
+    current = on_release(current, stored.get("broker") or {})
+    try:
+        return vary.as_varied(current, variant)
+    except SpecError:
+        return _UNREADABLE
+
+
 def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
             recheck: Any = None, specs: dict[str, TestSpec] | None = None,
             dropped: dict[str, int] | None = None) -> list[matrix.Row]:
@@ -316,9 +337,9 @@ def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
     for _key, old, stored, run_dir, results in _each_run_once(matrix_files):
         current = (specs or {}).get(old.scenario)
         if current is not None and stored is not None:
-            # The release line and metadata store are dimensions of a series, not of a scenario.
-            current = on_release(current, stored.get("broker") or {})
-        if current is not None and stored is not None and not same_scenario(stored, current):
+            current = _as_run(current, stored, old.variant)
+        if current is not None and stored is not None and (
+                current is _UNREADABLE or not same_scenario(stored, current)):
             if dropped is not None:
                 dropped[old.scenario] = dropped.get(old.scenario, 0) + 1
             continue
@@ -328,7 +349,8 @@ def rebuild(matrix_files: Sequence[Path], expectations: dict[str, Expectation],
             rows.append(old)
             continue
         rows.append(matrix.make_row(
-            old.scenario, expectations.get(old.scenario, Expectation()), old.exit_code,
+            old.scenario, matrix.expectation_of(expectations, old.scenario, old.variant),
+            old.exit_code,
             old.wall_s, old.run_dir, results, seed=old.seed,
             infrastructure=old.infrastructure, tries=old.tries, rabbitmq=old.rabbitmq,
             variant=old.variant))

@@ -27,7 +27,14 @@ spent:
 3. shorter main phase: halve the healthy time before each fault and after
    the last (not below MIN_LEAD_S before the first, MIN_TAIL_S after the last);
 4. smaller workload: halve the backlog, one publisher fewer, one consumer
-   fewer, half the publish rate (not below MIN_RATE).
+   fewer, half the publish rate (not below MIN_RATE);
+5. fewer staying clients: clients that retire at their first unknown
+   outcome where they stayed through faults (`--stay`), then only the
+   publishers or only the consumers staying where both did.
+
+A stuck publish or consumer after a heal (the liveness section's settlement,
+checkers.settlement) is a class of its own ("stuck publish", "stuck
+consumer"), so a finding of clients that stay is replayed as that finding.
 
 The minimal test is then replayed until it has `confirm` replays in all
 (default 5), and its rate is all its replays: "4 of 5". The record is
@@ -220,12 +227,46 @@ def smaller_workload(spec: TestSpec) -> Iterator[tuple[str, TestSpec]]:
         yield what, dataclasses.replace(spec, workload=dataclasses.replace(w, **change))
 
 
+def fewer_staying_clients(spec: TestSpec) -> Iterator[tuple[str, TestSpec]]:
+    """Yields the spec with fewer clients that stay through faults (`--stay`): none (every
+    client a Jepsen process, retired at its first unknown outcome), then, from both, only the
+    publishers or only the consumers. A finding that needs them keeps its mode in the minimal
+    scenario file; one that does not drops it."""
+    stay = spec.workload.stay
+    fewer = {"both": ("none", "publishers", "consumers"), "publishers": ("none",),
+             "consumers": ("none",)}.get(stay, ())
+    for mode in fewer:
+        yield (f"clients that stay: {stay} -> {mode}",
+               dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, stay=mode)))
+
+
 REDUCTIONS: tuple[tuple[str, Reduction], ...] = (
     ("fewer faults", fewer_faults), ("shorter faults", shorter_faults),
-    ("shorter main phase", shorter_main_phase), ("smaller workload", smaller_workload))
+    ("shorter main phase", shorter_main_phase), ("smaller workload", smaller_workload),
+    ("fewer staying clients", fewer_staying_clients))
 
 
 # -- the search -----------------------------------------------------------------------------------
+
+STUCK_PUBLISH = "stuck publish"
+STUCK_CONSUMER = "stuck consumer"
+
+
+def finding_classes(results: Any) -> set[str]:
+    """Takes results. Returns the classes a replay must show again to be the same finding: the
+    anomaly classes of the incidents (harness.incidents.anomaly_classes), and STUCK_PUBLISH or
+    STUCK_CONSUMER when the liveness section's settlement found a channel or a consumer stuck
+    after a heal."""
+    if not isinstance(results, dict):
+        return set()
+    out = anomaly_classes(results)
+    settlement = (results.get("liveness") or {}).get("settlement") or {}
+    if settlement.get("stuck_channels"):
+        out.add(STUCK_PUBLISH)
+    if settlement.get("stuck_consumers"):
+        out.add(STUCK_CONSUMER)
+    return out
+
 
 @dataclass
 class Trial:
@@ -262,7 +303,7 @@ class Shrinker:
     def __init__(self, run_dir: Path, rule: Rule, store_root: Path) -> None:
         self.run_dir = Path(run_dir)
         self.original, self.results = finding_spec(self.run_dir)
-        self.classes = anomaly_classes(self.results)
+        self.classes = finding_classes(self.results)
         self.rule = rule
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         self.out_dir = store_root / "shrink" / stamp
@@ -277,7 +318,7 @@ class Shrinker:
         docstring)."""
         if not isinstance(results, dict) or results.get("valid") is not False:
             return False
-        return self.rule.any_anomaly or bool(anomaly_classes(results) & self.classes)
+        return self.rule.any_anomaly or bool(finding_classes(results) & self.classes)
 
     def spent(self) -> int:
         """Returns how many replays the search has made."""
@@ -411,6 +452,7 @@ _SETTINGS: tuple[tuple[str, Callable[[TestSpec], str]], ...] = (
     ("publishers", lambda s: f"{s.workload.publishers} at {s.workload.rate:g}/s"),
     ("consumers", lambda s: str(s.workload.consumers)),
     ("queue", lambda s: s.queue.type),
+    ("clients that stay", lambda s: s.workload.stay),
     ("seed", lambda s: str(s.seed)),
 )
 

@@ -1,6 +1,7 @@
 """The store: one directory per run, `store/<test-name>/<UTC timestamp>/`, and `store/latest`.
 
 A run directory holds test.json, history.jsonl, results.json, harness.log,
+health.jsonl (the harness's own memory over the run: harness.health),
 nodes/<node>/, the plots and report.html (shared/DESIGN.md).
 """
 
@@ -18,6 +19,7 @@ HISTORY = "history.jsonl"
 TEST = "test.json"
 RESULTS = "results.json"
 LOG = "harness.log"
+HEALTH = "health.jsonl"
 NODES = "nodes"
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from checkers.options import CheckOptions
 from clusters.releases import DEFAULT_LINE, DEFAULT_METADATA_STORE, RELEASES, known_line
-from harness.matrix import RABBITMQ_KEY
+from harness.matrix import RABBITMQ_KEY, STAY_KEY, settings_of
 from harness.scenario_file import with_setting
 from harness.spec import SpecError, TestSpec
 from workloads.kinds import kind_of
@@ -83,6 +83,55 @@ def with_store(variant: str, metadata_store: str | None, line: str | None = None
     if metadata_store in (None, default) or f"{METADATA_KEY}=" in variant:
         return variant
     return ", ".join(filter(None, [variant, f"{METADATA_KEY}={metadata_store}"]))
+
+
+def with_stay(variant: str, stay: str | None) -> str:
+    """Takes a Row's variant and its run's client mode (`workload.stay`; None for a spec that
+    names none). Returns the variant naming the mode when clients stayed and the variant does
+    not say it already: a run whose clients stay is judged for more than its scenario predicts
+    (harness.matrix `expectation_of`), so it is a line of its own, never counted with its
+    scenario's runs ("partition (workload.stay=both)" beside "partition")."""
+    if stay in (None, "none") or f"{STAY_KEY}=" in variant:
+        return variant
+    return ", ".join(filter(None, [variant, f"{STAY_KEY}={stay}"]))
+
+
+def row_variant(spec: TestSpec, keys: Sequence[str]) -> str:
+    """Takes a run's spec and the keys its series varies. Returns its Row's variant: its values
+    of those keys (`label`), its client mode when clients stay (`with_stay`) and its metadata
+    store when it is not its line's default (`with_store`)."""
+    said = with_stay(label(settings(spec, keys)), spec.workload.stay)
+    return with_store(said, spec.broker.metadata_store, spec.broker.rabbitmq)
+
+
+def as_varied(spec: TestSpec, variant: str) -> TestSpec:
+    """Takes a scenario's spec and a Row's variant ("queue.type=mirrored, workload.stay=both").
+    Returns the spec with the variant's settings but the release line (`apply`: what a run of
+    that variant played, to compare a stored run with). Raises SpecError for a setting that
+    does not exist or a value of the wrong type."""
+    said = settings_of(spec.broker.rabbitmq, variant)
+    said.pop(RABBITMQ_KEY, None)
+    return apply(spec, tuple(said.items()))
+
+
+def stay_modes(name: str, spec: TestSpec, modes: Sequence[str]
+               ) -> tuple[list[TestSpec], list[tuple[str, str]]]:
+    """Takes a test's name, its validated spec and client modes (`--stay-variants`: "none" is
+    the test as it is, "publishers", "consumers" or "both" its clients staying). Returns the
+    spec of each mode that makes a test, validated, and (mode, reason) for each that does not
+    (staying consumers of a test whose consumers crash by design): a mode asked of every
+    scenario at once is not applicable to some, never a usage error."""
+    made: list[TestSpec] = []
+    refused: list[tuple[str, str]] = []
+    for mode in modes:
+        varied = with_setting(spec, STAY_KEY, mode)
+        try:
+            varied.validate()
+        except SpecError as e:
+            refused.append((mode, f"{name} with --stay {mode}: {e}"))
+            continue
+        made.append(varied)
+    return made, refused
 
 
 def apply(spec: TestSpec, variant: Variant) -> TestSpec:

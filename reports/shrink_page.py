@@ -39,7 +39,7 @@ Fault = tuple[float, str, float]
 class Shape:
     """A test as the page compares it, plain data: its fault schedule ((start s, entry,
     duration s) in order) and its workload's settings ((what, value) in the table's order:
-    main phase, backlog, publishers, consumers, queue, seed)."""
+    main phase, backlog, publishers, consumers, queue, clients that stay, seed)."""
 
     schedule: tuple[Fault, ...]
     settings: tuple[tuple[str, str], ...]

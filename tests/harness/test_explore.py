@@ -311,3 +311,24 @@ def test_explore_shrink_stops_at_the_first_finding_and_shrinks_it(tmp_path, monk
     assert "## Findings shrunk" in (explore_dir / "explore.md").read_text()
     page = (explore_dir / "explore.html").read_text()
     assert "Findings shrunk" in page and "shrink page" in page and "minimal.toml" in page
+
+
+def test_explore_draws_the_client_mode_and_records_it_per_candidate(tmp_path, monkeypatch,
+                                                                    capsys):
+    fake = FakeRuns(tmp_path / "runs")
+    monkeypatch.setattr(cli, "_run_and_report", lambda spec, progress=True: fake(spec))
+    monkeypatch.setattr(cli, "_require_root", lambda specs=(): None)
+    main(["explore", "--runs", "6", "--seed", "3", "--pool", "2", "--faults", "partition-one",
+          "--stays", "none,both", "--store", str(tmp_path / "store")])
+    [record] = (tmp_path / "store" / "explore").glob("*/explore.json")
+    steps = json.loads(record.read_text())["steps"]
+    modes = [step["config"]["workload.stay"] for step in steps]
+    assert set(modes) == {"none", "both"}
+    for step, spec in zip(steps, fake.specs, strict=True):
+        assert read_scenario(Path(step["scenario_file"])).workload.stay == \
+            spec.workload.stay == step["config"]["workload.stay"]
+        said = "; clients that stay: both" in step["workload"]
+        assert said == (spec.workload.stay == "both")
+    assert main(["explore", "--runs", "1", "--stays", "forever",
+                 "--store", str(tmp_path / "store")]) == 2
+    assert "unknown client mode(s) forever" in capsys.readouterr().err

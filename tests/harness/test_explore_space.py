@@ -208,3 +208,48 @@ def test_a_disk_corruption_is_left_out_where_it_cannot_play():
     assert space.fitted(dataclasses.replace(TestSpec(), backend=docker)).faults == ("kill",)
     assert space.fitted(TestSpec()).faults == ("disk-corrupt", "kill")
     assert space.fitted(TestSpec()).minority_targets == ("leader", "follower", "minority", "one")
+
+
+STAYS_SPACE = Space(stays=("none", "publishers", "consumers", "both"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_every_candidate_drawing_the_client_mode_is_a_valid_spec(data):
+    c = data.draw(candidates(TestSpec(), STAYS_SPACE))
+    check_candidate(c, TestSpec())
+    stay = c.spec.workload.stay
+    assert dict(c.config)["workload.stay"] == stay
+    if stay in ("consumers", "both"):  # a staying consumer is never paused in faults
+        assert not c.spec.workload.pause_consumers_in_faults
+
+
+def test_the_client_mode_is_drawn_recorded_in_the_scenario_file_and_left_alone_unasked():
+    drawn = [draw_candidate(TestSpec(), Space(stays=("none", "both")), candidate_rng(9, n))
+             for n in range(30)]
+    assert {c.spec.workload.stay for c in drawn} == {"none", "both"}
+    for c in drawn[:5]:
+        assert loads_scenario(dumps_scenario(c.spec)).workload.stay == c.spec.workload.stay
+    # Unasked, the base's mode and no draw: a seed draws the candidates it drew before.
+    plain = [draw_candidate(TestSpec(), Space(), candidate_rng(9, n)) for n in range(10)]
+    assert {c.spec.workload.stay for c in plain} == {"none"}
+    assert all("workload.stay" not in dict(c.config) for c in plain)
+    staying = TestSpec(workload=dataclasses.replace(TestSpec().workload, stay="both"))
+    one = [draw_candidate(staying, Space(stays=("both",)), candidate_rng(9, n))
+           for n in range(10)]
+    assert [c.items for c in one] == [c.items for c in plain]
+    assert {c.spec.workload.stay for c in one} == {"both"}
+
+
+def test_the_space_draws_only_the_client_modes_the_test_can_take():
+    crashing = TestSpec(workload=dataclasses.replace(
+        TestSpec().workload, client=dataclasses.replace(TestSpec().workload.client,
+                                                        crash_after=50)))
+    assert STAYS_SPACE.fitted(crashing).stays == ("none", "publishers")
+    with pytest.raises(SpecError, match="no client mode of consumers, both suits the test"):
+        Space(stays=("consumers", "both")).fitted(crashing)
+    impatient = TestSpec(workload=dataclasses.replace(TestSpec().workload,
+                                                      confirm_deadline_s=10.0))
+    assert STAYS_SPACE.fitted(impatient).stays == ("none", "consumers")
+    with pytest.raises(SpecError, match="unknown client mode"):
+        Space(stays=("forever",)).fitted(TestSpec())

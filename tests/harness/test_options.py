@@ -54,11 +54,11 @@ HELP = {
     "run": {"options": ["--repeat", "--scenario-file", "--replay", "--require-strength"],
             **RUN_GROUPS},
     "matrix": {"options": ["--scenarios", "--with-twins", "--repeat", "--scenario-file",
-                           "--vary"], **RUN_GROUPS},
+                           "--vary", "--stay-variants"], **RUN_GROUPS},
     "nightly": {"options": ["--budget", "--scenarios", "--no-twins"], **RUN_GROUPS},
     "explore": {"options": [], "explore": [
         "--runs", "--hours", "--pool", "--faults", "--targets", "--max-faults", "--queue-types",
-        "--partition-handlings", "--fixed-workload", "--shrink", "--shrink-max-runs", "--vary",
+        "--partition-handlings", "--stays", "--fixed-workload", "--shrink", "--shrink-max-runs", "--vary",
         "--scenario-file"],
         **RUN_GROUPS},
     "shrink": {"positional arguments": [], "options": [

@@ -318,3 +318,62 @@ def test_a_replay_that_crashes_is_one_that_did_not_fail(tmp_path):
     t = shrinker.trial("original", "as played", shrinker.original, run_spec)
     assert t.rate() == "2 of 3" and t.kept
     assert t.runs[0]["error"] == "RuntimeError: the cluster would not start"
+
+
+STUCK = {"valid": False, "queue": {"valid": True, "anomalies": []},
+         "liveness": {"valid": False, "settlement": {"valid": False, "stuck_channels": 1,
+                                                     "stuck_consumers": 0}}}
+
+
+def staying_finding(tmp_path: Path, results) -> Path:
+    spec = TestSpec(name="finding", seed=5, time_limit_s=90.0,
+                    nemesis=NemesisOptions.played_once(SCHEDULE),
+                    workload=WorkloadOptions(publishers=1, consumers=0, consume_rate=None,
+                                             stay="both"))
+    run = tmp_path / "store" / "finding" / "20260101T000000.000000Z"
+    run.mkdir(parents=True)
+    write_scenario(spec, run / "scenario.toml")
+    (run / "results.json").write_text(json.dumps(results))
+    return run
+
+
+def test_fewer_staying_clients_tries_retiring_clients_then_one_role_staying():
+    both = TestSpec(workload=WorkloadOptions(stay="both"))
+    assert [(what, s.workload.stay) for what, s in shrink.fewer_staying_clients(both)] == [
+        ("clients that stay: both -> none", "none"),
+        ("clients that stay: both -> publishers", "publishers"),
+        ("clients that stay: both -> consumers", "consumers")]
+    one = TestSpec(workload=WorkloadOptions(stay="consumers"))
+    assert [s.workload.stay for _w, s in shrink.fewer_staying_clients(one)] == ["none"]
+    assert list(shrink.fewer_staying_clients(TestSpec())) == []
+
+
+def test_a_stuck_client_is_a_finding_class_of_its_own():
+    assert shrink.finding_classes(STUCK) == {shrink.STUCK_PUBLISH}
+    consumer = json.loads(json.dumps(STUCK))
+    consumer["liveness"]["settlement"].update(stuck_channels=0, stuck_consumers=2)
+    assert shrink.finding_classes(consumer) == {shrink.STUCK_CONSUMER}
+    assert shrink.finding_classes(lost()) == {"lost"} and shrink.finding_classes(None) == set()
+
+
+def test_a_minimal_scenario_keeps_the_staying_clients_a_finding_needs(tmp_path):
+    # Stuck only while publishers stay through the partition.
+    def needs_publishers(spec, n):
+        partitioned = any(e.startswith("partition") for _s, e, _d in spec.nemesis.schedule)
+        return STUCK if partitioned and spec.workload.publishers_stay else VALID
+    run = staying_finding(tmp_path, STUCK)
+    shrinker = Shrinker(run, Rule(), tmp_path / "store")
+    assert shrinker.execute(FakeReplays(tmp_path / "store", needs_publishers), print) == 1
+    minimal = read_scenario(shrinker.out_dir / "minimal.toml")
+    assert minimal.workload.stay == "publishers"
+    assert [e for _s, e, _d in minimal.nemesis.schedule] == ["partition-one@n3"]
+    trials = json.loads((shrinker.out_dir / "shrink.json").read_text())["trials"]
+    tried = {t["what"]: t["kept"] for t in trials if t["reduction"] == "fewer staying clients"}
+    assert tried["clients that stay: both -> none"] is False
+    assert tried["clients that stay: both -> publishers"] is True
+    # A loss that does not need them drops them.
+    run = tmp_path / "other"
+    other = staying_finding(run, lost())
+    shrinker = Shrinker(other, Rule(), run / "store")
+    assert shrinker.execute(FakeReplays(run / "store"), print) == 1
+    assert read_scenario(shrinker.out_dir / "minimal.toml").workload.stay == "none"

@@ -171,7 +171,7 @@ def test_matrix_holds_a_scenario_file_fixed_and_varies_the_queue_kind(tmp_path, 
     assert {s.seed for s in ran} == {4242}  # the file's seed: one schedule, same random picks
     assert {s.nemesis.schedule for s in ran} == {scheduled().nemesis.schedule}
     out = capsys.readouterr().out
-    assert "not applicable: kill-then-partition on RabbitMQ 4.0" in out
+    assert "not applicable: kill-then-partition (queue.type=mirrored) on RabbitMQ 4.0" in out
     assert ("| kill-then-partition | valid | 1/1 ok | 0/1 FINDING | 1/1 ok | 1/1 ok |"
             in out)
     [md] = (tmp_path / "store" / "matrix").glob("*/matrix.md")
