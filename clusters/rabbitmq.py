@@ -518,20 +518,27 @@ class RabbitBroker:
         self.start(node, timeout)
 
     def _boot_after_first_answers(self, timeout: float) -> None:
-        """Starts the first node; once its VM answers, starts the others, and waits until every
-        node has booted (each within `timeout` of its start). Raises BrokerError."""
+        """Starts the first node and, while its VM comes up, configures the others; once it
+        answers, starts them, and waits until every node has booted (each within `timeout` of
+        its start). Raises BrokerError."""
         first = self.nodes[0]
         self.configure(first)
         started = time.monotonic()
         pid = self._spawn(first)
-        self.wait_answering(first, timeout, pid)
+
+        def prepare(n: Node) -> None:
+            if n is first:
+                self.wait_answering(first, timeout, pid)
+            else:
+                self.configure(n)
+        _parallel(prepare, self.nodes)
         left = max(1.0, timeout - (time.monotonic() - started))
 
         def boot(n: Node) -> None:
             if n is first:
                 self.wait_booted(first, left, pid)
             else:
-                self._boot(n, timeout)
+                self.start(n, timeout)
         _parallel(boot, self.nodes)
 
     def _wipe(self, node: Node) -> None:

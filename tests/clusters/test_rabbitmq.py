@@ -431,21 +431,29 @@ def test_on_4_3_the_others_start_once_the_first_node_answers_and_boot_while_it_d
     order: list[tuple[str, bool]] = []
     nodes = _cluster("", order)
     asked: list[tuple[str, bool]] = []  # what n1 was asked, and whether the others had started
+    configured: list[bool] = []  # whether the others were configured before n1 answered
     respond = nodes[0].remote.respond
+
+    def ready(what, deadline):
+        while not all(what(n) for n in nodes[1:]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return all(what(n) for n in nodes[1:])
 
     def first(argv):
         call = _erl_call(argv)
+        if call and "is_alive" in call[1]:
+            configured.append(ready(lambda n: f"/data/{n.name}/etc/rabbitmq.conf"
+                                    in n.remote.files, time.monotonic() + 1.0))
         if call:
             deadline = time.monotonic() + (1.0 if "await_startup" in call[1] else 0.0)
-            while not all(_servers(n) for n in nodes[1:]) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            asked.append((call[1], all(_servers(n) for n in nodes[1:])))
+            asked.append((call[1], ready(_servers, deadline)))
         return respond(argv)
     nodes[0].remote.respond = first
     RabbitBroker(nodes, BrokerConfig(rabbitmq="4.3"), "/data",
                  launcher=HostLauncher()).start_all(timeout=5)
     assert all(len(_servers(n)) == 1 for n in nodes)
     assert asked == [("erlang is_alive []", False), ("rabbit await_startup [1000]", True)]
+    assert configured == [True]  # configured while n1's VM came up, started once it answered
     assert sorted(name for name, failed in order if not failed) == ["n1", "n2", "n3"]
 
 
