@@ -22,7 +22,8 @@ about 0.45 CPU seconds); on a machine with C cores a
 cluster cannot be ready sooner than (cpu_brokers + cpu_cli) / C. "by_hand" counts the nodes
 that did not join at boot. Prints every round and the median, minimum and maximum of each
 phase per line; `--json FILE` keeps the raw
-figures. Run it as `make bench-cluster` (root: namespaces). Nothing else may run a cluster
+figures, `--logs DIR` each round's node logs (DIR/<line>-<round>/<node>/, read once the queue
+is declared: the timestamps of a boot, a join, a peer discovery). Run it as `make bench-cluster` (root: namespaces). Nothing else may run a cluster
 meanwhile.
 """
 
@@ -79,10 +80,18 @@ def _children_cpu() -> float:
     return t.children_user + t.children_system
 
 
-def one_round(line: str, nodes: int, store: str | None) -> dict[str, float]:
-    """Takes a release line, a node count and a metadata store (None: the line's own). Boots a
-    cluster, times each phase, tears it down. Returns {phase: seconds} with "rootfs" and "ready", and the CPU
-    seconds the brokers and the CLI calls used until ready ("cpu_brokers", "cpu_cli")."""
+def round_logs(root: Path, line: str, round_no: int) -> Path:
+    """Takes the folder of `--logs`, a release line and a round's number (from 1). Returns the
+    folder that round's node logs are copied into."""
+    return root / f"{line}-{round_no}"
+
+
+def one_round(line: str, nodes: int, store: str | None,
+              logs: Path | None = None) -> dict[str, float]:
+    """Takes a release line, a node count, a metadata store (None: the line's own) and where to
+    copy the nodes' logs once ready (None: nowhere). Boots a cluster, times each phase, tears it
+    down. Returns {phase: seconds} with "rootfs" and "ready", and the CPU seconds the brokers
+    and the CLI calls used until ready ("cpu_brokers", "cpu_cli")."""
     cluster = NetnsCluster(make_plan(nodes), data_root=str(STATE / "cluster" / "bench-cluster"))
     broker = RabbitBroker(cluster.nodes, BrokerConfig(rabbitmq=line, metadata_store=store),
                           cluster.data_root)
@@ -108,6 +117,8 @@ def one_round(line: str, nodes: int, store: str | None) -> dict[str, float]:
         pids = [broker.beam_pid(n) for n in broker.nodes]
         times["cpu_brokers"] = round(sum(_cpu_seconds(p) for p in pids if p), 2)
         times["by_hand"] = len(broker.joined_by_hand)
+        if logs is not None:
+            cluster.fetch_logs(broker, logs)
     finally:
         broker.stop_all()
         cluster.destroy()
@@ -143,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--metadata-store", default=None,
                    help="the metadata store (default each line's own: Mnesia, Khepri on 4.3)")
     p.add_argument("--json", type=Path, help="write the raw figures here")
+    p.add_argument("--logs", type=Path,
+                   help="copy each round's node logs into LOGS/<line>-<round>/<node>/")
     a = p.parse_args(argv)
     lines = [x for x in a.rabbitmq.split(",") if x]
     unknown = [x for x in lines if x not in RELEASES]
@@ -154,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for k in range(a.rounds):
         for line in lines[k % len(lines):] + lines[:k % len(lines)]:  # lines take turns
             try:
-                r = one_round(line, a.nodes, a.metadata_store)
+                r = one_round(line, a.nodes, a.metadata_store,
+                              round_logs(a.logs, line, k + 1) if a.logs else None)
             except Exception as e:  # a cluster that would not come up ends the benchmark
                 print(f"{line} round {k + 1}: {type(e).__name__}: {e}", file=sys.stderr)
                 return 2

@@ -54,6 +54,8 @@ CLI_TIMEOUT = 30.0
 ERL_CALL_SH = 'for c in /usr/lib/erlang/erts-*/bin/erl_call; do exec "$c" "$@"; done; exit 127'
 ERL_CALL_TIMEOUT = 5.0
 BOOT_POLL = 0.1
+# How long one erl_call has a booting node await its own boot (rabbit:await_startup/1, ms).
+AWAIT_MS = 1000
 ALIVE_EVERY = 1.0  # while a node boots, whether its process still runs: every second
 ERL_CALL_GRACE = 15.0
 _ATOM = re.compile(r"'([^']+)'|([a-z][A-Za-z0-9_@.]*)")
@@ -368,15 +370,16 @@ class RabbitBroker:
         home = self.launcher.home
         return env | scripts_env(home) if home else env
 
-    def erl_call(self, node: Node, module: str, function: str,
+    def erl_call(self, node: Node, module: str, function: str, args: str = "[]",
                  timeout: float = ERL_CALL_TIMEOUT) -> str | None:
-        """Applies module:function() on the node with erl_call. Returns the result as the
-        text of an Erlang term, or None when there is none: the node is not up (yet), did
-        not answer within the timeout, or the call failed there (`{badrpc, ...}`). Raises
-        ErlCallUnavailable when the node's Erlang runtime has no erl_call."""
+        """Applies module:function(args...) on the node with erl_call (args: the text of an
+        Erlang list of the arguments). Returns the result as the text of an Erlang term, or
+        None when there is none: the node is not up (yet), did not answer within the timeout,
+        or the call failed there (`{badrpc, ...}`). Raises ErlCallUnavailable when the node's
+        Erlang runtime has no erl_call."""
         argv = self.launcher.wrap(["sh", "-c", ERL_CALL_SH, "sh", "-name", node.erlang_name,
                                    "-timeout", str(max(1, round(timeout))),
-                                   "-a", f"{module} {function} []"])
+                                   "-a", f"{module} {function} {args}"])
         try:
             res = node.remote.run(argv, timeout=timeout + 5, env=self._env(node), check=False)
         except CommandTimeout:
@@ -410,37 +413,53 @@ class RabbitBroker:
 
     def start(self, node: Node, timeout: float = 120.0) -> None:
         """Starts the node's broker and waits until the rabbit app runs. Raises BrokerError."""
+        self.wait_booted(node, timeout, self._spawn(node))
+
+    def _spawn(self, node: Node) -> int:
+        """Takes a configured node. Starts its broker; returns the pid it was started as."""
         p = self.paths(node)
         node.remote.run(["rm", "-f", p.pid_file], timeout=10)
-        pid = node.remote.spawn(
+        return node.remote.spawn(
             self._command("rabbitmq-server"),
             env=self._env(node),
             log_path=f"{p.log_dir}/startup.out",
         )
-        self.wait_booted(node, timeout, pid)
 
     def wait_booted(self, node: Node, timeout: float = 120.0, pid: int | None = None) -> None:
         """Takes a node and the pid its broker was started as, if known. Waits until the broker
-        has booted: rabbit:is_booted() asked with erl_call every BOOT_POLL s (no CPU to speak
-        of while the nodes boot, where `rabbitmqctl wait` is an Erlang VM per node), whether
-        the started process still runs every ALIVE_EVERY s; or
-        `rabbitmqctl wait` where the node's runtime has no erl_call, or where erl_call has
-        had no answer at all (not even "false": the node's distribution starts within a second
-        or two of its VM) for ERL_CALL_GRACE s while the process runs. Raises BrokerError past
-        the timeout, or once the started process has exited."""
+        has booted: the node asked with erl_call to await its own boot for up to AWAIT_MS
+        (rabbit:await_startup/1, which looks every 100 ms inside the node: no CPU to speak of
+        while the nodes boot, where `rabbitmqctl wait` is an Erlang VM per node), again every
+        BOOT_POLL s while its distribution is not up yet, whether the started process still
+        runs every ALIVE_EVERY s; or `rabbitmqctl wait` where the node's runtime has no
+        erl_call, or where erl_call has had no answer at all (the node's distribution starts
+        within a second or two of its VM) for ERL_CALL_GRACE s while the process runs. Raises
+        BrokerError past the timeout, or once the started process has exited."""
+        self._await(node, time.monotonic() + timeout, pid, booted=True)
+
+    def wait_answering(self, node: Node, timeout: float, pid: int | None = None) -> None:
+        """Takes a node, how long to wait and the pid its broker was started as. Waits until
+        its VM answers erl_call at all (its distribution is up: the VM runs; its broker may
+        still be booting), or, where its runtime has no erl_call or it never answers, until it
+        has booted (`rabbitmqctl wait`). Raises BrokerError as wait_booted does."""
+        self._await(node, time.monotonic() + timeout, pid, booted=False)
+
+    def _await(self, node: Node, deadline: float, pid: int | None, booted: bool) -> None:
+        """Waits until the node has booted (booted) or answers erl_call at all (not booted);
+        see wait_booted. Raises BrokerError past the deadline, or once `pid` has exited."""
         started = time.monotonic()
-        deadline = started + timeout
         answered = False
         next_alive_check = started
         while True:
             try:
-                booted = self.erl_call(node, "rabbit", "is_booted")
+                answer = (self.erl_call(node, "rabbit", "await_startup", f"[{AWAIT_MS}]")
+                          if booted else self.erl_call(node, "erlang", "is_alive"))
             except ErlCallUnavailable:
                 self._wait_booted_cli(node, deadline)
                 return
-            if booted == "true":
+            if answer == "ok" or (answer is not None and not booted):
                 return
-            answered = answered or booted is not None
+            answered = answered or answer is not None
             now = time.monotonic()
             if not answered and now - started >= ERL_CALL_GRACE:
                 log.info("%s: no answer from erl_call; waiting with rabbitmqctl", node.name)
@@ -453,8 +472,9 @@ class RabbitBroker:
                     raise BrokerError(f"{node.name} did not boot: its broker exited "
                                       f"({died_joining(out) or 'see its startup.out'})")
             if now >= deadline:
-                raise BrokerError(f"{node.name} did not boot within {timeout:.0f}s")
-            time.sleep(BOOT_POLL)
+                raise BrokerError(f"{node.name} did not boot within {deadline - started:.0f}s")
+            if answer is None:  # not up yet; an answer has already waited in the node
+                time.sleep(BOOT_POLL)
 
     def _wait_booted_cli(self, node: Node, deadline: float) -> None:
         timeout = max(1.0, deadline - time.monotonic())
@@ -472,11 +492,15 @@ class RabbitBroker:
         node dies with schema_integrity_check_failed, and the first node may then die too, with
         incompatible_feature_flags, "All replicas on diskfull nodes are not active yet"), and
         a first node that is up before anyone joins it leaves no such window. A release whose
-        peer discovery would have a joiner select itself (Release.joiners_wait_for_first) boots
-        its first node before the others every time. Raises BrokerError when the second boot
-        fails as well."""
+        peer discovery would have a joiner select itself (Release.joiners_wait_for_first)
+        starts its first node before the others every time: the others start once it has
+        booted, or, where the release says a running first node is enough
+        (Release.joiners_start_when_first_answers), once its VM answers, and boot while it
+        does. Raises BrokerError when the second boot fails as well."""
         try:
-            if self.release.joiners_wait_for_first:
+            if self.release.joiners_start_when_first_answers:
+                self._boot_after_first_answers(timeout)
+            elif self.release.joiners_wait_for_first:
                 self._boot(self.nodes[0], timeout)
                 _parallel(lambda n: self._boot(n, timeout), self.nodes[1:])
             else:
@@ -492,6 +516,30 @@ class RabbitBroker:
     def _boot(self, node: Node, timeout: float) -> None:
         self.configure(node)
         self.start(node, timeout)
+
+    def _boot_after_first_answers(self, timeout: float) -> None:
+        """Starts the first node and, while its VM comes up, configures the others; once it
+        answers, starts them, and waits until every node has booted (each within `timeout` of
+        its start). Raises BrokerError."""
+        first = self.nodes[0]
+        self.configure(first)
+        started = time.monotonic()
+        pid = self._spawn(first)
+
+        def prepare(n: Node) -> None:
+            if n is first:
+                self.wait_answering(first, timeout, pid)
+            else:
+                self.configure(n)
+        _parallel(prepare, self.nodes)
+        left = max(1.0, timeout - (time.monotonic() - started))
+
+        def boot(n: Node) -> None:
+            if n is first:
+                self.wait_booted(first, left, pid)
+            else:
+                self.start(n, timeout)
+        _parallel(boot, self.nodes)
 
     def _wipe(self, node: Node) -> None:
         """Kills the node's broker, keeps the output of the boot that failed beside the next
@@ -604,10 +652,12 @@ class RabbitBroker:
     def quick_status(self, node: Node) -> NodeStatus | None:
         """Returns the node's view of the cluster as `status` gives it (the nodes running,
         those it is partitioned from, its alarms as the broker prints them), asked with
-        erl_call: three calls of a few milliseconds. None when one gives no answer. Raises
+        erl_call: three calls of a few milliseconds (two where the release's status reports
+        no partitions, Release.partitions_call). None when one gives no answer. Raises
         ErlCallUnavailable when the node's runtime has no erl_call."""
         running = self.erl_call(node, "rabbit_nodes", "all_running")
-        partitioned = self.erl_call(node, "rabbit_node_monitor", "partitions")
+        asks = self.release.partitions_call
+        partitioned = self.erl_call(node, *asks) if asks else "[]"
         alarms = self.erl_call(node, "rabbit_alarm", "get_alarms")
         if running is None or partitioned is None or alarms is None:
             return None
@@ -631,17 +681,24 @@ class RabbitBroker:
     def versions(self) -> dict[str, Any]:
         """Returns what the first node reports: the RabbitMQ and Erlang versions, the release line
         asked for (with its caveat, where the release table gives one), the metadata store in
-        use and the enabled feature flags (keys missing when the node would not say)."""
+        use and the enabled feature flags (keys missing when the node would not say: those
+        from the first question it would not answer on, in that order). The three CLI calls
+        run at once: each is an Erlang VM of its own, mostly starting up."""
         n = self.nodes[0]
         out: dict[str, Any] = {"release": self.release.line}
         if self.release.caveat:
             out["caveat"] = self.release.caveat
+        with ThreadPoolExecutor(max_workers=3) as ex:
+            version = ex.submit(self.ctl, n, "version", timeout=20)
+            erlang = ex.submit(self.ctl, n, "erlang_version", tool="rabbitmq-diagnostics",
+                               timeout=20)
+            listed = ex.submit(self.ctl, n, "list_feature_flags", "--silent", "--formatter",
+                               "json", "name", "state", timeout=20)
         try:
-            out["rabbitmq"] = self.ctl(n, "version", timeout=20).strip()
-            erl = self.ctl(n, "erlang_version", tool="rabbitmq-diagnostics", timeout=20)
+            out["rabbitmq"] = version.result().strip()
+            erl = erlang.result()
             out["erlang"] = erl.strip().splitlines()[-1] if erl.strip() else ""
-            flags = enabled_flags(self.ctl(n, "list_feature_flags", "--silent", "--formatter",
-                                           "json", "name", "state", timeout=20))
+            flags = enabled_flags(listed.result())
             out["metadata_store"] = "khepri" if KHEPRI_FLAG in flags else DEFAULT_METADATA_STORE
             out["feature_flags"] = flags
         except (RemoteError, ValueError) as e:

@@ -64,6 +64,19 @@ class Release:
       counting itself, so a joiner that cannot reach the first node yet (or whose VM started
       first) selects itself and boots alone ("node 'rabbit@...' selected for auto-clustering"),
       to be joined by hand later; 3.10 retries the nodes it lists until one answers.
+    joiners_start_when_first_answers: whether, on a line whose joiners wait for the first node,
+      they may start as soon as its VM answers (erl_call), rather than once it has booted.
+      4.3's peer discovery (rabbit_peer_discovery, read from 4.3.6) asks the nodes a joiner lists
+      and itself, sorts those that answer by their members, then by when their VM started, and
+      retries (discovery_retry_interval) while fewer than two answer or while the one it sorted
+      first has no database ready yet; a first node whose VM answers started before any joiner
+      was spawned, so it sorts before every joiner and none selects itself. The joiners' boot
+      then overlaps the first node's (the cluster's ready time is no longer their sum).
+    partitions_call: the (module, function) a node answers the nodes it is partitioned from with,
+      as `cluster_status` reports them (rabbit_node_monitor:partitions/0, Mnesia's view), or
+      None on a line whose `cluster_status` reports none: 4.3 has neither Mnesia nor that
+      function, and its CLI's status (rabbit_khepri:cli_cluster_status/0) says `partitions: []`
+      whatever the network does.
     no_partition_handling: why the line has no cluster_partition_handling at all, or None when
       it has it (4.3 removed Mnesia and its partition handling strategies: the key is accepted
       and ignored, so a spec that sets it is refused rather than run as if it applied).
@@ -93,6 +106,8 @@ class Release:
     placement_columns: tuple[str, ...] = (
         "name", "type", "leader", "members", "pid", "slave_pids", "synchronised_slave_pids")
     joiners_wait_for_first: bool = False
+    joiners_start_when_first_answers: bool = False
+    partitions_call: tuple[str, str] | None = ("rabbit_node_monitor", "partitions")
     no_partition_handling: str | None = None
     transient_queues_denied: str | None = None
     ra_query_mfa: bool = False
@@ -231,6 +246,8 @@ RELEASES: dict[str, Release] = {
         delivery_limit=20,
         placement_columns=("name", "type", "leader", "members", "pid"),
         joiners_wait_for_first=True,
+        joiners_start_when_first_answers=True,
+        partitions_call=None,
         no_partition_handling=(
             "RabbitMQ 4.3 has no cluster_partition_handling: Mnesia and its partition handling "
             "strategies were removed, and the key is accepted and ignored. Khepri, a Raft "

@@ -1,8 +1,9 @@
 """The cluster benchmark's table and its refusal of unknown release lines (no cluster)."""
 
 import os
+from pathlib import Path
 
-from bench.cluster import PHASES, main, report
+from bench.cluster import PHASES, main, report, round_logs
 
 
 def test_the_table_gives_each_phase_median_the_cpu_spent_and_the_ready_spread():
@@ -27,3 +28,10 @@ def test_cpu_seconds_are_read_from_proc():
 def test_an_unknown_release_line_exits_2(capsys):
     assert main(["--rabbitmq", "3.8", "--rounds", "1"]) == 2
     assert "unknown release(s): 3.8" in capsys.readouterr().err
+
+
+def test_each_rounds_node_logs_have_a_folder_of_their_own():
+    root = Path("/tmp/bench-logs")
+    folders = {round_logs(root, line, k) for line in ("3.10", "4.3") for k in (1, 2)}
+    assert len(folders) == 4 and all(f.parent == root for f in folders)
+    assert round_logs(root, "4.3", 2) == root / "4.3-2"

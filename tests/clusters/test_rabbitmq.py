@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import threading
 import time
 
 import pytest
@@ -272,9 +273,10 @@ SCHEMA_FAILURE = ('Kernel pid terminated (application_controller) ({application_
 
 def _waits_fail(name, order, failures=1):
     """A responder whose node's first `failures` boots die (its broker exits before it
-    answers rabbit:is_booted()); every node's boots are noted in `order`, as (node, failed).
-    A broker that boots runs until killed. Waits are erl_call asks, one a boot here: a booted
-    node says true at once, a dead one is seen dead at once (no /proc/PID/stat)."""
+    answers that it has booted: rabbit:await_startup/1); every node's boots are noted in
+    `order`, as (node, failed). A broker that boots runs until killed. Waits are erl_call asks,
+    one a boot here: a booted node says ok at once, a dead one is seen dead at once (no
+    /proc/PID/stat); its VM answers at once whether it is alive."""
     boots = []
     killed = []
 
@@ -284,13 +286,15 @@ def _waits_fail(name, order, failures=1):
         if argv[:2] == ("kill", "-0") and killed:
             return CommandResult(argv, 1, "", "no such process")
         call = _erl_call(argv)
-        if call == (f"rabbit@10.0.0.{name[1]}", "rabbit is_booted []"):
+        if call == (f"rabbit@10.0.0.{name[1]}", "erlang is_alive []"):
+            return CommandResult(argv, 0, "true", "")  # its VM answers at once
+        if call == (f"rabbit@10.0.0.{name[1]}", "rabbit await_startup [1000]"):
             boots.append(argv)
             failed = len(boots) <= failures
             order.append((name, failed))
             if failed:  # and `cat /proc/PID/stat` fails: FakeRemote has no such file
                 return CommandResult(argv, 1, "", "erl_call: failed to connect to node")
-            return CommandResult(argv, 0, "true", "")
+            return CommandResult(argv, 0, "ok", "")
         return None
     return respond
 
@@ -299,7 +303,8 @@ def test_a_booting_node_is_asked_until_it_has_booted_and_without_erl_call_the_cl
         monkeypatch):
     from clusters import rabbitmq
 
-    answers = iter(["", "false", "true"])  # not up yet, booting, booted
+    # not up yet, still booting after the node awaited its boot for a second, booted
+    answers = iter(["", "{error, timeout}", "ok"])
 
     def respond(argv):
         if _erl_call(argv):
@@ -309,11 +314,13 @@ def test_a_booting_node_is_asked_until_it_has_booted_and_without_erl_call_the_cl
     nodes, b = _broker(respond)
     nodes[0].remote.files["/proc/1001/stat"] = "1001 (beam.smp) S 1 1001 1001 0 -1 4194560"
     b.start(nodes[0], timeout=5)
-    assert len([c for c in nodes[0].remote.calls if _erl_call(c)]) == 3
+    asked = [_erl_call(c) for c in nodes[0].remote.calls if _erl_call(c)]
+    # The node awaits its own boot, a second at a time (rabbit:await_startup/1, in ms).
+    assert asked == [("rabbit@10.0.0.1", "rabbit await_startup [1000]")] * 3
     assert not [c for c in nodes[0].remote.calls if "wait" in c]  # no CLI VM
     # Its process still runs but it never boots: the timeout.
-    nodes, b = _broker(lambda argv: CommandResult(argv, 0, "false", "") if _erl_call(argv)
-                       else None)
+    nodes, b = _broker(lambda argv: CommandResult(argv, 0, "{error, timeout}", "")
+                       if _erl_call(argv) else None)
     nodes[0].remote.files["/proc/1001/stat"] = "1001 (beam.smp) S 1 1001 1001 0 -1 4194560"
     with pytest.raises(BrokerError, match="n1 did not boot within 0s"):
         b.start(nodes[0], timeout=0.3)
@@ -415,3 +422,94 @@ def test_a_release_whose_joiners_would_select_themselves_boots_its_first_node_fi
                  launcher=HostLauncher()).start_all(timeout=5)
     assert all(len(_servers(n)) == 1 for n in nodes)
     assert others_started_meanwhile == [not first_alone]
+
+
+def test_on_4_3_the_others_start_once_the_first_node_answers_and_boot_while_it_does():
+    # 4.3's peer discovery sorts the nodes that answer by their VMs' start: a first node whose
+    # VM answers has started before any joiner, so none can select itself, and the joiners need
+    # not wait for its boot.
+    order: list[tuple[str, bool]] = []
+    nodes = _cluster("", order)
+    asked: list[tuple[str, bool]] = []  # what n1 was asked, and whether the others had started
+    configured: list[bool] = []  # whether the others were configured before n1 answered
+    respond = nodes[0].remote.respond
+
+    def ready(what, deadline):
+        while not all(what(n) for n in nodes[1:]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return all(what(n) for n in nodes[1:])
+
+    def first(argv):
+        call = _erl_call(argv)
+        if call and "is_alive" in call[1]:
+            configured.append(ready(lambda n: f"/data/{n.name}/etc/rabbitmq.conf"
+                                    in n.remote.files, time.monotonic() + 1.0))
+        if call:
+            deadline = time.monotonic() + (1.0 if "await_startup" in call[1] else 0.0)
+            asked.append((call[1], ready(_servers, deadline)))
+        return respond(argv)
+    nodes[0].remote.respond = first
+    RabbitBroker(nodes, BrokerConfig(rabbitmq="4.3"), "/data",
+                 launcher=HostLauncher()).start_all(timeout=5)
+    assert all(len(_servers(n)) == 1 for n in nodes)
+    assert asked == [("erlang is_alive []", False), ("rabbit await_startup [1000]", True)]
+    assert configured == [True]  # configured while n1's VM came up, started once it answered
+    assert sorted(name for name, failed in order if not failed) == ["n1", "n2", "n3"]
+
+
+def test_a_first_node_whose_runtime_has_no_erl_call_is_awaited_until_booted():
+    nodes, b = _broker(lambda argv: CommandResult(argv, 127, "", "erl_call: not found")
+                       if _erl_call(argv) else None)
+    b.wait_answering(nodes[0], timeout=60, pid=1001)
+    waits = [c for c in nodes[0].remote.calls if "wait" in c]
+    assert waits == [("/usr/lib/rabbitmq/bin/rabbitmqctl", "-n", "rabbit@10.0.0.1", "wait",
+                      "--timeout", "59", "/data/n1/rabbit.pid")]
+
+
+def test_on_4_3_the_status_read_with_erl_call_asks_no_partitions():
+    # 4.3's cluster_status reports `partitions: []` whatever happens (it has no Mnesia, nor
+    # rabbit_node_monitor:partitions/0): the quick status says the same, without asking.
+    def respond(argv):
+        call = _erl_call(argv)
+        if call:
+            return CommandResult(argv, 0, {
+                "rabbit_nodes all_running []": "['rabbit@10.0.0.1','rabbit@10.0.0.2']",
+                "rabbit_alarm get_alarms []": "[]"}[call[1]], "")
+        return None
+    nodes = [Node(f"n{i}", f"10.0.0.{i}", FakeRemote(f"n{i}", respond)) for i in (1, 2)]
+    b = RabbitBroker(nodes, BrokerConfig(rabbitmq="4.3"), "/data")
+    assert b.quick_status(nodes[0]) == NodeStatus(
+        "rabbit@10.0.0.1", True, frozenset({"rabbit@10.0.0.1", "rabbit@10.0.0.2"}), {}, ())
+    assert [_erl_call(c)[1] for c in nodes[0].remote.calls] == [
+        "rabbit_nodes all_running []", "rabbit_alarm get_alarms []"]
+    # Every node sees both: formed at boot and healthy, no CLI call.
+    assert b.form_cluster() is True
+    assert not [c for n in nodes for c in n.remote.calls if not _erl_call(c)]
+
+
+def test_versions_asks_the_first_node_three_things_at_once_and_keeps_what_came_before_a_failure():
+    flags = json.dumps([{"name": "khepri_db", "state": "enabled"},
+                        {"name": "quorum_queue", "state": "enabled"},
+                        {"name": "rabbitmq_4.3.0", "state": "disabled"}])
+    together = threading.Barrier(3, timeout=10)  # broken unless the three are asked at once
+
+    def respond(argv):
+        verb = argv[3]
+        together.wait()
+        return CommandResult(argv, 0, {"version": "4.3.6\n",
+                                       "erlang_version": "Erlang/OTP 29.1.2\n",
+                                       "list_feature_flags": flags}[verb], "")
+    nodes, b = _broker(respond)
+    b = RabbitBroker(nodes, BrokerConfig(rabbitmq="4.3"), "/data")
+    got = b.versions()
+    assert {k: v for k, v in got.items() if k != "caveat"} == {
+        "release": "4.3", "rabbitmq": "4.3.6", "erlang": "Erlang/OTP 29.1.2",
+        "metadata_store": "khepri", "feature_flags": ["khepri_db", "quorum_queue"]}
+    assert sorted(c[0].rsplit("/", 1)[-1] for c in nodes[0].remote.calls) == [
+        "rabbitmq-diagnostics", "rabbitmqctl", "rabbitmqctl"]
+    assert not together.broken  # none waited for another
+    # The Erlang version would not come: the RabbitMQ version stays, nothing after it.
+    nodes, b = _broker(lambda argv: CommandResult(argv, 1 if argv[3] == "erlang_version" else 0,
+                                                  "4.3.6" if argv[3] == "version" else flags,
+                                                  ""))
+    assert b.versions() == {"release": "3.10", "rabbitmq": "4.3.6"}

@@ -58,6 +58,12 @@ def test_4_3_is_khepri_only_without_partition_handling_or_transient_queues():
     assert "--permit-transient-queues" in line.transient_queue_refusal(False)
     assert line.transient_queue_refusal(True) is None and line.permission_refusal() is None
     assert release("4.0").transient_queue_refusal(False) is None
+    # no Mnesia partitions to ask about; the joiners start once the first node's VM answers
+    assert line.partitions_call is None
+    assert release("4.0").partitions_call == release("3.10").partitions_call == (
+        "rabbit_node_monitor", "partitions")
+    assert line.joiners_wait_for_first and line.joiners_start_when_first_answers
+    assert not release("4.0").joiners_start_when_first_answers
     assert "takes transient non-exclusive queues without a permission" in \
         release("4.0").permission_refusal()
     assert "Erlang 29" in line.caveat and release("4.0").caveat is None
