@@ -174,7 +174,10 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
              "quorum-consumer-timeout-healthy", "quorum-power-loss-minority",
              "quorum-power-loss-all", "quorum-leader-partition-returns",
              "durable-graceful-restart", "quorum-disk-corrupt-minority",
-             "quorum-disk-corrupt-leader-truncate"}
+             "quorum-disk-corrupt-leader-truncate", "quorum-delayed-retry-leader-partition",
+             "quorum-delayed-retry-khepri-minority", "quorum-consumer-timeout-leader-kill",
+             "quorum-consumer-timeout-khepri-minority", "quorum-priorities-leader-partition",
+             "quorum-priorities-khepri-minority"}
     assert set(stored) == set(SCENARIOS) - newer
     # Redefined since, on purpose: 20% packet loss was never noticed by RabbitMQ (a weak run
     # every time); the scenario now loses 90%. Its older runs are left out of tables.
