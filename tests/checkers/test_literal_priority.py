@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from checkers.results import PRIORITY_SKEW_WHY
 from checkers.spark_priority import SKEW_MARGIN_NS
+from harness.cli import summary
 from tests.checkers.histories import MS, Builder
 from tests.checkers.test_literal import check
 
@@ -139,6 +140,8 @@ def test_a_confirm_within_the_skew_margin_of_the_settlement_is_set_aside(
             delivery_count=3, judged_count=1, not_judged_count=2,
             not_judged={**NONE_JUDGED, "no_settlement": 1, "within_skew": 1},
             within_skew_examples=[ex])
+        assert ("priority: judged 1, violations 0, not judged 2 (1 within the 100.0 ms skew "
+                "margin)  [True (counts only when false)]") in summary(r)
 
 
 def test_a_returned_message_legitimately_jumps_ahead(tmp_path: Path) -> None:
