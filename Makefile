@@ -5,8 +5,12 @@ SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-leader-
              quorum-ignore \
              quorum-majorities-ring quorum-rolling-restart quorum-packet-loss quorum-sac-fifo \
              quorum-crashing-consumers stream-partition khepri-minority khepri-minority-leader \
-             quorum-delayed-retry quorum-delayed-retry-healthy quorum-consumer-timeout \
-             quorum-consumer-timeout-healthy quorum-priorities quorum-priorities-healthy \
+             quorum-delayed-retry quorum-delayed-retry-healthy \
+             quorum-delayed-retry-leader-partition quorum-delayed-retry-khepri-minority \
+             quorum-consumer-timeout quorum-consumer-timeout-healthy \
+             quorum-consumer-timeout-leader-kill quorum-consumer-timeout-khepri-minority \
+             quorum-priorities quorum-priorities-healthy \
+             quorum-priorities-leader-partition quorum-priorities-khepri-minority \
              mirrored-master-partition \
              quorum-autoheal-leader-partition mirrored-ignore-split-brain mirrored-partition \
              mirrored-pause-minority mirrored-unsynced-promotion mirrored-synced-promotion \

@@ -387,9 +387,17 @@ def longest_gap(confirms_sorted: Sequence[int], start: int, end: int) -> Gap:
 
 
 # Why a delivery of a priority run was not judged (checkers.spark_priority), in the section's
-# order.
+# order: the first four on its own, the last two by the messages that overtook it.
 PRIORITY_NOT_JUDGED: Final = ("returned", "prefetch", "priority_unknown", "no_settlement",
-                              "competing")
+                              "within_skew", "competing")
+
+
+# What the section says of its skew margin (checkers.spark_priority.SKEW_MARGIN_NS).
+PRIORITY_SKEW_WHY: Final = (
+    "a higher message counts as ready only when its confirm was recorded more than the margin "
+    "before the consumer's previous ack: an ack is recorded after its socket write, a confirm "
+    "by another client thread as it reads it, so closer records do not say which the broker "
+    "saw first (within_skew: set aside, not judged)")
 
 
 def _priority_head(observed: Mapping[str, Any]) -> dict[str, Any]:
@@ -411,12 +419,14 @@ def priority_not_applicable(observed: Mapping[str, Any], reason: str) -> dict[st
 
 def priority_section(observed: Mapping[str, Any], *, delivery_count: int, judged_count: int,
                      violation_count: int, not_judged: Mapping[str, int],
-                     unconfirmed_set_aside_count: int,
-                     examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+                     unconfirmed_set_aside_count: int, skew_margin_ns: int,
+                     examples: Sequence[Mapping[str, Any]],
+                     within_skew_examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Takes the `priorities` observation and the priority facts (checkers.spark_priority
     defines them). Returns the "priority" section: false with any violation, else true when it
-    judged a delivery, else "unknown" (it judged none; a delivery not judged is never a pass).
-    It composes only when false: a run whose deliveries it cannot judge is no less valid."""
+    judged a delivery, else "unknown" (it judged none; a delivery not judged, one set aside by
+    the skew margin included, is never a pass). It composes only when false: a run whose
+    deliveries it cannot judge is no less valid."""
     reasons = {k: int(not_judged.get(k, 0)) for k in PRIORITY_NOT_JUDGED}
     valid: Valid = False if violation_count else True if judged_count else UNKNOWN
     reason = None if valid is not UNKNOWN else "no delivery could be judged"
@@ -425,4 +435,6 @@ def priority_section(observed: Mapping[str, Any], *, delivery_count: int, judged
             "judged_count": judged_count, "violation_count": violation_count,
             "not_judged_count": sum(reasons.values()), "not_judged": reasons,
             "unconfirmed_set_aside_count": unconfirmed_set_aside_count,
-            "examples": [dict(e) for e in examples]}
+            "skew_margin_ms": ns_to_ms(skew_margin_ns), "skew_margin_reason": PRIORITY_SKEW_WHY,
+            "examples": [dict(e) for e in examples],
+            "within_skew_examples": [dict(e) for e in within_skew_examples]}

@@ -38,10 +38,15 @@ The others are held against the messages m that overtook them: m's level is
 above d's (m's publish invoke's priority), m's publish was confirmed (an ok
 completion) before d's previous settlement s, and m's first delivery (its
 lowest-index delivery in the queue) is not returned and comes after d. m was
-then in the queue, ready, when the broker received s and dispatched d: the
-broker confirms after enqueuing and dispatches d only after s (prefetch 1),
-and the harness records s right after writing it (the ack goes through the
-queue's Raft log before the broker dispatches again, far slower). Whether
+then in the queue, ready, when the broker received s and dispatched d, if m's
+confirm was recorded more than SKEW_MARGIN_NS before s was: the broker
+confirms after enqueuing (so m was enqueued before its confirm was recorded)
+and dispatches d only after s (prefetch 1), but a consumer records an ack
+after writing it to its socket (workloads' Consumer._record_settlement), and
+the confirm is recorded by another client thread as it reads it, so the two
+records' order says nothing about the broker's within the clients'
+recording skew. A pair (d, m) whose confirm was recorded before s but within
+the margin is set aside: neither a violation nor a pass. Whether
 m was still ready then, and not already on its way to another consumer,
 depends on when m's own first delivery was dispatched. m's *bound* is an
 index it was surely dispatched after: its consumer's previous delivery when
@@ -53,7 +58,12 @@ active consumer (m's consumer became active after d's). m's first recorded
 delivery unflagged also says nobody held m before (a consumer that held it
 unrecorded, its connection abandoned, would have returned it, flagged).
 
-- a *violation*: some such m was sure to be ready (judged);
+- a *violation*: some such m, confirmed more than the margin before s, was
+  sure to be ready (judged);
+- not judged, `within_skew`: some such m was sure to be ready, but each
+  that was had its confirm recorded within the margin of s (the real 4.3.6
+  control quorum-priorities-healthy's one violation before the margin: a
+  confirm 0.87 ms before the ack);
 - not judged, `competing`: some such m was not sure to be (several
   consumers compete on the queue, and the order of their dispatches is not
   recorded);
@@ -66,27 +76,34 @@ overtook is counted in `unconfirmed_set_aside_count`.
 
 Reported: delivery_count (the queue's deliveries), judged_count (in order
 or violations), violation_count, not_judged_count and not_judged by reason
-(PRIORITY_NOT_JUDGED), unconfirmed_set_aside_count, and the first
-`example_size` violations by d's index, each with the message that overtook
-it (of those sure to be ready, the one whose bound, then id, is greatest:
-its first delivery's index under single active consumer) and the timelines
-of both (ids, indexes, times, nodes, consumers). Valid: false with a
-violation, true when a delivery was judged, else "unknown"; the section
-composes only when false.
+(PRIORITY_NOT_JUDGED), unconfirmed_set_aside_count, skew_margin_ms, and the
+first `example_size` violations by d's index, each with the message that
+overtook it (of those sure to be ready and confirmed more than the margin
+before s, the one whose bound, then id, is greatest: its first delivery's
+index under single active consumer) and the timelines of both (ids, indexes,
+times, nodes, consumers); `within_skew_examples` likewise the first
+deliveries set aside by the margin, each with the message that would have
+made it a violation. Valid: false with a violation, true when a delivery was
+judged, else "unknown"; the section composes only when false.
 
 In Spark. One window per consumer stream (deliveries and acks) gives each
 delivery its previous settlement and previous delivery; one aggregate per
 message id (fixed-width columns only, so Spark hashes it) gives its level,
 confirm and first delivery. A message's confirm is an *event* at its
-confirm's index, carrying its first delivery's index and bound; a delivery
-to judge is a *query* at its settlement's index. For each level, the
-greatest bound and first delivery of the events before a query are running
-maxima: the history is cut into buckets of BUCKET indexes, each bucket's
-maxima are carried over from the buckets before it (a small table), and
-within a bucket one window runs them; so the tasks are as many as the
-buckets, none holds a whole queue, and nothing but counts and examples is
-collected. The examples' overtaking messages are found again for those few
-deliveries, and their timelines read from the history by id.
+confirm's (time, index), carrying its first delivery's index and bound, and
+again, *ripe*, at its confirm's time plus the margin (after any op of that
+time); a delivery to judge is a *query* at its settlement's (time, index).
+The history writer stamps each op's time from one monotonic clock under the
+lock that assigns its index (history.HistoryWriter), so (time, index) order
+is index order, and an event before a query in it was recorded before the
+settlement. For each level, the greatest bound (of events, and of ripe
+events) and first delivery of the events before a query are running maxima:
+the history is cut into buckets of BUCKET_NS of time, each bucket's maxima
+are carried over from the buckets before it (a small table), and within a
+bucket one window runs them; so the tasks are as many as the buckets, none
+holds a whole queue, and nothing but counts and examples is collected. The
+examples' overtaking messages are found again for those few deliveries, and
+their timelines read from the history by id.
 """
 
 from __future__ import annotations
@@ -99,6 +116,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
+from checkers.holds import HOLD_SKEW_NS
 from checkers.model import OUTCOME_CODES, consumer_identity, ns_to_ms
 from checkers.results import (
     PRIORITY_NOT_JUDGED,
@@ -120,10 +138,23 @@ log = logging.getLogger(__name__)
 SECTION: Final = "priority"
 # A message published without a priority counts as this level (RabbitMQ 4.3).
 DEFAULT_LEVEL: Final = 4
-# Indexes per bucket of the running maxima (a task each).
-BUCKET: Final = 1 << 18
-# Event kinds.
-CONFIRMED, UNCONFIRMED, QUERY = 0, 1, 2
+# How much earlier than a consumer's previous settlement a higher message's confirm must be
+# recorded for it to count as ready when the broker took the settlement in (the module
+# docstring): the clients' recording skew. The ack is recorded after its socket write and the
+# confirm by another client thread as it reads it; on 4.3.6 the control's one pair before the
+# margin was 0.87 ms apart, and a return recorded after its write once took 63 ms (load 14), so
+# twice the ordering check's HOLD_SKEW_NS (50 ms) covers a loaded machine, far below the
+# seconds a backlog of higher messages waits behind a broken order.
+SKEW_MARGIN_NS: Final = 2 * HOLD_SKEW_NS
+# Nanoseconds of history per bucket of the running maxima (a task each; some 17 s).
+BUCKET_NS: Final = 1 << 34
+# Event kinds: a confirm, a never confirmed publish's invoke, a confirm plus the margin, and a
+# delivery to judge.
+CONFIRMED, UNCONFIRMED, RIPE, QUERY = 0, 1, 2, 3
+# A ripe event's place among the ops of its time: after all of them.
+AFTER_ALL: Final = (1 << 63) - 1
+# The reasons a delivery is not judged on its own, before the messages that overtook it.
+ON_ITS_OWN: Final = PRIORITY_NOT_JUDGED[:4]
 
 
 def not_applicable(observed: Mapping[str, Any]) -> str | None:
@@ -160,7 +191,8 @@ def _in_queue(queue: str | None) -> Column:
 def deliveries(h: History, observed: Mapping[str, Any], drain_start: int | None) -> DataFrame:
     """Takes a History, the `priorities` observation and the index of the drain's start event
     (None: none). Returns the queue's deliveries in fixed-width columns but their id: `id`,
-    `index`, and their consumer stream's facts: `s_index` (its previous settlement), `bound`
+    `index`, and their consumer stream's facts: `s_index` and `s_time` (its previous
+    settlement's index and time), `bound`
     (the index it was surely dispatched after: see the module docstring), `returned`, `level`,
     and `why` (the reason it is not judged on its own, null for one to judge against the
     messages that overtook it). (What examples show of a few is read again by index.)"""
@@ -177,10 +209,10 @@ def deliveries(h: History, observed: Mapping[str, Any], drain_start: int | None)
 
     rows = h.df.where((is_delivery() & _in_queue(observed.get("queue"))) | is_ack()).select(
         "cls", "pid", "consumer", "f", F.col("value").alias("id"), "index", "redelivered",
-        "acquired", "priority")
+        "acquired", "priority", "time")
     drained = F.when(~main, F.lit(drain_start)) if drain_start is not None else F.lit(None)
     d = rows.select(
-        "*", last(is_ack(), "index").alias("s_index"),
+        "*", last(is_ack(), "index").alias("s_index"), last(is_ack(), "time").alias("s_time"),
         F.greatest(F.when(pf == 1, last(is_delivery(), "index")), drained.cast("long"))
         .alias("bound"), pf.alias("prefetch"),
         (F.col("redelivered") | (F.coalesce(F.col("acquired"), F.lit(0)) > 0)).alias("returned"),
@@ -189,36 +221,39 @@ def deliveries(h: History, observed: Mapping[str, Any], drain_start: int | None)
            .when(F.col("prefetch") != 1, F.lit("prefetch"))
            .when(F.col("level").isNull(), F.lit("priority_unknown"))
            .when(F.col("s_index").isNull(), F.lit("no_settlement")))
-    return d.select("id", "index", "s_index", "bound", "returned", "level", why.alias("why"))
+    return d.select("id", "index", "s_index", "s_time", "bound", "returned", "level",
+                    why.alias("why"))
 
 
 def messages(h: History, d: DataFrame, observed: Mapping[str, Any]) -> DataFrame:
     """Takes a History, its annotated deliveries and the observation. Returns one row per
     message of the queue published and delivered, in fixed-width columns: `id`, `level` (of
-    its first invoke's priority; null without an invoke), `inv_index`, `ok_index` (its first
-    ok completion; null when never confirmed), and its first delivery's `first_index`,
-    `first_returned` and `first_bound`."""
+    its first invoke's priority; null without an invoke), `inv_index` and `inv_time` (its
+    first invoke's), `ok_index` and `ok_time` (its first ok completion's; null when never
+    confirmed), and its first delivery's `first_index`, `first_returned` and `first_bound`."""
     pub, dlv = F.col("pub"), ~F.col("pub")
     inv = pub & (F.col("code") == 0)
     rows = h.df.where(is_publish() & _in_queue(observed.get("queue"))).select(
-        F.col("value").alias("id"), F.lit(True).alias("pub"), "code", "index", "priority",
-        F.lit(None).cast("boolean").alias("returned"), F.lit(None).cast("long").alias("bound"),
+        F.col("value").alias("id"), F.lit(True).alias("pub"), "code", "index", "time",
+        "priority", F.lit(None).cast("boolean").alias("returned"),
+        F.lit(None).cast("long").alias("bound"),
     ).unionByName(d.select("id", F.lit(False).alias("pub"), F.lit(None).cast("int")
-                           .alias("code"), "index", F.lit(None).cast("long").alias("priority"),
-                           "returned", "bound"))
+                           .alias("code"), "index", F.lit(None).cast("long").alias("time"),
+                           F.lit(None).cast("long").alias("priority"), "returned", "bound"))
     first = F.when(dlv, F.col("index"))
+    ok = F.when(pub & (F.col("code") == OUTCOME_CODES["ok"]), F.col("index"))
     grouped = rows.groupBy("id").agg(
         F.count_if(pub).alias("n_pub"), F.min(F.when(inv, F.col("index"))).alias("inv_index"),
         F.min_by("priority", F.when(inv, F.col("index"))).alias("inv_priority"),
-        F.min(F.when(pub & (F.col("code") == OUTCOME_CODES["ok"]), F.col("index")))
-        .alias("ok_index"),
+        F.min_by("time", F.when(inv, F.col("index"))).alias("inv_time"),
+        F.min(ok).alias("ok_index"), F.min_by("time", ok).alias("ok_time"),
         F.min(first).alias("first_index"), F.min_by("returned", first).alias("first_returned"),
         F.min_by("bound", first).alias("first_bound"))
     level = F.when(F.col("inv_index").isNotNull(),
                    _level(F.col("inv_priority"), int(observed["levels"])))
     return grouped.where((F.col("n_pub") > 0) & F.col("first_index").isNotNull()).select(
-        "id", level.alias("level"), "inv_index", "ok_index", "first_index", "first_returned",
-        "first_bound")
+        "id", level.alias("level"), "inv_index", "inv_time", "ok_index", "ok_time", "first_index",
+        "first_returned", "first_bound")
 
 
 def _key(sac: bool) -> Column:
@@ -227,20 +262,28 @@ def _key(sac: bool) -> Column:
     return F.col("first_index") if sac else F.coalesce(F.col("first_bound"), F.lit(-1))
 
 
-def events(msgs: DataFrame, sac: bool) -> DataFrame:
-    """Takes the messages. Returns the events: each confirmed message whose first delivery is
-    not returned, at its confirm's index, with `K` (its readiness key), `D` (its first
-    delivery's index) and its id; each never confirmed one likewise at its invoke's index,
-    with `D`."""
+def events(msgs: DataFrame, sac: bool, margin_ns: int) -> DataFrame:
+    """Takes the messages, whether the queue has a single active consumer and the skew margin
+    (ns). Returns the events, each at (`t`, `sub`): each confirmed message whose first
+    delivery is not returned at its confirm's (time, index), with `K` (its readiness key),
+    `D` (its first delivery's index) and its id, and again, ripe, at its confirm's time plus
+    the margin, after all ops of that time, with `K`; each never confirmed one at its
+    invoke's (time, index), with `D`."""
     fresh = F.col("level").isNotNull() & ~F.col("first_returned")
-    confirmed = msgs.where(fresh & F.col("ok_index").isNotNull()).select(
-        F.col("ok_index").alias("key"), F.lit(CONFIRMED).alias("kind"), "level",
-        _key(sac).alias("K"), F.col("first_index").alias("D"), "id")
-    unconfirmed = msgs.where(fresh & F.col("ok_index").isNull()
-                             & F.col("inv_index").isNotNull()).select(
-        F.col("inv_index").alias("key"), F.lit(UNCONFIRMED).alias("kind"), "level",
-        F.lit(None).cast("long").alias("K"), F.col("first_index").alias("D"), "id")
-    return confirmed.unionByName(unconfirmed)
+    confirmed = msgs.where(fresh & F.col("ok_index").isNotNull())
+    none = F.lit(None).cast("long")
+    return confirmed.select(
+        F.col("ok_time").alias("t"), F.col("ok_index").alias("sub"),
+        F.lit(CONFIRMED).alias("kind"), "level", _key(sac).alias("K"),
+        F.col("first_index").alias("D"), "id",
+    ).unionByName(confirmed.select(
+        (F.col("ok_time") + F.lit(margin_ns)).alias("t"), F.lit(AFTER_ALL).alias("sub"),
+        F.lit(RIPE).alias("kind"), "level", _key(sac).alias("K"), none.alias("D"), "id",
+    )).unionByName(msgs.where(fresh & F.col("ok_index").isNull()
+                              & F.col("inv_index").isNotNull()).select(
+        F.col("inv_time").alias("t"), F.col("inv_index").alias("sub"),
+        F.lit(UNCONFIRMED).alias("kind"), "level", none.alias("K"),
+        F.col("first_index").alias("D"), "id"))
 
 
 def _greatest(cols: Sequence[Column]) -> Column:
@@ -248,23 +291,29 @@ def _greatest(cols: Sequence[Column]) -> Column:
 
 
 def _maxima(level: int) -> list[tuple[str, Column]]:
-    """Returns, for a level, the name and value of its three running maxima: confirmed
-    messages' keys and first deliveries, never confirmed ones' first deliveries."""
+    """Returns, for a level, the name and value of its four running maxima: confirmed
+    messages' keys and first deliveries, ripe ones' keys, never confirmed ones' first
+    deliveries."""
     at = F.col("level") == F.lit(level)
-    confirmed, unconfirmed = F.col("kind") == CONFIRMED, F.col("kind") == UNCONFIRMED
-    return [(f"K{level}", F.when(at & confirmed, F.col("K"))),
-            (f"D{level}", F.when(at & confirmed, F.col("D"))),
-            (f"U{level}", F.when(at & unconfirmed, F.col("D")))]
+
+    def of(kind: int) -> Column:
+        return at & (F.col("kind") == kind)
+
+    return [(f"K{level}", F.when(of(CONFIRMED), F.col("K"))),
+            (f"D{level}", F.when(of(CONFIRMED), F.col("D"))),
+            (f"R{level}", F.when(of(RIPE), F.col("K"))),
+            (f"U{level}", F.when(of(UNCONFIRMED), F.col("D")))]
 
 
 def judged(ev: DataFrame, queries: DataFrame, levels: list[int]) -> DataFrame:
-    """Takes the events, the deliveries to judge (`key`: their settlement's index, `index`,
-    `level`) and the levels the events have. Returns the deliveries with `verdict`
-    ("violation", "competing" or "in_order") and `unconfirmed` (a never confirmed message
-    overtook it)."""
-    bucket = F.floor(F.col("key") / BUCKET).cast("long")
-    ev = ev.select(bucket.alias("bucket"), "key", "kind", "level", "K", "D")
-    q = queries.select(bucket.alias("bucket"), "*", F.lit(QUERY).alias("kind"))
+    """Takes the events, the deliveries to judge (`key` and `s_time`: their settlement's index
+    and time, `index`, `level`) and the levels the events have. Returns the deliveries with
+    `verdict` ("violation", "within_skew", "competing" or "in_order") and `unconfirmed` (a
+    never confirmed message overtook it)."""
+    bucket = F.floor(F.col("t") / BUCKET_NS).cast("long")
+    ev = ev.select(bucket.alias("bucket"), "t", "sub", "kind", "level", "K", "D")
+    q = queries.select("*", F.col("s_time").alias("t"), F.col("key").alias("sub")).select(
+        bucket.alias("bucket"), "*", F.lit(QUERY).alias("kind"))
     maxima = [m for lvl in levels for m in _maxima(lvl)]
     # What the buckets before each one carried: each bucket's maxima (query buckets included,
     # so that each has a row), maxed over the buckets before it; one small partition.
@@ -275,7 +324,7 @@ def judged(ev: DataFrame, queries: DataFrame, levels: list[int]) -> DataFrame:
     carried = buckets.select("bucket", *(F.max(name).over(before).alias(f"p{name}")
                                          for name, _ in maxima))
     # Within a bucket: the running maxima up to each query.
-    upto = Window.partitionBy("bucket").orderBy("key").rowsBetween(
+    upto = Window.partitionBy("bucket").orderBy("t", "sub").rowsBetween(
         Window.unboundedPreceding, Window.currentRow)
     run = ev.unionByName(q, allowMissingColumns=True).select(
         "*", *(F.max(v).over(upto).alias(name) for name, v in maxima))
@@ -286,7 +335,8 @@ def judged(ev: DataFrame, queries: DataFrame, levels: list[int]) -> DataFrame:
             [F.col(f"{prefix}{lvl}"), F.col(f"p{prefix}{lvl}")])) for lvl in levels])
 
     index = F.col("index")
-    verdict = (F.when(F.coalesce(over("K") >= index, F.lit(False)), F.lit("violation"))
+    verdict = (F.when(F.coalesce(over("R") >= index, F.lit(False)), F.lit("violation"))
+               .when(F.coalesce(over("K") >= index, F.lit(False)), F.lit("within_skew"))
                .when(F.coalesce(over("D") > index, F.lit(False)), F.lit("competing"))
                .otherwise(F.lit("in_order")))
     return at.select(*queries.columns, verdict.alias("verdict"),
@@ -299,7 +349,8 @@ def priority_check(h: History, observed: Mapping[str, Any], drain_start: int | N
     event (None: none) and how many examples to give. Returns the "priority" section (see
     the module docstring): not applicable without strict priorities on the run's line, or
     without a message carrying a priority; else the counts of one aggregate over the
-    deliveries, one over the judged ones, and the examples."""
+    deliveries, one over the judged ones, and the examples (of violations, and of
+    deliveries set aside by the skew margin SKEW_MARGIN_NS)."""
     why = not_applicable(observed)
     if why is not None:
         return priority_not_applicable(observed, why)
@@ -310,23 +361,24 @@ def priority_check(h: History, observed: Mapping[str, Any], drain_start: int | N
     d = deliveries(h, observed, drain_start).persist(StorageLevel.MEMORY_AND_DISK)
     msgs = messages(h, d, observed).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        return _judge(h, d, msgs, observed, example_size)
+        return _judge(h, d, msgs, observed, example_size, SKEW_MARGIN_NS)
     finally:
         msgs.unpersist()
         d.unpersist()
 
 
 def _judge(h: History, d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any],
-           example_size: int) -> dict[str, Any]:
-    """Takes the History, the annotated deliveries and messages, the observation and the
-    example size. Returns the judged section."""
+           example_size: int, margin_ns: int) -> dict[str, Any]:
+    """Takes the History, the annotated deliveries and messages, the observation, the
+    example size and the skew margin (ns). Returns the judged section."""
     why = F.col("why")
     counts = d.agg(F.count(F.lit(1)).alias("n"), *(
-        F.count_if(why == k).alias(k) for k in PRIORITY_NOT_JUDGED[:-1])).collect()[0]
-    not_judged = {k: int(counts[k]) for k in PRIORITY_NOT_JUDGED[:-1]}
-    queries = d.where(why.isNull()).select(F.col("s_index").alias("key"), "index", "level")
+        F.count_if(why == k).alias(k) for k in ON_ITS_OWN)).collect()[0]
+    not_judged = {k: int(counts[k]) for k in ON_ITS_OWN}
+    queries = d.where(why.isNull()).select(F.col("s_index").alias("key"), "s_time", "index",
+                                           "level")
     sac = bool(observed.get("single_active_consumer"))
-    ev = events(msgs, sac)
+    ev = events(msgs, sac, margin_ns)
     levels = sorted(r["level"] for r in ev.select("level").distinct().collect())
     if levels:
         verdicts = judged(ev, queries, levels)
@@ -338,44 +390,54 @@ def _judge(h: History, d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any
         verdict = F.col("verdict")
         row = verdicts.agg(
             F.count_if(verdict == "violation").alias("violation"),
+            F.count_if(verdict == "within_skew").alias("within_skew"),
             F.count_if(verdict == "competing").alias("competing"),
             F.count_if(verdict == "in_order").alias("in_order"),
             F.count_if((verdict == "in_order") & F.col("unconfirmed")).alias("unconfirmed"),
         ).collect()[0]
-        found = (verdicts.where(verdict == "violation").orderBy("index").limit(example_size)
-                 .collect() if row["violation"] and example_size else [])
+        found, skewed = ((verdicts.where(verdict == kind).orderBy("index").limit(example_size)
+                          .collect() if row[kind] and example_size else [])
+                         for kind in ("violation", "within_skew"))
     finally:
         verdicts.unpersist()
+    not_judged["within_skew"] = int(row["within_skew"])
     not_judged["competing"] = int(row["competing"])
     return priority_section(
         observed, delivery_count=int(counts["n"]),
         judged_count=int(row["violation"] + row["in_order"]),
         violation_count=int(row["violation"]), not_judged=not_judged,
-        unconfirmed_set_aside_count=int(row["unconfirmed"]),
-        examples=examples(h, ev, found, observed) if found else [])
+        unconfirmed_set_aside_count=int(row["unconfirmed"]), skew_margin_ns=margin_ns,
+        examples=examples(h, ev, found, observed, margin_ns) if found else [],
+        within_skew_examples=examples(h, ev, skewed, observed, None) if skewed else [])
 
 
-def witnesses(ev: DataFrame, found: Sequence[Row]) -> dict[int, str]:
-    """Takes the events and a few violating deliveries. Returns, by delivery index, the id of
-    the message that overtook it: of the confirmed ones of a higher level confirmed before its
-    settlement and sure to be ready, the one whose key, then id, is greatest."""
+def witnesses(ev: DataFrame, found: Sequence[Row], margin_ns: int | None) -> dict[int, str]:
+    """Takes the events, a few deliveries judged violations (or set aside by the margin) and
+    the skew margin (ns; None: any confirm before the settlement counts). Returns, by
+    delivery index, the id of the message that overtook it: of the confirmed ones of a
+    higher level confirmed before its settlement (and more than the margin before it) and
+    sure to be ready, the one whose key, then id, is greatest."""
     spark = ev.sparkSession
-    wanted = literal_rows(spark, [(r["index"], r["key"], r["level"]) for r in found],
-                          "w_index bigint, w_key bigint, w_level bigint")
+    wanted = literal_rows(spark, [(r["index"], r["key"], r["s_time"], r["level"])
+                                  for r in found],
+                          "w_index bigint, w_key bigint, w_time bigint, w_level bigint")
     cond = ((F.col("kind") == CONFIRMED) & (F.col("level") > F.col("w_level"))
-            & (F.col("key") < F.col("w_key")) & (F.col("K") >= F.col("w_index")))
+            & (F.col("sub") < F.col("w_key")) & (F.col("K") >= F.col("w_index")))
+    if margin_ns is not None:
+        cond = cond & (F.col("t") + F.lit(margin_ns) < F.col("w_time"))
     rows = (ev.join(F.broadcast(wanted), cond).groupBy("w_index")
             .agg(F.max(F.struct("K", "id")).alias("best")).collect())
     return {r["w_index"]: r["best"]["id"] for r in rows}
 
 
-def examples(h: History, ev: DataFrame, found: Sequence[Row],
-             observed: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Takes the History, the events, the first violating deliveries (key, index, level) and
-    the observation. Returns them as results.json's examples: each with the message that
+def examples(h: History, ev: DataFrame, found: Sequence[Row], observed: Mapping[str, Any],
+             margin_ns: int | None) -> list[dict[str, Any]]:
+    """Takes the History, the events, the first violating (or set aside) deliveries (key,
+    s_time, index, level), the observation and the margin their witnesses were confirmed by
+    (`witnesses`). Returns them as results.json's examples: each with the message that
     overtook it and the timelines of both, read from the history (the deliveries and their
     settlements by index, the messages' publish ops and deliveries by id)."""
-    who = witnesses(ev.select("key", "kind", "level", "K", "id"), found)
+    who = witnesses(ev.select("t", "sub", "kind", "level", "K", "id"), found, margin_ns)
     ids = sorted(set(who.values()))
     at = sorted({r["index"] for r in found} | {r["key"] for r in found})
     mine = F.col("value").isin(ids) & _in_queue(observed.get("queue")) & (

@@ -282,9 +282,12 @@ def _priority_line(section: Any) -> list[str]:
     if section.get("error") or section.get("applicable") is False:
         said = section.get("reason") or f"error: {section.get('error')}"
     else:
+        skewed = (section.get("not_judged") or {}).get("within_skew")
         said = (f"judged {section.get('judged_count')}, violations "
                 f"{section.get('violation_count')}, not judged "
-                f"{section.get('not_judged_count')}")
+                f"{section.get('not_judged_count')}"
+                + (f" ({skewed} within the {section.get('skew_margin_ms')} ms skew margin)"
+                   if skewed else ""))
     note = " (counts only when false)" if section.get("valid") is not False else ""
     return [f"priority: {said}  [{section.get('valid')}{note}]"]
 

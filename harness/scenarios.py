@@ -110,6 +110,43 @@ PRIORITIES_EXPECT = (
     "1,000, is for the reader to check: the matrix judges the verdict only); returned "
     "messages, which do not keep their priority and come back ahead of fresh ones, are not "
     "judged; on 4.0 (two levels served at a ratio) the section says it does not apply")
+PRIORITIES_JUDGED = (
+    "results.json's priority section finds no delivery handed out while a confirmed message of "
+    "a higher priority was ready (its judged_count is for the reader to check)")
+
+
+def _khepri_minority(base: dict[str, object], interval: float = 10) -> dict[str, object]:
+    """Takes a 4.3 promise's catalogue changes (issue 31: priorities, delayed retry, consumer
+    timeouts) and the healthy seconds before each cut. Returns them on a Khepri minority, as
+    khepri-minority has it: the Khepri store asked for, a node that does not host the queue's
+    leader cut off from the other two for KHEPRI_CUT_S, its clients staying connected to it
+    (publishers wait KHEPRI's publish timeout for a confirm) and every node's metadata probe
+    on; the promise's own workload otherwise."""
+    workload, khepri = base["workload"], KHEPRI["workload"]
+    assert isinstance(workload, WorkloadOptions) and isinstance(khepri, WorkloadOptions)
+    patient = dataclasses.replace(workload.client,
+                                  publish_timeout_s=khepri.client.publish_timeout_s)
+    return {**base, "needs_metadata_store": KHEPRI["needs_metadata_store"],
+            "workload": dataclasses.replace(
+                workload, client=patient,
+                metadata_probe_interval_s=khepri.metadata_probe_interval_s,
+                metadata_probe_timeout_s=khepri.metadata_probe_timeout_s),
+            "nemesis": _faults("partition-one@follower", interval=interval,
+                               duration=KHEPRI_CUT_S)}
+
+
+# What a Khepri minority promises of metadata (khepri-minority), said by each promise's
+# scenario on one.
+KHEPRI_METADATA = (
+    "the minority's declarations are refused or not answered while it is cut off, and it "
+    "serves metadata again within the liveness bound after the heal")
+# A partition cutting off the queue leader's node (quorum-leader-partition's fault on 4.3,
+# where it is also a Khepri minority, without the probe): the default cut (2 x net_ticktime,
+# 20 s) and, for a 4.3 consumer on that node, what it keeps through it.
+LEADER_CUT = (
+    "the majority elects a new leader; a consumer on the cut-off node gets nothing until the "
+    "heal (quorum queue deliveries pause on the disconnected side) and keeps what it holds "
+    "through the cut (consumer_disconnected_timeout, 60 s, is longer than the 20 s cut)")
 RESTART_LEADER = _faults("kill@leader", interval=20, duration=10)
 FULL_RESTART = _faults("full-restart", interval=15, duration=10)
 
@@ -206,6 +243,26 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
     ("quorum-delayed-retry-healthy", "as quorum-delayed-retry, without faults (its control)",
      "valid, and the delayed_retry section judges every reject", VALID, None,
      {**RETRY, "nemesis": NemesisOptions(faults=())}),
+    ("quorum-delayed-retry-leader-partition",
+     "as quorum-delayed-retry, but the queue leader's node is cut off from the other two (20 s "
+     "at a time) instead of killed: " + LEADER_CUT + "; its consumers' rejects are applied by the "
+     "new leader only at the heal",
+     "no loss; every rejected message is ready again no earlier than min(200 ms x its delivery "
+     "count, 2 s) (less 50 ms) after its reject, flagged redelivered, and dead-lettered past "
+     "the limit (results.json's delayed_retry), across the leader change as before it: a "
+     "quorum queue holds a delayed message keyed by its ready-at time in its replicated state, "
+     "and a reject applied late only lengthens the delay; nacks are not judged", VALID, None,
+     {**RETRY, "nemesis": _faults("partition-leader", interval=15)}),
+    ("quorum-delayed-retry-khepri-minority",
+     "as quorum-delayed-retry on a Khepri minority (as khepri-minority): a node that does not "
+     "host the queue's leader is cut off (45 s), its clients stay connected to it, and every "
+     "node's metadata probe runs once a second",
+     "no loss; the leader keeps its majority and serves through the cut: every rejected message "
+     "is ready again no earlier than min(200 ms x its delivery count, 2 s) (less 50 ms), "
+     "flagged redelivered, and dead-lettered past the limit (results.json's delayed_retry); a "
+     "consumer on the cut-off node gets nothing until the heal and its rejects are applied "
+     "then, which only lengthens their delays; " + KHEPRI_METADATA, VALID, None,
+     {**_khepri_minority(RETRY), "time_limit_s": 70.0}),
     ("quorum-consumer-timeout",
      "quorum queue (RabbitMQ 4.3), consumers with x-consumer-timeout 5 s holding 5% of their "
      "deliveries 8 s before the ack; a single node is cut off now and then",
@@ -216,6 +273,28 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
     ("quorum-consumer-timeout-healthy", "as quorum-consumer-timeout, without faults (its control)",
      "valid, with at least one broker cancel judged", VALID, None,
      {**TIMEOUT, "nemesis": NemesisOptions(faults=())}),
+    ("quorum-consumer-timeout-leader-kill",
+     "as quorum-consumer-timeout, but the queue leader's node is killed (15 s, twice) instead "
+     "of a random node cut off: its consumers lose their connections, the others' held messages and "
+     "timeouts pass to a new leader",
+     "no loss; a consumer that holds a message past its 5 s timeout, before or after a leader "
+     "change (RabbitMQ documents no exception for one), is sent basic.cancel, receives "
+     "nothing after it, and each message it held comes back flagged or is dead-lettered "
+     "(results.json's consumer_timeout); the killed node's consumers' messages come back "
+     "flagged", VALID, None,
+     {**TIMEOUT, "nemesis": _faults("kill@leader", interval=15, duration=15)}),
+    ("quorum-consumer-timeout-khepri-minority",
+     "as quorum-consumer-timeout on a Khepri minority (as khepri-minority): a node that does "
+     "not host the queue's leader is cut off (45 s), its clients stay connected to it, and "
+     "every node's metadata probe runs once a second",
+     "no loss; the leader keeps its majority: consumers on the majority side are served and "
+     "timed out as in the control (basic.cancel, nothing after it, each held message back "
+     "flagged or dead-lettered: results.json's consumer_timeout); a consumer on the cut-off "
+     "node gets nothing until the heal, and whether what it holds comes back when its "
+     "timeout fires or after consumer_disconnected_timeout (60 s), each message comes back "
+     "flagged or is dead-lettered and it receives nothing after its cancel (sent at the heal "
+     "at the latest); " + KHEPRI_METADATA, VALID, None,
+     {**_khepri_minority(TIMEOUT), "time_limit_s": 70.0}),
     ("quorum-priorities",
      "quorum queue with message priorities (RabbitMQ 4.3: 32 strict levels; 0, none, 5 and 9 "
      "drawn 5:2:2:1), publishers offering 100/s after a backlog of 1,000; one consumer of "
@@ -229,6 +308,29 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "2,200-3,600 deliveries judged per run (90 s at 25-40/s)",
      PRIORITIES_EXPECT, VALID, None,
      {**PRIORITIES, "nemesis": NemesisOptions(faults=())}),
+    ("quorum-priorities-leader-partition",
+     "as quorum-priorities, but the queue leader's node is cut off from the other two (20 s, "
+     "twice) instead of killed: " + LEADER_CUT + ". Some 1,000-3,400 deliveries judged per "
+     "run (50-85 s of consuming at 20-40/s)",
+     "no loss, and each publisher's messages of one priority delivered in order; the new "
+     "leader dispatches by the same strict priorities as the old (the queue's ready messages "
+     "by priority are its replicated state), subject to the consumer's prefetch: "
+     + PRIORITIES_JUDGED + "; the message the consumer held through the cut, and any returned "
+     "one, are not judged; on 4.0 the section says it does not apply", VALID, None,
+     {**PRIORITIES, "nemesis": _faults("partition-leader", interval=20)}),
+    ("quorum-priorities-khepri-minority",
+     "as quorum-priorities on a Khepri minority (as khepri-minority): a node that does not "
+     "host the queue's leader is cut off once (45 s, from 30 s), its clients stay connected to "
+     "it, and every node's metadata probe runs once a second. Some 1,100-3,800 deliveries "
+     "judged per run (55-95 s of consuming at 20-40/s)",
+     "no loss, and each publisher's messages of one priority delivered in order; the leader "
+     "keeps its majority and the queue keeps serving through it: deliveries to a consumer on "
+     "the majority side stay strictly by priority through the cut, subject to its prefetch: "
+     + PRIORITIES_JUDGED + "; a consumer on the cut-off node gets nothing until the heal "
+     "and then the same order; publishes through the minority are confirmed only after the "
+     "heal (or time out: info), and only confirmed ones count as ready; " + KHEPRI_METADATA,
+     VALID, None,
+     {**_khepri_minority(PRIORITIES, interval=30), "time_limit_s": 100.0}),
     # -- documented losses, each with its safe twin under the same fault schedule ----------------
     ("mirrored-master-partition",
      "mirrored queue (ha-mode all), autoheal, the master's node isolated: both sides accept "

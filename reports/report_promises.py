@@ -39,7 +39,8 @@ COUNTS: dict[str, tuple[str, ...]] = {
 }
 # What each section says of its run whatever it judged.
 SETTINGS: dict[str, tuple[str, ...]] = {
-    "priority": ("queue", "line", "levels", "strict", "single_active_consumer"),
+    "priority": ("queue", "line", "levels", "strict", "single_active_consumer",
+                 "skew_margin_ms"),
     "delayed_retry": ("settings", "tolerance_ms"),
     "consumer_timeout": ("settings",),
     "metadata": ("probe", "bound_ms", "last_heal_ms", "main_after_heal_ms", "judged"),
@@ -116,9 +117,13 @@ def why_sentence(name: str, s: Mapping[str, Any]) -> str:
         if isinstance(s.get(key), str) and s[key]:
             return str(s[key])
     if name == "priority":
+        skewed = (s.get("not_judged") or {}).get("within_skew")
+        aside = (f" ({_n(skewed)} set aside within the skew margin of "
+                 f"{_ms(s.get('skew_margin_ms'))} ms)" if isinstance(skewed, int) and skewed
+                 else "")
         return (f"{_n(s.get('violation_count'))} violation(s) among {_n(s.get('judged_count'))} "
                 f"deliveries judged of {_n(s.get('delivery_count'))}; "
-                f"{_n(s.get('not_judged_count'))} not judged.")
+                f"{_n(s.get('not_judged_count'))} not judged{aside}.")
     if name == "delayed_retry":
         return (f"{_n(s.get('violation_count'))} violation(s) among {_n(s.get('judged'))} "
                 f"returns judged of {_n(s.get('returns'))} ({_n(s.get('redelivered'))} back "
@@ -146,7 +151,8 @@ def _events_table(events: Sequence[Any], columns: Sequence[tuple[str, str]]) -> 
 
 
 def priority_examples(s: Mapping[str, Any]) -> list[Any]:
-    """Takes the priority section. Returns each example: what overtook what, and the timeline
+    """Takes the priority section. Returns each example, the violations' and then those set
+    aside by the skew margin (`within_skew_examples`): what overtook what, and the timeline
     of both messages (the overtaking one's publish, confirm and first delivery; the
     consumer's settlement before; the delivery overtaken), by history index."""
     out: list[Any] = []
@@ -156,20 +162,48 @@ def priority_examples(s: Mapping[str, Any]) -> list[Any]:
                         f"(level {_plain(d.get('level'))}) while {_plain(by.get('id'))} (level "
                         f"{_plain(by.get('level'))}), confirmed before the consumer's previous "
                         "settlement, was still to come:"))
-        mine = {"consumer": ex.get("consumer")}
-        events = [
-            {"event": "published", "id": by.get("id"), **(by.get("published") or {})},
-            {"event": "confirmed", "id": by.get("id"), **(by.get("confirmed") or {})},
-            {"event": "consumer's previous ack", **mine, **(ex.get("settled") or {})},
-            {"event": "delivered (overtaken)", **mine, **d},
-            {"event": "delivered (overtaking)", "id": by.get("id"), **(by.get("delivered") or {})},
-        ]
-        events = [{**e, "ms": e.get("time_ms")} for e in events]
-        events.sort(key=lambda e: e["index"] if isinstance(e.get("index"), int) else 0)
-        out.append(_events_table(events, [("index", "index"), ("time (ms)", "ms"),
-                                          ("event", "event"), ("message", "id"),
-                                          ("node", "node"), ("consumer", "consumer")]))
+        out.append(_priority_timeline(ex))
+    for ex in list(s.get("within_skew_examples") or [])[:MAX_EXAMPLES]:
+        d, by = ex.get("delivery") or {}, ex.get("overtaken_by") or {}
+        ahead = _gap_ms((ex.get("settled") or {}).get("time_ms"),
+                        (by.get("confirmed") or {}).get("time_ms"))
+        out.append(Para(f"Set aside, not judged: consumer {_plain(ex.get('consumer'))} was "
+                        f"handed {_plain(d.get('id'))} (level {_plain(d.get('level'))}) before "
+                        f"{_plain(by.get('id'))} (level {_plain(by.get('level'))}), whose "
+                        f"confirm was recorded {_fine_ms(ahead)} ms before the consumer's previous "
+                        f"ack, within the skew margin ({_ms(s.get('skew_margin_ms'))} ms):"))
+        out.append(_priority_timeline(ex))
     return out
+
+
+def _fine_ms(x: Any) -> str:
+    """Takes a time (ms). Returns it to the hundredth (a recording skew is below a ms)."""
+    return f"{x:,.2f}" if isinstance(x, int | float) and not isinstance(x, bool) else NA
+
+
+def _gap_ms(later: Any, earlier: Any) -> float | None:
+    """Takes two times (ms). Returns the first less the second, None unless both are numbers."""
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (later, earlier)):
+        return None
+    return float(later) - float(earlier)
+
+
+def _priority_timeline(ex: Mapping[str, Any]) -> Table:
+    """Takes a priority example. Returns its timeline's table, by history index."""
+    d, by = ex.get("delivery") or {}, ex.get("overtaken_by") or {}
+    mine = {"consumer": ex.get("consumer")}
+    events = [
+        {"event": "published", "id": by.get("id"), **(by.get("published") or {})},
+        {"event": "confirmed", "id": by.get("id"), **(by.get("confirmed") or {})},
+        {"event": "consumer's previous ack", **mine, **(ex.get("settled") or {})},
+        {"event": "delivered (overtaken)", **mine, **d},
+        {"event": "delivered (overtaking)", "id": by.get("id"), **(by.get("delivered") or {})},
+    ]
+    events = [{**e, "ms": e.get("time_ms")} for e in events]
+    events.sort(key=lambda e: e["index"] if isinstance(e.get("index"), int) else 0)
+    return _events_table(events, [("index", "index"), ("time (ms)", "ms"),
+                                  ("event", "event"), ("message", "id"),
+                                  ("node", "node"), ("consumer", "consumer")])
 
 
 RETRY_COLUMNS = (("index", "index"), ("time (ms)", "ms"), ("op", "f"), ("consumer", "consumer"),

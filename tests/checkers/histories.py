@@ -48,6 +48,11 @@ class Builder:
         self.w.clock = int(ms * MS)
         return self
 
+    def later(self, ns: int) -> Builder:
+        """Moves the clock on by `ns` nanoseconds for the next op (ops stay in time order)."""
+        self.w.clock += ns
+        return self
+
     def op(self, **kw: Any) -> Op:
         """Appends an Op built from the keywords. Returns it stamped."""
         return self.w.append(Op(**kw))

@@ -23,12 +23,16 @@ priorities and issue 31):
   and delivered in the queue, with a known level above d's, whose first delivery (lowest
   index) is not returned and comes after d: m confirmed (an ok publish) before the settlement
   is sure when its key (its first delivery's index under single active consumer, else its
-  first delivery's bound, -1 without) is at or after d's index. Some sure m: a violation,
-  its witness the greatest (key, id). Else some confirmed one: not judged, competing. Else
-  judged in order, and set aside as unconfirmed when some m never confirmed (no ok at all)
-  was invoked before the settlement.
+  first delivery's bound, -1 without) is at or after d's index. A sure m is *ripe* when
+  its confirm's time is more than the skew margin (100 ms) before the settlement's time.
+  Some ripe m: a violation, its witness the ripe m of greatest (key, id). Else some sure m:
+  not judged, within_skew, its witness the sure m of greatest (key, id). Else some
+  confirmed one: not judged, competing. Else judged in order, and set aside as unconfirmed
+  when some m never confirmed (no ok at all) was invoked before the settlement.
 - Valid false with a violation, true with a delivery judged, else "unknown" ("no delivery
-  could be judged"); it composes only when false. Examples: the first violations by index.
+  could be judged"); it composes only when false. Examples: the first violations by index;
+  within_skew_examples: the first deliveries set aside by the margin, by index. The section
+  states the margin (skew_margin_ms) and why (skew_margin_reason, the checker's sentence).
 """
 
 from __future__ import annotations
@@ -36,7 +40,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-REASONS = ("returned", "prefetch", "priority_unknown", "no_settlement", "competing")
+REASONS = ("returned", "prefetch", "priority_unknown", "no_settlement", "within_skew",
+           "competing")
+# The skew margin: a confirm recorded at most this long before the settlement is not ripe.
+MARGIN_NS = 100_000_000
+MARGIN_WHY = (
+    "a higher message counts as ready only when its confirm was recorded more than the margin "
+    "before the consumer's previous ack: an ack is recorded after its socket write, a confirm "
+    "by another client thread as it reads it, so closer records do not say which the broker "
+    "saw first (within_skew: set aside, not judged)")
 
 
 def _ms(ns: int | None) -> float | None:
@@ -128,8 +140,9 @@ def _why(d: dict[str, Any]) -> str | None:
 def _judge(r: _Read, d: dict[str, Any], sac: bool) -> tuple[str, bool, str | None]:
     """Returns a delivery's verdict, whether an unconfirmed message overtook it, and the
     witness of a violation."""
-    at, settled = d["op"]["index"], d["s"]["index"]
+    at, settled, settled_at = d["op"]["index"], d["s"]["index"], d["s"]["time"]
     sure: list[tuple[int, str]] = []
+    ripe: list[tuple[int, str]] = []
     confirmed = unconfirmed = False
     for mid, first in r.first.items():
         level = r.level_of(mid)
@@ -143,10 +156,14 @@ def _judge(r: _Read, d: dict[str, Any], sac: bool) -> tuple[str, bool, str | Non
                 first["bound"] if first["bound"] is not None else -1)
             if key >= at:
                 sure.append((key, mid))
+                if settled_at - ok["time"] > MARGIN_NS:
+                    ripe.append((key, mid))
         elif ok is None and mid in r.invoked and r.invoked[mid]["index"] < settled:
             unconfirmed = True
+    if ripe:
+        return "violation", unconfirmed, max(ripe)[1]
     if sure:
-        return "violation", unconfirmed, max(sure)[1]
+        return "within_skew", unconfirmed, max(sure)[1]
     return ("competing" if confirmed else "in_order"), unconfirmed, None
 
 
@@ -195,14 +212,15 @@ def priority(ops: list[dict[str, Any]], example_size: int = 20) -> dict[str, Any
     r = _Read(obs, clients, mine, drain_start)
     counts = dict.fromkeys(REASONS, 0)
     verdicts = {"violation": 0, "in_order": 0}
-    set_aside, examples = 0, []
+    set_aside = 0
+    examples: dict[str, list[dict[str, Any]]] = {"violation": [], "within_skew": []}
     for d in r.deliveries:
         reason = _why(d)
         if reason is None:
             reason, unconfirmed, witness = _judge(r, d, bool(obs.get("single_active_consumer")))
             set_aside += reason == "in_order" and unconfirmed
-            if witness is not None and len(examples) < example_size:
-                examples.append(_example(r, d, witness))
+            if witness is not None and len(examples[reason]) < example_size:
+                examples[reason].append(_example(r, d, witness))
         if reason in verdicts:
             verdicts[reason] += 1
         else:
@@ -214,4 +232,5 @@ def priority(ops: list[dict[str, Any]], example_size: int = 20) -> dict[str, Any
             "delivery_count": len(r.deliveries), "judged_count": judged,
             "violation_count": verdicts["violation"], "not_judged_count": sum(counts.values()),
             "not_judged": counts, "unconfirmed_set_aside_count": set_aside,
-            "examples": examples}
+            "skew_margin_ms": _ms(MARGIN_NS), "skew_margin_reason": MARGIN_WHY,
+            "examples": examples["violation"], "within_skew_examples": examples["within_skew"]}

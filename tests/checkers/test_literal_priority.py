@@ -14,13 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.checkers.histories import Builder
+from checkers.results import PRIORITY_SKEW_WHY
+from checkers.spark_priority import SKEW_MARGIN_NS
+from harness.cli import summary
+from tests.checkers.histories import MS, Builder
 from tests.checkers.test_literal import check
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark")]
 
 NONE_JUDGED = {"returned": 0, "prefetch": 0, "priority_unknown": 0, "no_settlement": 0,
-               "competing": 0}
+               "within_skew": 0, "competing": 0}
 
 
 def take(b: Builder, process: int, mid: str, priority: int | None, *,
@@ -32,23 +35,44 @@ def take(b: Builder, process: int, mid: str, priority: int | None, *,
 
 
 def overtaken(path: Path, *, consume: int = 1, sac: bool = False,
-              second_consumer: bool = False, confirm: str = "ok") -> None:
-    """Writes the issue's violation in small: 1-1 (priority 9) is confirmed before consumer 5
-    settles 2-0, yet 5 is then handed 1-0 (priority 1), and 1-1 only after it (to 5 itself, or
-    as the first delivery of a second consumer 6)."""
+              second_consumer: bool = False, confirm: str = "ok",
+              settled_after_ns: int = 200 * MS) -> None:
+    """Writes the issue's violation in small: 1-1 (priority 9) is confirmed (at index 7, 7 ms)
+    while consumer 5 holds 2-0, and 5 settles 2-0 `settled_after_ns` later (index 8); yet 5 is
+    then handed 1-0 (priority 1), and 1-1 only after it (to 5 itself, or as the first delivery
+    of a second consumer 6)."""
     with Builder(path) as b:
         b.priorities(consume=consume, sac=sac)
         b.publish(2, 0, priority=1)
         b.publish(1, 0, priority=1)
+        b.deliver(5, "2-0", priority=1)
         if confirm == "ok":
             b.publish(1, 1, priority=9)
         else:
             b.invoke(1, 1, priority=9)
             b.complete(1, 1, confirm, priority=9)
-        take(b, 5, "2-0", 1)
+        b.later(settled_after_ns - MS)  # the clock had moved on 1 ms past the confirm
+        b.ack(5, "2-0")
         take(b, 5, "1-0", 1)
         take(b, 6 if second_consumer else 5, "1-1", 9)
         b.drained()
+
+
+def overtaken_example(settled_ms: float) -> dict[str, Any]:
+    """Returns the example `overtaken` (one consumer) gives of 1-0, its settlement recorded at
+    `settled_ms`."""
+    return {
+        "consumer": "5/c5",
+        "delivery": {"id": "1-0", "priority": 1, "level": 1, "index": 9,
+                     "time_ms": round(settled_ms + 1, 3), "node": "n2"},
+        "settled": {"index": 8, "time_ms": settled_ms},
+        "overtaken_by": {
+            "id": "1-1", "priority": 9, "level": 9,
+            "published": {"index": 6, "time_ms": 6.0, "node": "n1"},
+            "confirmed": {"index": 7, "time_ms": 7.0},
+            "delivered": {"index": 11, "time_ms": round(settled_ms + 3, 3), "node": "n2",
+                          "consumer": "5/c5"}},
+    }
 
 
 def section(**kw: Any) -> dict[str, Any]:
@@ -58,7 +82,8 @@ def section(**kw: Any) -> dict[str, Any]:
         "queue": "q", "line": "4.3", "levels": 32, "strict": True,
         "single_active_consumer": False, "delivery_count": 0, "judged_count": 0,
         "violation_count": 0, "not_judged_count": 0, "not_judged": dict(NONE_JUDGED),
-        "unconfirmed_set_aside_count": 0, "examples": []}
+        "unconfirmed_set_aside_count": 0, "skew_margin_ms": SKEW_MARGIN_NS / 1e6,
+        "skew_margin_reason": PRIORITY_SKEW_WHY, "examples": [], "within_skew_examples": []}
     base.update(kw)
     return base
 
@@ -87,18 +112,36 @@ def test_a_ready_higher_priority_message_delivered_later_is_a_violation(tmp_path
     assert r["valid"] is False and r["queue"]["valid"] is True
     assert r["priority"] == section(
         valid=False, delivery_count=3, judged_count=2, violation_count=1, not_judged_count=1,
-        not_judged={**NONE_JUDGED, "no_settlement": 1},
-        examples=[{
-            "consumer": "5/c5",
-            "delivery": {"id": "1-0", "priority": 1, "level": 1, "index": 9, "time_ms": 9.0,
-                         "node": "n2"},
-            "settled": {"index": 8, "time_ms": 8.0},
-            "overtaken_by": {
-                "id": "1-1", "priority": 9, "level": 9,
-                "published": {"index": 5, "time_ms": 5.0, "node": "n1"},
-                "confirmed": {"index": 6, "time_ms": 6.0},
-                "delivered": {"index": 11, "time_ms": 11.0, "node": "n2", "consumer": "5/c5"}},
-        }])
+        not_judged={**NONE_JUDGED, "no_settlement": 1}, examples=[overtaken_example(207.0)])
+
+
+@pytest.mark.parametrize(("after_ns", "violation"), [
+    (870_000, False),  # the real 4.3.6 control's one pair: a confirm 0.87 ms before the ack
+    (SKEW_MARGIN_NS, False),  # exactly the margin: not more than it before the ack
+    (SKEW_MARGIN_NS + 1_000, True),  # 1 us past it
+])
+def test_a_confirm_within_the_skew_margin_of_the_settlement_is_set_aside(
+        tmp_path: Path, after_ns: int, violation: bool) -> None:
+    # The confirm and the ack are recorded by different client threads, the ack after its
+    # write: a confirm recorded at most the margin before the ack does not say the broker had
+    # the message when it took the ack in. Such a delivery is counted, never a pass.
+    p = tmp_path / "h.jsonl"
+    overtaken(p, settled_after_ns=after_ns)
+    r = check(p)
+    ex = overtaken_example(round((7 * MS + after_ns) / 1e6, 3))
+    if violation:
+        assert r["valid"] is False
+        assert r["priority"] == section(
+            valid=False, delivery_count=3, judged_count=2, violation_count=1,
+            not_judged_count=1, not_judged={**NONE_JUDGED, "no_settlement": 1}, examples=[ex])
+    else:
+        assert r["valid"] is True
+        assert r["priority"] == section(
+            delivery_count=3, judged_count=1, not_judged_count=2,
+            not_judged={**NONE_JUDGED, "no_settlement": 1, "within_skew": 1},
+            within_skew_examples=[ex])
+        assert ("priority: judged 1, violations 0, not judged 2 (1 within the 100.0 ms skew "
+                "margin)  [True (counts only when false)]") in summary(r)
 
 
 def test_a_returned_message_legitimately_jumps_ahead(tmp_path: Path) -> None:
@@ -162,6 +205,7 @@ def test_a_higher_message_left_for_the_drain_overtook_what_the_consumer_got(
         b.publish(1, 1, priority=1)
         b.publish(1, 2, priority=1)
         b.publish(2, 0, priority=9)
+        b.later(500 * MS)  # the acks come well after 2-0's confirm
         take(b, 5, "1-0", 1)
         take(b, 5, "1-1", 1)
         take(b, 5, "1-2", 1)
@@ -289,7 +333,9 @@ def priority_histories(draw: st.DrawFn) -> dict[str, Any]:
     """Draws a small priority run that keeps the history contract (every completion after its
     invoke, every ack after a delivery it acks) and follows no queue model: messages of random
     priorities and outcomes, delivered in any order to two main consumers and the drain's
-    (mostly acked at once), flagged or counted returned now and then."""
+    (mostly acked at once), flagged or counted returned now and then, the clock moving on by
+    1 ms an op and now and then by tens of ms more (so that pairs fall on both sides of the
+    skew margin)."""
     n = draw(st.integers(3, 9))
     prios = draw(st.lists(st.sampled_from([None, 1, 1, 9, 9, 31, 40]), min_size=n, max_size=n))
     steps: list[tuple[Any, ...]] = []
@@ -324,15 +370,18 @@ def priority_histories(draw: st.DrawFn) -> dict[str, Any]:
         elif action == "drain" and not drain and 3 * i > 2 * length:  # late, if at all
             drain = True
             steps.append(("drain",))
-    return {"prios": prios, "steps": steps, "consume": draw(st.sampled_from([1, 1, 1, 2])),
-            "sac": draw(st.booleans())}
+    gaps = draw(st.lists(st.sampled_from([0, 0, 0, 0, 40, 70, 120]), min_size=len(steps),
+                         max_size=len(steps)))
+    return {"prios": prios, "steps": steps, "gaps": gaps,
+            "consume": draw(st.sampled_from([1, 1, 1, 2])), "sac": draw(st.booleans())}
 
 
 def write_priority_history(path: Path, h: dict[str, Any]) -> Path:
     prios = h["prios"]
     with Builder(path) as b:
         b.priorities(consume=h["consume"], sac=h["sac"])
-        for step in h["steps"]:
+        for step, gap in zip(h["steps"], h["gaps"], strict=True):
+            b.later(gap * MS)
             kind, *args = step
             if kind == "invoke":
                 b.invoke(1, args[0], priority=prios[args[0]])

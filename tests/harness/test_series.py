@@ -175,7 +175,11 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
              "quorum-power-loss-all", "quorum-leader-partition-returns",
              "durable-graceful-restart", "quorum-disk-corrupt-minority",
              "quorum-disk-corrupt-leader-truncate", "classic-power-loss-node",
-             "classic-power-loss-all", "stream-power-loss-minority", "stream-power-loss-all"}
+             "classic-power-loss-all", "stream-power-loss-minority", "stream-power-loss-all",
+             "quorum-delayed-retry-leader-partition",
+             "quorum-delayed-retry-khepri-minority", "quorum-consumer-timeout-leader-kill",
+             "quorum-consumer-timeout-khepri-minority", "quorum-priorities-leader-partition",
+             "quorum-priorities-khepri-minority"}
     assert set(stored) == set(SCENARIOS) - newer
     # Redefined since, on purpose: 20% packet loss was never noticed by RabbitMQ (a weak run
     # every time); the scenario now loses 90%. Its older runs are left out of tables.

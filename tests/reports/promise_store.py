@@ -18,8 +18,9 @@ PRIORITY: dict[str, Any] = {
     "delivery_count": 1200, "judged_count": 847, "violation_count": 1,
     "not_judged_count": 353,
     "not_judged": {"returned": 11, "prefetch": 0, "priority_unknown": 0, "no_settlement": 3,
-                   "competing": 339},
-    "unconfirmed_set_aside_count": 2,
+                   "within_skew": 1, "competing": 338},
+    "unconfirmed_set_aside_count": 2, "skew_margin_ms": 100.0,
+    "skew_margin_reason": "an ack is recorded after its write, a confirm on another thread",
     "examples": [{
         "consumer": "5/c5",
         "delivery": {"id": "1-40", "priority": 1, "level": 1, "index": 420, "time_ms": 2410.5,
@@ -29,6 +30,16 @@ PRIORITY: dict[str, Any] = {
                          "published": {"index": 400, "time_ms": 2300.0, "node": "n1"},
                          "confirmed": {"index": 402, "time_ms": 2310.0},
                          "delivered": {"index": 430, "time_ms": 2500.0, "node": "n2",
+                                       "consumer": "5/c5"}}}],
+    "within_skew_examples": [{
+        "consumer": "5/c5",
+        "delivery": {"id": "2-7", "priority": None, "level": 4, "index": 520, "time_ms": 3401.6,
+                     "node": "n2"},
+        "settled": {"index": 519, "time_ms": 3400.62},
+        "overtaken_by": {"id": "3-9", "priority": 5, "level": 5,
+                         "published": {"index": 511, "time_ms": 3362.6, "node": "n3"},
+                         "confirmed": {"index": 518, "time_ms": 3399.75},
+                         "delivered": {"index": 526, "time_ms": 3409.8, "node": "n2",
                                        "consumer": "5/c5"}}}]}
 RETRY: dict[str, Any] = {
     "valid": False, "settings": {"queue": "q", "type": "all", "min_ms": 200, "max_ms": 500,

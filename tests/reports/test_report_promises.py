@@ -70,8 +70,9 @@ def test_each_section_shows_its_verdict_and_why(run: Path) -> None:
                         ("consumer_timeout", "valid"), ("metadata", "valid")):
         assert re.search(rf'<h3>[^<]+<span class="badge"[^>]*>{badge}</span></h3>',
                          part(page, name)), name
-    assert "1 violation(s) among 847 deliveries judged of 1,200; 353 not judged." in part(
-        page, "priority")
+    assert ("1 violation(s) among 847 deliveries judged of 1,200; 353 not judged (1 set aside "
+            "within the skew margin of 100.0 ms).") in part(page, "priority")
+    assert "skew_margin_ms=100.0" in part(page, "priority")
     assert "2 violation(s) among 61 returns judged of 63" in part(page, "delayed_retry")
     assert results()["metadata"]["summary"] in part(page, "metadata")
     assert 'href="#promises"' in page
@@ -85,6 +86,13 @@ def test_the_examples_show_their_timelines(run: Path) -> None:
     order = [priority.index(f">{i}</td>") for i in (400, 402, 418, 420, 430)]
     assert order == sorted(order)  # the overtaking message's and the delivery's, by index
     assert "delivered (overtaken)" in priority and "1-41" in priority
+    # The pair set aside by the skew margin, after the violation, with its own timeline.
+    assert ("Set aside, not judged: consumer 5/c5 was handed 2-7 (level 4) before 3-9 (level "
+            "5), whose confirm was recorded 0.87 ms before the consumer's previous ack, within "
+            "the skew margin (100.0 ms):") in priority
+    aside = priority[priority.index("Set aside"):]
+    order = [aside.index(f">{i}</td>") for i in (511, 518, 519, 520, 526)]
+    assert order == sorted(order)
     retry = part(page, "delayed_retry")
     assert "1-7: early" in retry and "after 98.0 ms" in retry
     assert [int(i) for i in re.findall(r'<tr><td class="num">(\d+)</td>', retry)] == [300, 301,
