@@ -6,7 +6,9 @@ SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-leader-
              quorum-majorities-ring quorum-rolling-restart quorum-packet-loss quorum-sac-fifo \
              quorum-crashing-consumers stream-partition khepri-minority khepri-minority-leader \
              quorum-delayed-retry quorum-delayed-retry-healthy quorum-consumer-timeout \
-             quorum-consumer-timeout-healthy quorum-priorities quorum-priorities-healthy \
+             quorum-consumer-timeout-healthy quorum-consumer-timeout-sac \
+             quorum-consumer-timeout-sac-healthy quorum-consumer-timeout-close \
+             quorum-consumer-timeout-close-healthy quorum-priorities quorum-priorities-healthy \
              mirrored-master-partition \
              quorum-autoheal-leader-partition mirrored-ignore-split-brain mirrored-partition \
              mirrored-pause-minority mirrored-unsynced-promotion mirrored-synced-promotion \
