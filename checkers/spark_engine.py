@@ -99,6 +99,7 @@ from checkers.spark_session import session
 from checkers.spark_timeouts import consumer_timeout_check
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
 from checkers.timeouts import SECTION as TIMEOUT_SECTION
+from checkers.timeouts import depth_samples
 from checkers.timeouts import settings_of as timeout_settings
 from checkers.traces import CheckedResults
 from history import Op, OpType
@@ -326,7 +327,8 @@ def _with_delayed_retry(results: dict[str, Any], spark: SparkSession, h: History
     spans = [(w.start_ns, w.end_ns) for w in windows]
     jobs = ((RETRY_SECTION, retry_settings(harness), delayed_retry_check),
             (TIMEOUT_SECTION, timeout_settings(harness), functools.partial(
-                consumer_timeout_check, bound=bound, windows=spans, main_end=main_end)))
+                consumer_timeout_check, bound=bound, windows=spans, main_end=main_end,
+                depth=depth_samples(harness))))
     added: dict[str, dict[str, Any]] = {}
     for name, settings, job in jobs:
         source = h.source

@@ -53,12 +53,14 @@ HELD_SAMPLE: Final = 1000  # held messages the `held` sample keeps at most (viol
 def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[str, Any],
                            drain_complete: bool, example_size: int = 5, *, bound: Any = None,
                            windows: Sequence[tuple[int, int]] = (),
-                           main_end: int | None = None) -> dict[str, Any]:
+                           main_end: int | None = None,
+                           depth: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
     """Takes a session, the JSONL history, the settings the harness observed, whether the drain
     completed, how many examples to give and, for a single-active-consumer queue's hand-overs,
     the liveness bound (checkers.liveness.LivenessBound; None: unknown), the fault windows
-    (start, end ns) and the main phase's end (ns; None: the history's last op). Returns the
-    section (checkers.timeouts.section)."""
+    (start, end ns), the main phase's end (ns; None: the history's last op) and the harness's
+    depth samples (checkers.timeouts.depth_samples). Returns the section
+    (checkers.timeouts.section)."""
     client = spark.read.schema(SCHEMA).json(str(source)).where(F.col("process").rlike(r"^\d+$"))
     ops = client.where(F.col("type") == "ok")
     # A basic.cancel the broker sent again for a consumer it had cancelled (workloads.clients
@@ -100,7 +102,7 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
         last = main_end if main_end is not None else (
             client.agg(F.max("time")).collect()[0][0] or 0)
         hand_over = hand_over_section(hand_over_facts(client, cancels), bound, windows, last,
-                                      example_size)
+                                      example_size, depth)
     out = section(settings, ends, counts, examples, hand_over)
     cancels.unpersist()
     return {**out, "repeated_cancels": repeated, "held": held_sample(held, judged),

@@ -36,7 +36,8 @@ in the observation): RabbitMQ's consumers guide says that when the active
 consumer is cancelled or its channel closed, the queue activates another of its
 consumers, and that a timed-out consumer is so ended. So after each timed-out
 consumer's end, while the queue held ready messages (those the consumer held,
-returned by the end, and those confirmed before it and not yet delivered),
+returned by the end, and those confirmed before it and not yet delivered, or
+a ready count above 0 in a depth sample the harness took before the deadline),
 another consumer must be fed (its first main-phase delivery after the ended
 consumer's last one) within the run's liveness bound (checkers.liveness:
 RabbitMQ's failure detection plus the harness's recovery grace), counted from
@@ -73,6 +74,8 @@ CANCEL_UNADVERTISED: Final = "cancel_without_capability"
 # A single active consumer's hand-over after a timed-out consumer's end (the module docstring).
 HANDED_OVER, STALLED, NOTHING_READY, RUN_ENDED = (
     "handed_over", "stalled", "nothing_ready", "run_ended")
+DEPTH: Final = "depth"  # the harness's queue depth samples (harness.placement)
+DEPTH_LIMIT: Final = 10  # depth samples a judgement keeps at most
 EACH_LIMIT: Final = 1000  # ends the hand-over's `each` list keeps at most (in history order)
 RESUBSCRIBE: Final = ("a consumer the broker ended retires; its slot subscribes again, as a new "
                       "process on the next node, half a second later (workloads.queue_workload)")
@@ -113,16 +116,33 @@ def hand_over_deadline(end_ns: int, bound_ns: int, windows: Sequence[tuple[int, 
     return start + bound_ns
 
 
+def depth_samples(events: Iterable[Any]) -> list[tuple[int, int]]:
+    """Takes harness events in order (time, f, value). Returns the queue depth samples the
+    harness took (f "depth", harness.placement) as (time ns, ready: the most any node
+    reported), those without a ready count left out."""
+    out = []
+    for e in events:
+        v = e.value if e.f == DEPTH and isinstance(e.value, dict) else {}
+        ready = v.get("ready")
+        if isinstance(ready, int) and not isinstance(ready, bool):
+            out.append((e.time, ready))
+    return out
+
+
 def judge_hand_over(f: HandOverFacts, bound_ns: int, windows: Sequence[tuple[int, int]],
-                    main_end: int) -> dict[str, Any]:
-    """Takes one end's facts, the bound (ns), the fault windows and the main phase's end.
-    Returns its judgement (the module docstring): {"status", "index", "ms", "process",
-    "consumer", "how", "held", "waiting", "deadline_ms", "delay_ms": the end to the next
-    delivery (None without one), "next": that delivery or None, "live": the consumers live}."""
+                    main_end: int, depth: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
+    """Takes one end's facts, the bound (ns), the fault windows, the main phase's end and the
+    harness's depth samples (time ns, ready). Returns its judgement (the module docstring):
+    {"status", "index", "ms", "process", "consumer", "how", "held", "waiting",
+    "deadline_ms", "delay_ms": the end to the next delivery (None without one), "next": that
+    delivery or None, "live": the consumers live, "depth": the samples from the end to the
+    deadline, each {"ms", "ready"}}. Messages were ready when the end held or left some
+    waiting, or a depth sample in that span counted some ready."""
     deadline = hand_over_deadline(f.time, bound_ns, windows)
+    seen = [{"ms": ns_to_ms(t), "ready": n} for t, n in depth if f.time <= t <= deadline]
     if f.next_time is not None and f.next_time <= deadline:
         status = HANDED_OVER
-    elif f.held + f.waiting == 0:
+    elif f.held + f.waiting == 0 and not any(d["ready"] for d in seen):
         status = NOTHING_READY
     elif main_end < deadline:
         status = RUN_ENDED
@@ -135,21 +155,23 @@ def judge_hand_over(f: HandOverFacts, bound_ns: int, windows: Sequence[tuple[int
             "consumer": f.consumer, "how": f.how, "held": f.held, "waiting": f.waiting,
             "deadline_ms": ns_to_ms(deadline),
             "delay_ms": None if f.next_time is None else ns_to_ms(max(0, f.next_time - f.time)),
-            "next": nxt, "live": list(f.live)}
+            "next": nxt, "live": list(f.live), "depth": seen[:DEPTH_LIMIT]}
 
 
-def hand_over_section(facts: Iterable[HandOverFacts], bound: Any, windows: Sequence[tuple[int, int]],
-                      main_end: int, example_size: int) -> dict[str, Any]:
+def hand_over_section(facts: Iterable[HandOverFacts], bound: Any,
+                      windows: Sequence[tuple[int, int]], main_end: int, example_size: int,
+                      depth: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
     """Takes the facts of every timed-out consumer's end on a single-active-consumer queue,
     the liveness bound (checkers.liveness.LivenessBound, or None: unknown), the fault windows,
-    the main phase's end and how many examples to give. Returns the `hand_over` part: counts
+    the main phase's end, how many examples to give and the harness's depth samples
+    (depth_samples). Returns the `hand_over` part: counts
     per status, the delays of the judged ones (max, median, ms), the bound, what the workload
     does after an end, the stalled ones with their timelines (judge_hand_over), and each end's
     status and delay (`each`, at most EACH_LIMIT)."""
     if bound is None:
         return {"applies": True, "judged": 0, "stalled": 0,
                 "reason": "the liveness bound is unknown (no test.json beside the history)"}
-    judged = [judge_hand_over(f, bound.bound_ns, windows, main_end) for f in facts]
+    judged = [judge_hand_over(f, bound.bound_ns, windows, main_end, depth) for f in facts]
     count = {k: sum(1 for j in judged if j["status"] == k)
              for k in (HANDED_OVER, STALLED, NOTHING_READY, RUN_ENDED)}
     delays = [j["delay_ms"] for j in judged

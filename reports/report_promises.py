@@ -234,6 +234,8 @@ def timeout_examples(s: Mapping[str, Any]) -> list[Any]:
         events = [{"event": "the broker ended the consumer", **ex},
                   {"event": "consumers live then (fed before, not ended)",
                    "consumer": ex.get("live") or NA},
+                  *({"event": f"depth sample: {_n(d.get('ready'))} ready", "ms": d.get("ms")}
+                    for d in ex.get("depth") or [] if isinstance(d, Mapping)),
                   {"event": "deadline (the liveness bound)", "ms": ex.get("deadline_ms")},
                   {"event": "next delivery to another consumer", **(ex.get("next") or {})}
                   if ex.get("next") else {"event": "no delivery to another consumer"}]

@@ -27,7 +27,8 @@ BOUND = LivenessBound(net_ticktime_s=4.0, grace_s=5.0, recovery_timeout_s=60.0) 
 DELIVERY = ("consume",)
 
 
-def oracle(path: Path, windows: list[tuple[int, int]], main_end: int) -> list[str]:
+def oracle(path: Path, windows: list[tuple[int, int]], main_end: int,
+           depth: list[tuple[int, int]]) -> list[str]:
     """The hand-over rule written apart: each timed-out end's status, in history order."""
     ops = [orjson.loads(x) for x in path.read_text().splitlines() if x.strip()]
     client = [o for o in ops if isinstance(o.get("process"), int)]
@@ -55,6 +56,7 @@ def oracle(path: Path, windows: list[tuple[int, int]], main_end: int) -> list[st
                 if w0 <= start + BOUND.bound_ns and w1 > start:
                     start, moved = w1, True
         deadline = start + BOUND.bound_ns
+        ready += sum(n for t, n in depth if c["time"] <= t <= deadline)
         out.append("handed_over" if nxt is not None and nxt["time"] <= deadline
                    else "nothing_ready" if ready == 0
                    else "run_ended" if main_end < deadline else "stalled")
@@ -62,13 +64,15 @@ def oracle(path: Path, windows: list[tuple[int, int]], main_end: int) -> list[st
 
 
 def judge(spark: Any, path: Path, main_end_ms: float, windows_ms: tuple = (),
-          bound: LivenessBound | None = BOUND) -> dict[str, Any]:
+          bound: LivenessBound | None = BOUND, depth_ms: tuple = ()) -> dict[str, Any]:
     windows = [(int(a * MS), int(z * MS)) for a, z in windows_ms]
+    depth = [(int(t * MS), n) for t, n in depth_ms]
     main_end = int(main_end_ms * MS)
     got = consumer_timeout_check(spark, path, SETTINGS, True, bound=bound, windows=windows,
-                                 main_end=main_end)
+                                 main_end=main_end, depth=depth)
     if bound is not None:
-        assert [e["status"] for e in got["hand_over"]["each"]] == oracle(path, windows, main_end)
+        assert [e["status"] for e in got["hand_over"]["each"]] == oracle(path, windows, main_end,
+                                                                         depth)
     return got
 
 
@@ -153,16 +157,22 @@ def test_a_fault_in_effect_restarts_the_count_at_its_heal(spark, tmp_path):
     assert hand_over_deadline(5, 10, [(0, 8), (17, 20), (31, 40)]) == 30  # 8 + 10, then 20 + 10
 
 
-def test_with_nothing_ready_the_hand_over_is_not_judged(spark, tmp_path):
+def test_with_nothing_ready_the_hand_over_is_not_judged_unless_a_depth_sample_saw_some(
+        spark, tmp_path):
     p = tmp_path / "h.jsonl"
     with Builder(p) as b:
         b.at(0).publish(1, 0)
         b.at(100).consume(5, "1-0")
         b.at(5200)
         timed_out(b, 5, [])
-    got = judge(spark, p, main_end_ms=30_000)
+    got = judge(spark, p, main_end_ms=30_000, depth_ms=((4000, 7), (9000, 0), (16_000, 3)))
     assert got["hand_over"]["not_judged"] == {"nothing_ready": 1, "run_ended": 0}
     assert got["valid"] == "unknown"
+    # The harness's depth sample 3.8 s after the end counted 4 ready (published by a client
+    # whose confirm the history does not have): then the queue had something to hand over.
+    got = judge(spark, p, main_end_ms=30_000, depth_ms=((4000, 7), (9000, 4), (16_000, 3)))
+    (ex,) = got["hand_over"]["stalled_examples"]
+    assert got["valid"] is False and ex["depth"] == [{"ms": 9000.0, "ready": 4}]
 
 
 def test_without_a_bound_the_hand_over_is_unknown_and_without_sac_absent(spark, tmp_path):

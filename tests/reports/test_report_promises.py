@@ -233,7 +233,7 @@ def test_the_consumer_timeout_part_says_how_consumers_were_ended_and_shows_a_sta
     from tests.reports.promise_store import TIMEOUT
     stalled = {"status": "stalled", "index": 500, "ms": 5200.0, "process": "5", "consumer": "c5",
                "how": "cancel", "held": 2, "waiting": 1, "deadline_ms": 15_200.0,
-               "delay_ms": 14_800.0, "live": ["7 c7"],
+               "delay_ms": 14_800.0, "live": ["7 c7"], "depth": [{"ms": 9000.0, "ready": 4}],
                "next": {"index": 900, "ms": 20_000.0, "process": "6", "consumer": "c6"}}
     s = {**TIMEOUT, "valid": False, "broker_channel_closes": 3, "hand_over": {
         "applies": True, "bound": {"bound_ms": 10_000.0}, "judged": 4, "handed_over": 3,
@@ -249,7 +249,8 @@ def test_the_consumer_timeout_part_says_how_consumers_were_ended_and_shows_a_sta
     cells = [[c.text for c in row.cells] for row in events.rows]
     assert [row[2] for row in cells] == [
         "the broker ended the consumer", "consumers live then (fed before, not ended)",
-        "deadline (the liveness bound)", "next delivery to another consumer"]
+        "depth sample: 4 ready", "deadline (the liveness bound)",
+        "next delivery to another consumer"]
     assert cells[0][:2] == ["500", "5,200.0"] and cells[1][4] == "7 c7"
-    assert cells[2][1] == "15,200.0" and cells[3][:2] == ["900", "20,000.0"]
-    assert cells[3][4] == "c6"
+    assert cells[2][1] == "9,000.0" and cells[3][1] == "15,200.0"
+    assert cells[4][:2] == ["900", "20,000.0"] and cells[4][4] == "c6"
