@@ -20,10 +20,10 @@ cancel it dispatches the deliveries pika has read and not yet handed over, so
 they are recorded rather than rejected unseen by pika's cancel. A planted crash
 ends the same way; a cancel the broker sends, or a channel or connection the
 client sees closed, is one op of its own (a channel.close the broker sends
-with its reply code and text, and what the consumer held). One gap remains: a delivery that
-reaches the client between its basic.cancel and the cancel-ok is rejected
-(requeued) by pika and never reaches the history; it comes back flagged
-redelivered.
+with its reply code and text, and what the consumer held). One gap remains: a
+delivery that reaches the client between its basic.cancel and the cancel-ok is
+rejected (requeued) by pika and never reaches the history; it comes back
+flagged redelivered.
 
 A publisher slot is one publishing thread's identity: its processes come and
 go (a process is retired after an unknown outcome), but the slot's sequence
@@ -650,7 +650,8 @@ class Consumer:
         if self._ended or not isinstance(reason, pika.exceptions.ChannelClosedByBroker):
             return
         self._ended = True
-        self._record("info", CLOSE, error=_describe(reason), by=BY_BROKER,
+        self._record("info", CLOSE, error=f"the channel closed: {_describe(reason)}"[:300],
+                     by=BY_BROKER,
                      reply_code=reason.reply_code, reply_text=reason.reply_text,
                      holding=list(self._unacked.values()))
 
