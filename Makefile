@@ -9,6 +9,8 @@ SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-leader-
              quorum-delayed-retry-leader-partition quorum-delayed-retry-khepri-minority \
              quorum-consumer-timeout quorum-consumer-timeout-healthy \
              quorum-consumer-timeout-leader-kill quorum-consumer-timeout-khepri-minority \
+             quorum-consumer-timeout-sac quorum-consumer-timeout-sac-healthy \
+             quorum-consumer-timeout-close quorum-consumer-timeout-close-healthy \
              quorum-priorities quorum-priorities-healthy \
              quorum-priorities-leader-partition quorum-priorities-khepri-minority \
              mirrored-master-partition \

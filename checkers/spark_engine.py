@@ -99,6 +99,7 @@ from checkers.spark_session import session
 from checkers.spark_timeouts import consumer_timeout_check
 from checkers.spark_traces import after_aggs, consumed_after, first_mend_loc, gather
 from checkers.timeouts import SECTION as TIMEOUT_SECTION
+from checkers.timeouts import depth_samples
 from checkers.timeouts import settings_of as timeout_settings
 from checkers.traces import CheckedResults
 from history import Op, OpType
@@ -207,7 +208,8 @@ def check_loaded(spark: SparkSession, h: History, path: Path, options: CheckOpti
     results, reordered = _sections(spark, h, msgs, totals, harness, windows, (first, last),
                                    acks, options, bound, workers)
     results = _with_metadata(results, h, windows, harness, (first, last), bound)
-    results = _with_delayed_retry(results, spark, h, harness, options)
+    results = _with_delayed_retry(results, spark, h, harness, options,
+                                  (bound, windows, main_phase(harness, first, last)[1]))
     # Test strength: informational, outside the verdict's composition.
     faults = judge_faults(windows, risk, harness, evidence)
     results["faults"] = faults
@@ -311,15 +313,22 @@ def _with_metadata(results: dict[str, Any], h: History, windows: list[FaultWindo
 
 
 def _with_delayed_retry(results: dict[str, Any], spark: SparkSession, h: History,
-                        harness: list[HarnessEvent], options: CheckOptions) -> dict[str, Any]:
-    """Takes the composed results and what the delayed-retry and consumer-timeout checks read.
-    Returns them with the "delayed_retry" (checkers.spark_retry) and "consumer_timeout"
-    (checkers.spark_timeouts) sections, composed in, for each whose settings the harness
-    observed; else unchanged. Without the JSONL source at hand a section is unknown, never a
-    pass."""
+                        harness: list[HarnessEvent], options: CheckOptions,
+                        clock: tuple[LivenessBound | None, list[FaultWindow], int]
+                        ) -> dict[str, Any]:
+    """Takes the composed results, what the delayed-retry and consumer-timeout checks read, and
+    what a single active consumer's hand-over is judged by (the liveness bound, the fault
+    windows, the main phase's end). Returns them with the "delayed_retry"
+    (checkers.spark_retry) and "consumer_timeout" (checkers.spark_timeouts) sections, composed
+    in, for each whose settings the harness observed; else unchanged. Without the JSONL source
+    at hand a section is unknown, never a pass."""
     done = drain_state(harness).complete
+    bound, windows, main_end = clock
+    spans = [(w.start_ns, w.end_ns) for w in windows]
     jobs = ((RETRY_SECTION, retry_settings(harness), delayed_retry_check),
-            (TIMEOUT_SECTION, timeout_settings(harness), consumer_timeout_check))
+            (TIMEOUT_SECTION, timeout_settings(harness), functools.partial(
+                consumer_timeout_check, bound=bound, windows=spans, main_end=main_end,
+                depth=depth_samples(harness))))
     added: dict[str, dict[str, Any]] = {}
     for name, settings, job in jobs:
         source = h.source

@@ -91,6 +91,13 @@ def rate(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"not a rate: {text!r}") from None
 
 
+def on_off(text: str) -> bool:
+    """Takes "on" or "off". Returns True or False. Raises ArgumentTypeError for anything else."""
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return text == "on"
+
+
 def expiry(text: str) -> float | str:
     """Takes a writeback expiry's text. Returns its seconds, or "off". Raises ArgumentTypeError."""
     if text == "off":
@@ -410,6 +417,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--consumer-timeout-ms", "workload.client.consumer_timeout_ms", group=_W, parse=int,
            metavar="MS",
            help="main-phase consumers' x-consumer-timeout (ms, at least 1000; not on 3.10)"),
+    Option("--consumer-cancel-notify", "workload.client.consumer_cancel_notify", group=_W,
+           parse=on_off, metavar="on|off",
+           help="whether clients advertise the consumer_cancel_notify capability (default "
+                "on): off, RabbitMQ ends a timed-out consumer by closing its channel with 406 "
+                "PRECONDITION_FAILED instead of sending basic.cancel; the consumer_timeout "
+                "section accounts for either"),
     Option("--metadata-probe-interval", "workload.metadata_probe_interval_s", group=_W,
            parse=float,
            help="seconds between two rounds of each node's metadata probe: a new connection, "

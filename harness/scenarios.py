@@ -85,10 +85,33 @@ RETRY = {"broker": BrokerConfig(rabbitmq="4.3"), "time_limit_s": 60.0,
                             delayed_retry_min_ms=200, delayed_retry_max_ms=2000),
          "workload": WorkloadOptions(rate=100.0, consume_rate=None, client=ClientOptions(
              reject_share=0.2, nack_share=0.1))}
+TIMEOUT_WORKLOAD = WorkloadOptions(rate=100.0, consume_rate=None, consumers=3,
+                                   client=ClientOptions(consumer_timeout_ms=5000,
+                                                        hold_share=0.05, hold_s=8.0))
 TIMEOUT = {"broker": BrokerConfig(rabbitmq="4.3"), "time_limit_s": 60.0,
-           "workload": WorkloadOptions(rate=100.0, consume_rate=None, consumers=3,
-                                       client=ClientOptions(consumer_timeout_ms=5000,
-                                                            hold_share=0.05, hold_s=8.0))}
+           "workload": TIMEOUT_WORKLOAD}
+# The consumer timeout on a queue with a single active consumer: each timeout ends the active
+# consumer, and the queue must hand over to a standby (the workload's three consumers: one active,
+# two waiting; an ended one's slot subscribes again half a second later).
+TIMEOUT_SAC = {**TIMEOUT, "queue": QueueSpec(single_active_consumer=True)}
+# The consumer timeout with clients that do not advertise consumer_cancel_notify: RabbitMQ closes
+# a timed-out consumer's channel (406 PRECONDITION_FAILED) instead of sending basic.cancel.
+TIMEOUT_CLOSE = {**TIMEOUT, "workload": dataclasses.replace(
+    TIMEOUT_WORKLOAD,
+    client=dataclasses.replace(TIMEOUT_WORKLOAD.client, consumer_cancel_notify=False))}
+TIMEOUT_SAC_EXPECT = (
+    "no loss; a timed-out active consumer is sent basic.cancel, receives nothing after it, and "
+    "what it held comes back flagged or is dead-lettered; RabbitMQ's consumers guide: a queue "
+    "with a single active consumer fails over to another registered consumer when the active "
+    "one is cancelled, so after each timeout another consumer is fed within the liveness bound "
+    "while messages are ready (results.json's consumer_timeout, its hand_over)")
+TIMEOUT_CLOSE_EXPECT = (
+    "no loss; RabbitMQ's consumer guides: a client that does not advertise "
+    "consumer_cancel_notify is not sent basic.cancel, and a timed-out consumer of such a client "
+    "has its channel closed with 406 PRECONDITION_FAILED; it receives nothing on that channel "
+    "after the close, and what it held comes back flagged or is dead-lettered (results.json's "
+    "consumer_timeout: ended_by says how each consumer was ended; a cancel is a violation)")
+
 # Message priorities (issue 31): a quorum queue on RabbitMQ 4.3, whose 32 levels are strict (on
 # 4.0, asked with --rabbitmq 4.0, two levels served at a ratio: the priority check says it does
 # not apply; 3.10 has none and refuses the scenario, clusters.releases.refuses_priorities).
@@ -295,6 +318,24 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "flagged or is dead-lettered and it receives nothing after its cancel (sent at the heal "
      "at the latest); " + KHEPRI_METADATA, VALID, None,
      {**_khepri_minority(TIMEOUT), "time_limit_s": 70.0}),
+    ("quorum-consumer-timeout-sac",
+     "as quorum-consumer-timeout, on a queue with a single active consumer: each timeout ends "
+     "the active consumer, and one of the two waiting must take over; a single node is cut off "
+     "now and then", TIMEOUT_SAC_EXPECT, VALID, None,
+     {**TIMEOUT_SAC, "nemesis": _faults("partition-one", interval=15)}),
+    ("quorum-consumer-timeout-sac-healthy",
+     "as quorum-consumer-timeout-sac, without faults (its control)",
+     f"{TIMEOUT_SAC_EXPECT}; at least one hand-over judged", VALID, None,
+     {**TIMEOUT_SAC, "nemesis": NemesisOptions(faults=())}),
+    ("quorum-consumer-timeout-close",
+     "as quorum-consumer-timeout, with clients that do not advertise the consumer_cancel_notify "
+     "capability (--consumer-cancel-notify off); a single node is cut off now and then",
+     TIMEOUT_CLOSE_EXPECT, VALID, None,
+     {**TIMEOUT_CLOSE, "nemesis": _faults("partition-one", interval=15)}),
+    ("quorum-consumer-timeout-close-healthy",
+     "as quorum-consumer-timeout-close, without faults (its control)",
+     f"{TIMEOUT_CLOSE_EXPECT}; at least one channel close judged", VALID, None,
+     {**TIMEOUT_CLOSE, "nemesis": NemesisOptions(faults=())}),
     ("quorum-priorities",
      "quorum queue with message priorities (RabbitMQ 4.3: 32 strict levels; 0, none, 5 and 9 "
      "drawn 5:2:2:1), publishers offering 100/s after a backlog of 1,000; one consumer of "

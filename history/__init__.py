@@ -78,7 +78,10 @@ not acked). A cancel the broker sent (consumer cancel notification) is one op
 `type "ok"`, `f "cancel"`, `by "broker"`; a channel or connection the client
 saw closed without its asking (connection lost, heartbeat missed, channel
 closed by the broker) is one op `type "info"`, `f "close"`, `by "broker"`,
-with the `error`. Neither carries a `value`. The connection's own close,
+with the `error`; a channel.close the broker sent also carries its
+`reply_code` and `reply_text` and `holding` (RabbitMQ closes a timed-out
+consumer's channel with 406 when its client does not advertise
+consumer_cancel_notify). Neither carries a `value`. The connection's own close,
 after its channel's, is not recorded: by then nothing of the queue's is held.
 The moment the runner tells the workers to stop (the main phase's end is
 recorded only once they and the nemesis have finished) is a harness

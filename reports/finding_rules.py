@@ -52,8 +52,9 @@ RULES: dict[str, Rule] = {r.kind: r for r in (
          "ready"),
     Rule("delayed_retry", "a rejected message back before its delay, unflagged, past its "
          "delivery limit, or gone"),
-    Rule("consumer_timeout", "a timed-out consumer fed after its cancel, or what it held not "
-         "back flagged nor dead-lettered"),
+    Rule("consumer_timeout", "a timed-out consumer fed after its cancel (or its channel's "
+         "close), what it held not back flagged nor dead-lettered, or a single active "
+         "consumer's queue not handed over within the bound"),
     Rule("metadata", "a node cut off with a minority did not serve metadata again in time "
          "after the heal"),
 )}

@@ -34,8 +34,9 @@ COUNTS: dict[str, tuple[str, ...]] = {
                  "not_judged", "unconfirmed_set_aside_count"),
     "delayed_retry": ("returns", "judged", "redelivered", "dead_lettered", "violation_count",
                       "violations", "not_judged"),
-    "consumer_timeout": ("broker_cancels", "held_judged", "redelivered", "dead_lettered",
-                         "violation_count", "violations", "not_judged"),
+    "consumer_timeout": ("broker_cancels", "broker_channel_closes", "held_judged",
+                         "redelivered", "dead_lettered", "violation_count", "violations",
+                         "not_judged"),
 }
 # What each section says of its run whatever it judged.
 SETTINGS: dict[str, tuple[str, ...]] = {
@@ -128,10 +129,27 @@ def why_sentence(name: str, s: Mapping[str, Any]) -> str:
         return (f"{_n(s.get('violation_count'))} violation(s) among {_n(s.get('judged'))} "
                 f"returns judged of {_n(s.get('returns'))} ({_n(s.get('redelivered'))} back "
                 f"redelivered in time, {_n(s.get('dead_lettered'))} dead-lettered).")
+    closes = (f" and {_n(s.get('broker_channel_closes'))} channel close(s) (406)"
+              if s.get("broker_channel_closes") else "")
     return (f"{_n(s.get('violation_count'))} violation(s) after {_n(s.get('broker_cancels'))} "
-            f"broker cancel(s): {_n(s.get('held_judged'))} held message(s) judged "
+            f"broker cancel(s){closes}: {_n(s.get('held_judged'))} held message(s) judged "
             f"({_n(s.get('redelivered'))} back flagged, {_n(s.get('dead_lettered'))} "
-            f"dead-lettered).")
+            f"dead-lettered).{hand_over_sentence(s.get('hand_over'))}")
+
+
+def hand_over_sentence(h: Any) -> str:
+    """Takes the consumer-timeout section's `hand_over` (None on a queue without a single
+    active consumer). Returns a sentence on its hand-overs, with a leading space, or ""."""
+    if not isinstance(h, Mapping):
+        return ""
+    if "reason" in h:
+        return f" Single active consumer: the hand-over was not judged ({h['reason']})."
+    bound = h.get("bound") if isinstance(h.get("bound"), Mapping) else {}
+    delay = h.get("delay_ms") if isinstance(h.get("delay_ms"), Mapping) else {}
+    return (f" Single active consumer: {_n(h.get('judged'))} hand-over(s) judged, "
+            f"{_n(h.get('handed_over'))} in time (the slowest {_ms(delay.get('max'))} ms after "
+            f"the end), {_n(h.get('stalled'))} stalled past the bound "
+            f"({_ms(bound.get('bound_ms'))} ms); not judged: {_plain(h.get('not_judged'))}.")
 
 
 def _ms(x: Any) -> str:
@@ -241,7 +259,26 @@ def timeout_examples(s: Mapping[str, Any]) -> list[Any]:
             out.append(_events_table(ex["timeline"], TIMEOUT_COLUMNS))
         else:
             out.append(Note("results.json stores no timeline for this example."))
+    hand_over = s.get("hand_over") if isinstance(s.get("hand_over"), Mapping) else {}
+    for ex in list(hand_over.get("stalled_examples") or [])[:MAX_EXAMPLES]:
+        out.append(Para(f"Stalled hand-over: the broker ended the active consumer "
+                        f"{_plain(ex.get('consumer'))} ({_plain(ex.get('how'))}) holding "
+                        f"{_n(ex.get('held'))} message(s), {_n(ex.get('waiting'))} more ready, "
+                        "and no other consumer was fed by the deadline:"))
+        events = [{"event": "the broker ended the consumer", **ex},
+                  {"event": "consumers live then (fed before, not ended)",
+                   "consumer": ex.get("live") or NA},
+                  *({"event": f"depth sample: {_n(d.get('ready'))} ready", "ms": d.get("ms")}
+                    for d in ex.get("depth") or [] if isinstance(d, Mapping)),
+                  {"event": "deadline (the liveness bound)", "ms": ex.get("deadline_ms")},
+                  {"event": "next delivery to another consumer", **(ex.get("next") or {})}
+                  if ex.get("next") else {"event": "no delivery to another consumer"}]
+        out.append(_events_table(events, HAND_OVER_COLUMNS))
     return out
+
+
+HAND_OVER_COLUMNS = (("index", "index"), ("time (ms)", "ms"), ("event", "event"),
+                     ("process", "process"), ("consumer", "consumer"))
 
 
 def metadata_parts(s: Mapping[str, Any]) -> list[Any]:

@@ -32,7 +32,10 @@ class FakeBroker:
     reads what was held. A consumer's basic.cancel is answered (cancel-ok) and its channel's
     close puts its unacked messages back, as RabbitMQ does (one channel per connection: the
     harness's way). `cancel_consumers` sends every consumer a broker's basic.cancel (consumer
-    cancel notification); `cut` drops every client connection."""
+    cancel notification); `close_consumer_channels` closes every consumer's channel as a
+    broker does (channel.close with a reply code and text; what the channel held goes back);
+    `client_properties` lists each connection's client properties (connection.start-ok);
+    `cut` drops every client connection."""
 
     ANSWERS = {
         pika.spec.Channel.Open: pika.spec.Channel.OpenOk,
@@ -68,6 +71,8 @@ class FakeBroker:
         self.port = self.sock.getsockname()[1]
         self._conns: list[socket.socket] = []
         self._consumers: list[tuple[socket.socket, int, str]] = []  # (conn, channel, tag)
+        self._serving: dict[socket.socket, _Connection] = {}
+        self.client_properties: list[dict[str, Any]] = []
         self.blocked: str | None = None
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -84,6 +89,19 @@ class FakeBroker:
         for conn, ch, tag in list(self._consumers):
             with contextlib.suppress(OSError):
                 self._send(conn, ch, pika.spec.Basic.Cancel(consumer_tag=tag))
+
+    def close_consumer_channels(self, code: int = 406,
+                                text: str = "PRECONDITION_FAILED - consumer timed out") -> None:
+        """Closes every consumer's channel as RabbitMQ does (channel.close with `code` and
+        `text`): its consumers are gone and what the channel held goes back to its queue."""
+        for conn, ch, _ in list(self._consumers):
+            self._consumers = [c for c in self._consumers if c[:2] != (conn, ch)]
+            served = self._serving.get(conn)
+            if served is not None:
+                served._requeue()
+            with contextlib.suppress(OSError):
+                self._send(conn, ch, pika.spec.Channel.Close(
+                    reply_code=code, reply_text=text, class_id=0, method_id=0))
 
     def cut(self) -> None:
         """Drops every client connection (a connection lost)."""
@@ -130,7 +148,9 @@ class FakeBroker:
             conn.sendall(pika.frame.Body(ch, body).marshal())
 
     def _serve(self, conn: socket.socket) -> None:
-        _Connection(self, conn).serve()
+        served = _Connection(self, conn)
+        self._serving[conn] = served
+        served.serve()
 
     def close(self) -> None:
         self.sock.close()
@@ -248,6 +268,7 @@ class _Connection:
         return False
 
     def _start_ok(self, ch: int, method: Any) -> None:
+        self.broker.client_properties.append(dict(method.client_properties or {}))
         self.broker._send(self.conn, 0, pika.spec.Connection.Tune(
             channel_max=16, frame_max=131072, heartbeat=0))
 

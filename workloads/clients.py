@@ -19,10 +19,11 @@ consumer's cancel hands the queue to the next consumer at once). Before the
 cancel it dispatches the deliveries pika has read and not yet handed over, so
 they are recorded rather than rejected unseen by pika's cancel. A planted crash
 ends the same way; a cancel the broker sends, or a channel or connection the
-client sees closed, is one op of its own. One gap remains: a delivery that
-reaches the client between its basic.cancel and the cancel-ok is rejected
-(requeued) by pika and never reaches the history; it comes back flagged
-redelivered.
+client sees closed, is one op of its own (a channel.close the broker sends
+with its reply code and text, and what the consumer held). One gap remains: a
+delivery that reaches the client between its basic.cancel and the cancel-ok is
+rejected (requeued) by pika and never reaches the history; it comes back
+flagged redelivered.
 
 A publisher slot is one publishing thread's identity: its processes come and
 go (a process is retired after an unknown outcome), but the slot's sequence
@@ -109,6 +110,10 @@ class ClientOptions:
     hold_s: float = 0.0
     # The main-phase consumers' x-consumer-timeout argument (ms); None: not sent.
     consumer_timeout_ms: int | None = None
+    # Whether the clients advertise the consumer_cancel_notify capability (pika does by
+    # default). Without it, RabbitMQ ends a timed-out consumer by closing its channel (406
+    # PRECONDITION_FAILED) instead of sending basic.cancel (`client_properties`).
+    consumer_cancel_notify: bool = True
 
 
 class PublisherSlot:
@@ -194,9 +199,30 @@ def server_version(conn: pika.BlockingConnection) -> str | None:
     return _text(props.get("version"))
 
 
+# The capabilities pika 1.x advertises (pika.connection.Connection._client_properties). pika
+# merges ConnectionParameters.client_properties into its own with dict.update, one level deep:
+# a "capabilities" given there replaces pika's whole set, so it is given whole.
+PIKA_CAPABILITIES: dict[str, bool] = {
+    "authentication_failure_close": True, "basic.nack": True, "connection.blocked": True,
+    "consumer_cancel_notify": True, "publisher_confirms": True}
+
+
+def client_properties(opts: ClientOptions) -> dict[str, Any] | None:
+    """Takes the options. Returns the client properties a connection sends besides pika's own:
+    None when the clients advertise consumer_cancel_notify (pika's default), else pika's
+    capabilities with consumer_cancel_notify false (a timed-out consumer's channel is then
+    closed by the broker, RabbitMQ's consumers guide)."""
+    if opts.consumer_cancel_notify:
+        return None
+    return {"capabilities": {**PIKA_CAPABILITIES, "consumer_cancel_notify": False}}
+
+
 def connect(host: str, opts: ClientOptions) -> pika.BlockingConnection:
-    """Opens a blocking connection to host. Raises ClientError when it cannot."""
+    """Opens a blocking connection to host, advertising the capabilities the options say
+    (`client_properties`). Raises ClientError when it cannot."""
+    extra = client_properties(opts)
     params = pika.ConnectionParameters(
+        **({} if extra is None else {"client_properties": extra}),
         host=host,
         port=opts.port,
         credentials=pika.PlainCredentials("guest", "guest"),
@@ -326,6 +352,7 @@ class Consumer:
                 self.channel.basic_qos(prefetch_count=self.opts.prefetch)
                 self.channel.add_on_cancel_callback(self._on_broker_cancel)
                 self._pass_on_first_cancel_only()
+                self.channel._impl.add_on_close_callback(self._on_channel_closed)
                 self.channel.basic_consume(
                     self.queue, self._on_message, auto_ack=False, consumer_tag=self.tag,
                     arguments=self._consume_arguments(),
@@ -612,6 +639,21 @@ class Consumer:
             return
         self._cancelled = True
         self._record("ok", CANCEL, by=BY_BROKER, holding=list(self._unacked.values()))
+
+    def _on_channel_closed(self, _channel: Any, reason: Exception) -> None:
+        """Records, once, a channel.close the broker sent (pika's ChannelClosedByBroker; other
+        reasons, the harness's own close or a lost connection, are recorded elsewhere): one
+        `info` op f CLOSE, by the broker, with its `reply_code` and `reply_text` and what the
+        consumer held (`holding`). RabbitMQ closes the channel of a timed-out consumer whose
+        client does not advertise consumer_cancel_notify with 406 PRECONDITION_FAILED
+        (checkers.timeouts)."""
+        if self._ended or not isinstance(reason, pika.exceptions.ChannelClosedByBroker):
+            return
+        self._ended = True
+        self._record("info", CLOSE, error=f"the channel closed: {_describe(reason)}"[:300],
+                     by=BY_BROKER,
+                     reply_code=reason.reply_code, reply_text=reason.reply_text,
+                     holding=list(self._unacked.values()))
 
     def _close_reason(self) -> Any:
         """Returns why pika says the channel closed (an exception), or a plain text."""

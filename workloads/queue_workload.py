@@ -392,7 +392,9 @@ class QueueWorkload:
         if self.opts.client.consumer_timeout_ms is not None:
             self.history.append(Op(type="info", process=HARNESS, f="consumer-timeout", value={
                 "queue": self.spec.name, "timeout_ms": self.opts.client.consumer_timeout_ms,
-                "hold_share": self.opts.client.hold_share, "hold_s": self.opts.client.hold_s}))
+                "hold_share": self.opts.client.hold_share, "hold_s": self.opts.client.hold_s,
+                "single_active_consumer": self.spec.single_active_consumer,
+                "consumer_cancel_notify": self.opts.client.consumer_cancel_notify}))
         if self.spec.delayed_retry_set():
             self.history.append(Op(type="info", process=HARNESS, f="delayed-retry",
                                    value=self._delayed_retry(line)))

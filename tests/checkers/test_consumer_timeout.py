@@ -1,8 +1,9 @@
 """The consumer-timeout section (checkers.timeouts, checkers.spark_timeouts) over planted
-histories: a broker cancel whose held messages come back flagged (or dead-lettered) is clean;
-a delivery to the cancelled consumer after its cancel, a held message back unflagged, or
-never back after a complete drain, is each a violation; with the drain incomplete a held
-message never back is not judged. A plain-Python oracle below must agree."""
+histories: a broker cancel (or a channel the broker closed with 406, for a client without
+consumer_cancel_notify) whose held messages come back flagged (or dead-lettered) is clean; a
+delivery to the ended consumer after its end, a held message back unflagged, or never back
+after a complete drain, is each a violation; with the drain incomplete a held message never
+back is not judged. A plain-Python oracle below must agree."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ def oracle(path: Path, drain_complete: bool) -> dict[str, int]:
     ops = [orjson.loads(x) for x in path.read_text().splitlines() if x.strip()]
     ok = [o for o in ops if o.get("type") == "ok" and isinstance(o.get("process"), int)]
     out: dict[str, int] = {}
-    for c in ok:
-        if c.get("f") != "cancel" or c.get("by") != "broker":
-            continue
+    ends = [o for o in ops if isinstance(o.get("process"), int) and o.get("by") == "broker"
+            and ((o["type"], o["f"]) == ("ok", "cancel")
+                 or ((o["type"], o["f"]) == ("info", "close") and o.get("reply_code") == 406))]
+    for c in ends:
         later = [o for o in ok if o["index"] > c["index"]]
         for o in later:
             if o["f"] in ("consume", "drain") and o["process"] == c["process"] \
@@ -56,18 +58,36 @@ def judge(spark: Any, path: Path, drain_complete: bool = True) -> dict[str, Any]
     return got
 
 
+CLOSE_TEXT = ("PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout "
+              "value used: 5000 ms")
+
+
+def timed_out(b: Builder, process: int, holding: list[str], how: str = "cancel") -> None:
+    """Appends the broker's end of consumer `process` (tag "c<process>") holding `holding`: a
+    basic.cancel (an ok op f "cancel"), or a channel close 406 (an info op f "close") as
+    workloads.clients records them."""
+    if how == "cancel":
+        b.op(type="ok", process=process, f="cancel", consumer=f"c{process}", queue="q",
+             phase="main", extra={"by": BY_BROKER, "holding": holding})
+    else:
+        b.op(type="info", process=process, f="close", consumer=f"c{process}", queue="q",
+             phase="main", error=f"ChannelClosedByBroker: (406, {CLOSE_TEXT!r})",
+             extra={"by": BY_BROKER, "holding": holding, "reply_code": 406,
+                    "reply_text": CLOSE_TEXT})
+
+
 def story(path: Path, *, back: str = "flagged", fed_after: bool = False,
-          back_first: bool = False) -> None:
-    """Consumer 5 gets 1-0 and 1-1, holds both; the broker cancels it (timeout); 1-0 comes back
-    to consumer 6 (`back`: "flagged", "unflagged", "dead" or "never"); 1-1 comes back flagged
-    (`back_first`: recorded by consumer 6 before 5 records its cancel)."""
+          back_first: bool = False, how: str = "cancel") -> None:
+    """Consumer 5 gets 1-0 and 1-1, holds both; the broker ends it (timeout: `how` "cancel" or
+    "close"); 1-0 comes back to consumer 6 (`back`: "flagged", "unflagged", "dead" or
+    "never"); 1-1 comes back flagged (`back_first`: recorded by consumer 6 before 5 records its
+    end)."""
     with Builder(path) as b:
         b.deliver(5, "1-0")
         b.deliver(5, "1-1")
         if back_first:
             b.consume(6, "1-1", redelivered=True)
-        b.op(type="ok", process=5, f="cancel", consumer="c5", queue="q", phase="main",
-             extra={"by": BY_BROKER, "holding": ["1-0", "1-1"]})
+        timed_out(b, 5, ["1-0", "1-1"], how)
         if fed_after:
             b.deliver(5, "1-2")
         if back in ("flagged", "unflagged"):
@@ -191,3 +211,48 @@ def test_a_cancel_the_broker_sent_again_is_counted_and_changes_nothing(spark, tm
         b.consume(6, "1-0", redelivered=True)
     got = judge(spark, p)
     assert got["valid"] is True and got["broker_cancels"] == 1 and got["repeated_cancels"] == 1
+
+
+@pytest.mark.parametrize("kw, violation", [
+    ({}, None), ({"back": "dead"}, None), ({"back": "unflagged"}, "unflagged"),
+    ({"back": "never"}, "lost"), ({"fed_after": True}, "delivered_after_cancel")])
+def test_a_channel_the_broker_closed_with_406_is_judged_as_a_cancel_is(spark, tmp_path, kw,
+                                                                       violation):
+    p = tmp_path / "h.jsonl"
+    story(p, how="close", **kw)
+    got = judge(spark, p)
+    assert (got["broker_cancels"], got["broker_channel_closes"]) == (0, 1)
+    assert got["ended_by"] == {"cancel": 0, "channel_close_406": 1}
+    (end,) = got["ends"]
+    assert (end["how"], end["reply_code"], end["reply_text"], end["held"]) == (
+        "channel_close_406", 406, CLOSE_TEXT, 2)
+    if violation is None:
+        assert got["valid"] is True and got["held_judged"] == 2
+    else:
+        assert got["valid"] is False and got["violations"][violation] == 1
+        assert "close" in [e["f"] for e in got["examples"][0]["timeline"]]
+
+
+def test_a_close_the_broker_sent_for_another_reason_is_no_timed_out_end(spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.deliver(5, "1-0")
+        b.op(type="info", process=5, f="close", consumer="c5", queue="q", phase="main",
+             error="ChannelClosedByBroker: (404, 'NOT_FOUND')",
+             extra={"by": BY_BROKER, "holding": ["1-0"], "reply_code": 404,
+                    "reply_text": "NOT_FOUND"})
+        b.consume(6, "1-0", redelivered=True)
+    got = judge(spark, p)
+    assert got["valid"] == "unknown" and got["ended_by"] == {"cancel": 0, "channel_close_406": 0}
+
+
+def test_a_cancel_sent_to_a_client_without_the_capability_is_a_violation(spark, tmp_path):
+    p = tmp_path / "h.jsonl"
+    story(p)
+    got = consumer_timeout_check(spark, p, {**SETTINGS, "consumer_cancel_notify": False}, True)
+    assert got["valid"] is False and got["violations"]["cancel_without_capability"] == 1
+    closed = tmp_path / "closed.jsonl"
+    story(closed, how="close")
+    got = consumer_timeout_check(spark, closed, {**SETTINGS, "consumer_cancel_notify": False},
+                                 True)
+    assert got["valid"] is True and got["violation_count"] == 0

@@ -94,9 +94,11 @@ def test_the_4_3_scenarios_validate_and_are_refused_on_lines_without_the_feature
         assert spec.broker.rabbitmq == "4.3" and spec.refusal() is None
         assert [line for line, _ in not_applicable(spec)] == [
             "3.10", "4.0", "4.0 with --metadata-store khepri"]
-    for name in ("quorum-consumer-timeout", "quorum-consumer-timeout-healthy"):
+    for name in ("quorum-consumer-timeout", "quorum-consumer-timeout-healthy",
+                 "quorum-consumer-timeout-sac", "quorum-consumer-timeout-sac-healthy",
+                 "quorum-consumer-timeout-close", "quorum-consumer-timeout-close-healthy"):
         spec = SCENARIOS[name].spec
-        assert spec.refusal() is None
+        assert spec.broker.rabbitmq == "4.3" and spec.refusal() is None
         assert [line for line, _ in not_applicable(spec)] == ["3.10"]
 
 

@@ -171,7 +171,9 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
     stored = json.loads(STORED_CATALOGUE.read_text())
     # Scenarios added after fault options moved into each entry were never stored that way.
     newer = {"quorum-delayed-retry", "quorum-delayed-retry-healthy", "quorum-consumer-timeout",
-             "quorum-consumer-timeout-healthy", "quorum-power-loss-minority",
+             "quorum-consumer-timeout-healthy", "quorum-consumer-timeout-sac",
+             "quorum-consumer-timeout-sac-healthy", "quorum-consumer-timeout-close",
+             "quorum-consumer-timeout-close-healthy", "quorum-power-loss-minority",
              "quorum-power-loss-all", "quorum-leader-partition-returns",
              "durable-graceful-restart", "quorum-disk-corrupt-minority",
              "quorum-disk-corrupt-leader-truncate", "classic-power-loss-node",

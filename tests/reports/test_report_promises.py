@@ -233,3 +233,32 @@ def test_a_consumer_timeout_example_shows_its_timeline_or_says_it_has_none() -> 
         ["530", "5,300.0", "consume", "6", "c6", "no"]]
     assert isinstance(para2, Para) and para2.text.startswith("1-2: lost")
     assert note == Note("results.json stores no timeline for this example.")
+
+
+def test_the_consumer_timeout_part_says_how_consumers_were_ended_and_shows_a_stalled_hand_over():
+    from reports.html import Para, Table
+    from reports.report_promises import timeout_examples, why_sentence
+    from tests.reports.promise_store import TIMEOUT
+    stalled = {"status": "stalled", "index": 500, "ms": 5200.0, "process": "5", "consumer": "c5",
+               "how": "cancel", "held": 2, "waiting": 1, "deadline_ms": 15_200.0,
+               "delay_ms": 14_800.0, "live": ["7 c7"], "depth": [{"ms": 9000.0, "ready": 4}],
+               "next": {"index": 900, "ms": 20_000.0, "process": "6", "consumer": "c6"}}
+    s = {**TIMEOUT, "valid": False, "broker_channel_closes": 3, "hand_over": {
+        "applies": True, "bound": {"bound_ms": 10_000.0}, "judged": 4, "handed_over": 3,
+        "stalled": 1, "not_judged": {"nothing_ready": 0, "run_ended": 1},
+        "delay_ms": {"max": 41.5, "median": 3.0}, "stalled_examples": [stalled]}}
+    why = why_sentence("consumer_timeout", s)
+    assert "after 2 broker cancel(s) and 3 channel close(s) (406)" in why
+    assert ("4 hand-over(s) judged, 3 in time (the slowest 41.5 ms after the end), 1 stalled "
+            "past the bound (10,000.0 ms); not judged: nothing_ready=0, run_ended=1.") in why
+    para, events = timeout_examples(s)
+    assert isinstance(para, Para) and para.text.startswith("Stalled hand-over")
+    assert isinstance(events, Table)
+    cells = [[c.text for c in row.cells] for row in events.rows]
+    assert [row[2] for row in cells] == [
+        "the broker ended the consumer", "consumers live then (fed before, not ended)",
+        "depth sample: 4 ready", "deadline (the liveness bound)",
+        "next delivery to another consumer"]
+    assert cells[0][:2] == ["500", "5,200.0"] and cells[1][4] == "7 c7"
+    assert cells[2][1] == "9,000.0" and cells[3][1] == "15,200.0"
+    assert cells[4][:2] == ["900", "20,000.0"] and cells[4][4] == "c6"
