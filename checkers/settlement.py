@@ -335,8 +335,8 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
     stuck publish, the consumers' facts per heal, the heals, the bound (ns), the main phase's
     end and the harness events. Returns the `settlement` part of the liveness section."""
     publishes: dict[str, int] = {}
-    for (_heal, status), n in counts.items():
-        publishes[status] = publishes.get(status, 0) + n
+    for (_heal, outcome), n in counts.items():
+        publishes[outcome] = publishes.get(outcome, 0) + n
     judged = []
     unjudged: dict[str | None, str] = {}
     for c in consumers:

@@ -214,7 +214,7 @@ def section(settings: Mapping[str, Any], ends: Mapping[str, int], counts: Mappin
     judged = counts.get(REDELIVERED, 0) + counts.get(DEAD_LETTERED, 0) + violations[UNFLAGGED] \
         + violations[LOST]
     n_ends = sum(ends.values())
-    unjudged_hand_over = bool(hand_over) and not hand_over.get("judged")
+    unjudged_hand_over = not hand_over.get("judged") if hand_over else False
     valid: bool | str = False if bad else (
         True if n_ends and not unjudged_hand_over else "unknown")
     out = {"valid": valid, "settings": dict(settings),

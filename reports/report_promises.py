@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reports.html import Note, Para, Table, badge_td, code_td, table, td, th
-from reports.page import NA, valid_key
+from reports.page import NA, as_dict, valid_key
 
 # results.json's section name, the page's heading, and the plot it draws.
 PROMISES: tuple[tuple[str, str, str], ...] = (
@@ -144,8 +144,8 @@ def hand_over_sentence(h: Any) -> str:
         return ""
     if "reason" in h:
         return f" Single active consumer: the hand-over was not judged ({h['reason']})."
-    bound = h.get("bound") if isinstance(h.get("bound"), Mapping) else {}
-    delay = h.get("delay_ms") if isinstance(h.get("delay_ms"), Mapping) else {}
+    bound = as_dict(h.get("bound"))
+    delay = as_dict(h.get("delay_ms"))
     return (f" Single active consumer: {_n(h.get('judged'))} hand-over(s) judged, "
             f"{_n(h.get('handed_over'))} in time (the slowest {_ms(delay.get('max'))} ms after "
             f"the end), {_n(h.get('stalled'))} stalled past the bound "
@@ -259,7 +259,7 @@ def timeout_examples(s: Mapping[str, Any]) -> list[Any]:
             out.append(_events_table(ex["timeline"], TIMEOUT_COLUMNS))
         else:
             out.append(Note("results.json stores no timeline for this example."))
-    hand_over = s.get("hand_over") if isinstance(s.get("hand_over"), Mapping) else {}
+    hand_over = as_dict(s.get("hand_over"))
     for ex in list(hand_over.get("stalled_examples") or [])[:MAX_EXAMPLES]:
         out.append(Para(f"Stalled hand-over: the broker ended the active consumer "
                         f"{_plain(ex.get('consumer'))} ({_plain(ex.get('how'))}) holding "
@@ -288,7 +288,7 @@ def metadata_parts(s: Mapping[str, Any]) -> list[Any]:
                       if isinstance(f, Mapping)]
     rows = []
     for n in s.get("nodes") or []:
-        after = n.get("after_heal") if isinstance(n.get("after_heal"), Mapping) else {}
+        after = as_dict(n.get("after_heal"))
         rows.append([th(n.get("node")), td(_n(n.get("ok")), num=True),
                      td(_n(n.get("fail")), num=True), td(_n(n.get("info")), num=True),
                      badge_td(valid_key(after.get("valid")), _plain(after.get("status"))
