@@ -1,6 +1,7 @@
 """Settlement after a heal: was every publish across a heal settled, and every staying consumer
 fed again, within the liveness bound? Pure: the facts come from checkers.spark_settlement (or,
-in the tests, the pure-Python oracle), the judgement is here.
+in the tests, the pure-Python oracle), which also gives each publish its
+status by the rules below; the rest of the judgement is here.
 
 A client that stays through a fault (workloads.queue_workload, `stay`) is the
 one that meets a broker's recovery bugs: a confirm that never comes after the
@@ -61,7 +62,7 @@ from checkers.phases import HarnessEvent
 from history import CLIENTS
 from history.faults import FaultWindow
 
-# How a publish completed (`completion_kind`).
+# How a publish completed (the Spark job's `kind` column, by the rules above).
 CONFIRMED: Final = "confirmed"
 REFUSED: Final = "refused"  # nack or return
 CLOSED: Final = "connection-closed"
@@ -118,47 +119,6 @@ def heals(windows: Sequence[FaultWindow]) -> list[Heal]:
         later = [x.start_ns for x in windows if x.start_ns > at]
         out.append(Heal(at, w.f, min(later) if later else None))
     return out
-
-
-def completion_kind(code: str | None, error: str | None) -> str:
-    """Takes a publish completion's type ("ok", "fail", "info"; None: it has none) and error.
-    Returns how it completed: CONFIRMED, REFUSED, CLOSED (its connection or channel closed), or
-    the client's own ends: GAVE_UP (its deadline), RUN_ENDED (closed at the run's end),
-    BLOCKED, CONFIRMS_OFF; NONE without a completion."""
-    if code is None:
-        return NONE
-    if code == "ok":
-        return CONFIRMED
-    if code == "fail":
-        return REFUSED
-    text = (error or "").removeprefix(ABANDONED_PREFIX)
-    if text == BLOCKED_ERROR:
-        return BLOCKED
-    if text == CONFIRMS_OFF_ERROR:
-        return CONFIRMS_OFF
-    if text.startswith(TIMEOUT_PREFIX):
-        return GAVE_UP
-    if text.startswith(CLOSE_PREFIX):
-        return RUN_ENDED
-    return CLOSED
-
-
-def publish_status(invoke: int, end: int | None, kind: str, heal: Heal, bound: int) -> str:
-    """Takes a publish across a heal: its invocation and completion (ns; None: none), how it
-    completed (`completion_kind`), the heal and the bound (ns). Returns its status (the
-    module's rules; a publish the run's end closed before its deadline is unknown)."""
-    deadline = max(invoke, heal.at) + bound
-    if kind in (BLOCKED, CONFIRMS_OFF):
-        return NOT_JUDGED
-    if end is not None and end <= deadline:
-        if kind in SETTLING_KINDS:
-            return SETTLED
-        return GIVEN_UP if kind == GAVE_UP else UNKNOWN
-    if heal.next_fault is not None and deadline > heal.next_fault:
-        return INTERRUPTED
-    if end is None:
-        return UNKNOWN  # the history was cut (a client ends what it sent, info at the latest)
-    return STUCK
 
 
 @dataclass(frozen=True)

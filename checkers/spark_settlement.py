@@ -2,8 +2,8 @@
 
 One table of publishes (an invocation and its last completion per process and
 message id) that crossed a heal, each with its heal and its status, computed
-in columns by the same rules as `checkers.settlement.publish_status`; counted
-per heal and status, and grouped into the channels (processes) with a stuck
+in columns by checkers.settlement's rules (the tests' oracle states them in
+Python); counted per heal and status, and grouped into the channels (processes) with a stuck
 publish, whose timelines (last confirm before the heal, later publishes and
 their fates) come from the same table joined with those few channels. The
 consumers are one aggregate per process with a column set per heal (heals are
@@ -32,7 +32,7 @@ def _lits(values: Sequence[int | None]) -> Column:
 
 
 def kind_column() -> Column:
-    """Returns a publish row's completion kind (checkers.settlement.completion_kind)."""
+    """Returns a publish row's completion kind (checkers.settlement's kinds)."""
     code = F.col("done.code")
     raw = F.coalesce(F.col("done.error"), F.lit(""))
     n = len(S.ABANDONED_PREFIX)
@@ -63,7 +63,7 @@ def publishes(h: History) -> DataFrame:
 
 def across(pubs: DataFrame, heals: Sequence[S.Heal], bound: int) -> DataFrame:
     """Takes the publishes, the heals and the bound (ns). Returns those
-    that crossed a heal, with `heal` (its number) and `status` (settlement.publish_status)."""
+    that crossed a heal, with `heal` (its number) and `status` (checkers.settlement's rules)."""
     end, invoke = F.col("end"), F.col("invoke")
     ix: Column = F.lit(None).cast("int")
     for i, h in reversed(list(enumerate(heals))):

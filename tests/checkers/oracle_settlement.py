@@ -12,6 +12,48 @@ from checkers.phases import HarnessEvent
 from tests.checkers.oracle import client_of, main_phase, read, read_ops, windows
 
 
+def completion_kind(code: str | None, error: str | None) -> str:
+    """Takes a publish completion's type ("ok", "fail", "info"; None: it has none) and error.
+    Returns how it completed (checkers.settlement's kinds): CONFIRMED, REFUSED, CLOSED (its
+    connection or channel closed), or the client's own ends: GAVE_UP (its deadline), RUN_ENDED
+    (closed at the run's end), BLOCKED, CONFIRMS_OFF; NONE without a completion."""
+    if code is None:
+        return S.NONE
+    if code == "ok":
+        return S.CONFIRMED
+    if code == "fail":
+        return S.REFUSED
+    text = (error or "").removeprefix(S.ABANDONED_PREFIX)
+    if text == S.BLOCKED_ERROR:
+        return S.BLOCKED
+    if text == S.CONFIRMS_OFF_ERROR:
+        return S.CONFIRMS_OFF
+    if text.startswith(S.TIMEOUT_PREFIX):
+        return S.GAVE_UP
+    if text.startswith(S.CLOSE_PREFIX):
+        return S.RUN_ENDED
+    return S.CLOSED
+
+
+def publish_status(invoke: int, end: int | None, kind: str, heal: S.Heal, bound: int) -> str:
+    """Takes a publish across a heal: its invocation and completion (ns; None: none), how it
+    completed (`completion_kind`), the heal and the bound (ns). Returns its status (the
+    rules of checkers.settlement; a publish the run's end closed before its deadline is
+    unknown)."""
+    deadline = max(invoke, heal.at) + bound
+    if kind in (S.BLOCKED, S.CONFIRMS_OFF):
+        return S.NOT_JUDGED
+    if end is not None and end <= deadline:
+        if kind in S.SETTLING_KINDS:
+            return S.SETTLED
+        return S.GIVEN_UP if kind == S.GAVE_UP else S.UNKNOWN
+    if heal.next_fault is not None and deadline > heal.next_fault:
+        return S.INTERRUPTED
+    if end is None:
+        return S.UNKNOWN  # the history was cut (a client ends what it sent, info at the latest)
+    return S.STUCK
+
+
 def heals(path: Path) -> list[S.Heal] | None:
     """Takes a history. Returns its heals (None when a fault was never healed)."""
     ws = windows(read(path))
@@ -62,9 +104,9 @@ def crossed(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int) -> list[dic
         i = _heal_of(p, hs)
         if i is None:
             continue
-        kind = S.completion_kind(p["code"], p["error"])
+        kind = completion_kind(p["code"], p["error"])
         out.append({**p, "pid": pid, "value": value, "heal": i, "kind": kind,
-                    "status": S.publish_status(p["invoke"], p["end"], kind, hs[i], bound)})
+                    "status": publish_status(p["invoke"], p["end"], kind, hs[i], bound)})
     return out
 
 

@@ -17,6 +17,7 @@ from checkers import CheckOptions, check_history
 from checkers import settlement as S
 from checkers.phases import HarnessEvent
 from history import HARNESS
+from tests.checkers.oracle_settlement import completion_kind, publish_status
 from tests.checkers.oracle_settlement import settlement as oracle
 from tests.checkers.test_liveness import BOUND, consume, history, partition
 
@@ -40,7 +41,7 @@ HEAL = S.Heal(at=1000 * MS, fault="start-partition", next_fault=None)
     ("info", "blocked", S.BLOCKED), ("info", "confirms off", S.CONFIRMS_OFF),
 ])
 def test_how_a_publish_completed(code, error, kind):
-    assert S.completion_kind(code, error) == kind
+    assert completion_kind(code, error) == kind
 
 
 @pytest.mark.parametrize("invoke,end,kind,heal,status", [
@@ -56,7 +57,7 @@ def test_how_a_publish_completed(code, error, kind):
     (900, 9000, S.BLOCKED, HEAL, S.NOT_JUDGED),
 ])
 def test_a_publish_across_a_heal(invoke, end, kind, heal, status):
-    got = S.publish_status(invoke * MS, None if end is None else end * MS, kind, heal, B)
+    got = publish_status(invoke * MS, None if end is None else end * MS, kind, heal, B)
     assert got == status
 
 
