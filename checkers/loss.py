@@ -41,7 +41,10 @@ MAX_RUNS: Final = 10
 MAX_NODES: Final = 50
 UNKNOWN: Final = "unknown"
 KINDS: Final = ("prefix", "middle", "suffix", "all")
-ROLES: Final = ("leader", "follower", "non-member", UNKNOWN)
+# A confirming node's role in the queue's placement then (UNKNOWN without an observation).
+LEADER: Final = "leader"
+FOLLOWER: Final = "follower"
+NON_MEMBER: Final = "non-member"
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,12 @@ from pyspark.sql import functions as F
 
 from checkers.fates import bucket_width
 from checkers.loss import (
+    FOLLOWER,
+    LEADER,
     MAX_NODES,
     MAX_PUBLISHERS,
     MAX_RUNS,
+    NON_MEMBER,
     UNKNOWN,
     Placement,
     loss_section,
@@ -118,8 +121,8 @@ def confirms_of(h_df: DataFrame, msgs: DataFrame, found: Sequence[Placement],
                            F.lit(None).cast("array<string>").alias("followers"))
     node = F.col("node")
     role = (F.when(node.isNull() | F.col("leader").isNull(), UNKNOWN)
-            .when(node == F.col("leader"), "leader")
-            .when(F.array_contains("followers", node), "follower").otherwise("non-member"))
+            .when(node == F.col("leader"), LEADER)
+            .when(F.array_contains("followers", node), FOLLOWER).otherwise(NON_MEMBER))
     return rows.select("id", F.coalesce(node, F.lit(UNKNOWN)).alias("node"), role.alias("role"),
                        "inv_time", "comp_time")
 
