@@ -54,28 +54,28 @@ def csv(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
+def _known(values: tuple[str, ...], text: str, known: Iterable[str],
+           what: str) -> tuple[str, ...]:
+    """Takes the values read from an option's text, the text, the known values and what they
+    are ("client mode"). Returns the values. Raises ArgumentTypeError naming the unknown ones,
+    or the text when it gave none."""
+    unknown = [x for x in values if x not in known]
+    if unknown or not values:
+        said = ", ".join(unknown) or repr(text)
+        raise argparse.ArgumentTypeError(f"unknown {what} {said}; known: {', '.join(known)}")
+    return values
+
+
 def releases(text: str) -> tuple[str, ...]:
     """Takes "3.10" or "3.10,4.0". Returns the release lines. Raises ArgumentTypeError for one
     the harness does not know."""
-    lines = csv(text)
-    unknown = [x for x in lines if x not in RELEASES]
-    if unknown or not lines:
-        said = ", ".join(unknown) or repr(text)
-        raise argparse.ArgumentTypeError(f"unknown RabbitMQ release {said}; known: "
-                                         f"{', '.join(RELEASES)}")
-    return lines
+    return _known(csv(text), text, RELEASES, "RabbitMQ release")
 
 
 def stay_modes(text: str) -> tuple[str, ...]:
     """Takes "none,both". Returns the client modes (`--stay` values), each once. Raises
     ArgumentTypeError for one that is not a mode."""
-    modes = tuple(dict.fromkeys(csv(text)))
-    unknown = [x for x in modes if x not in STAYS]
-    if unknown or not modes:
-        said = ", ".join(unknown) or repr(text)
-        raise argparse.ArgumentTypeError(f"unknown client mode {said}; known: "
-                                         f"{', '.join(STAYS)}")
-    return modes
+    return _known(tuple(dict.fromkeys(csv(text))), text, STAYS, "client mode")
 
 
 UNLIMITED = "unlimited"  # --consume-rate unlimited: as fast as deliveries come
