@@ -8,14 +8,29 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import pika.frame
 import pika.spec
 
 Out = dict[int, tuple[str, bytes, dict[str, Any]]]  # delivery tag -> (queue, body, headers)
+
+
+class Polled(Protocol):
+    """A client the test drives by polling (workloads.clients.Consumer)."""
+
+    def poll(self, seconds: float) -> None: ...
+
+
+def poll_until(client: Polled, done: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Takes a client, a condition and a time limit (s). Polls the client in 50 ms steps until
+    the condition holds or the limit passed; a ClientError the poll raises goes through."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        client.poll(0.05)
 
 
 class FakeBroker:

@@ -6,21 +6,12 @@ from __future__ import annotations
 import pytest
 
 from clusters.base import Node
-from tests.fake_amqp import FakeBroker
 from tests.fakes import ListRecorder
 from workloads.clients import ClientError, ClientOptions
 from workloads.queue_spec import QueueSpec
 from workloads.queue_workload import QueueWorkload, WorkloadOptions
 
 pytestmark = pytest.mark.timeout(60)
-
-
-
-@pytest.fixture
-def broker():
-    b = FakeBroker()
-    yield b
-    b.close()
 
 
 def workload(port: int, backlog: int, history: ListRecorder) -> QueueWorkload:

@@ -4,7 +4,6 @@ loopback (tests.fake_amqp) that blocks a publishing connection as RabbitMQ's ala
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,13 +14,6 @@ from workloads.clients import ClientOptions
 from workloads.publisher import Publisher
 
 pytestmark = pytest.mark.timeout(20)
-
-
-@pytest.fixture
-def broker() -> Iterator[FakeBroker]:
-    b = FakeBroker()
-    yield b
-    b.close()
 
 
 def publisher(broker: FakeBroker, rec: ListRecorder, process: int = 4,

@@ -7,12 +7,9 @@ more is recorded for that consumer. Against an AMQP server on loopback (tests.fa
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-
 import pytest
 
-from tests.fake_amqp import FakeBroker
+from tests.fake_amqp import FakeBroker, poll_until
 from tests.fakes import ListRecorder
 from workloads.clients import PIKA_CAPABILITIES, ClientError, ClientOptions, Consumer
 
@@ -21,24 +18,11 @@ TEXT = ("PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. 
         "used: 5000 ms")
 
 
-@pytest.fixture
-def broker() -> Iterator[FakeBroker]:
-    b = FakeBroker()
-    yield b
-    b.close()
-
-
 def consumer(broker: FakeBroker, h: ListRecorder, **opts: object) -> Consumer:
     """A main-phase consumer, process 7, holding every delivery (it never acks in the test)."""
     o = ClientOptions(port=broker.port, heartbeat_s=0, answer_timeout_s=1.0, hold_share=1.0,
                       hold_s=100.0, **opts)  # type: ignore[arg-type]
     return Consumer(h, "q", "n1", "127.0.0.1", 7, o)
-
-
-def poll_until(con: Consumer, done: Callable[[], bool], seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not done() and time.monotonic() < deadline:
-        con.poll(0.05)
 
 
 @pytest.mark.parametrize("notify, advertised", [(True, True), (False, False)])

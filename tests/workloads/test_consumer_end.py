@@ -8,14 +8,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 
 import pika.spec
 import pytest
 
 from clusters.base import Node
 from history import Op
-from tests.fake_amqp import FakeBroker
+from tests.fake_amqp import FakeBroker, poll_until
 from tests.fakes import ListRecorder
 from workloads.clients import ClientError, ClientOptions, Consumer
 from workloads.queue_spec import QueueSpec
@@ -23,13 +22,6 @@ from workloads.queue_workload import QueueWorkload, WorkloadOptions
 
 # A cancel or a close the broker never answers must end at the answer timeout, never hang.
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture
-def broker() -> Iterator[FakeBroker]:
-    b = FakeBroker()
-    yield b
-    b.close()
 
 
 def consumer(broker: FakeBroker, h: ListRecorder, **opts: object) -> Consumer:
@@ -43,13 +35,6 @@ def consumer(broker: FakeBroker, h: ListRecorder, **opts: object) -> Consumer:
 def ends(h: ListRecorder) -> list[tuple[str, str, str | None]]:
     """Returns the history's ops of a consumer's end, as (f, type, by)."""
     return [(o.f, o.type, o.extra.get("by")) for o in h.ops if o.f in ("cancel", "close")]
-
-
-def poll_until(con: Consumer, done: object, seconds: float = 3.0) -> None:
-    """Polls until `done()` holds."""
-    deadline = time.monotonic() + seconds
-    while not done() and time.monotonic() < deadline:  # type: ignore[operator]
-        con.poll(0.05)
 
 
 def test_close_cancels_then_closes_the_channel_each_recorded_in_order(broker):

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from tests.fake_amqp import FakeBroker
+from tests.fake_amqp import FakeBroker, poll_until
 from tests.fakes import ListRecorder
 from workloads import clients
 from workloads.clients import ClientOptions, Consumer
@@ -19,13 +18,6 @@ from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 
 pytestmark = pytest.mark.timeout(30)
 FIELDS = ("value", "publisher", "seq", "consumer", "process", "node", "queue", "phase")
-
-
-@pytest.fixture
-def broker() -> Iterator[FakeBroker]:
-    b = FakeBroker()
-    yield b
-    b.close()
 
 
 def consume(broker: FakeBroker, h: ListRecorder, n: int, phase: str = "main",
@@ -37,9 +29,7 @@ def consume(broker: FakeBroker, h: ListRecorder, n: int, phase: str = "main",
                       **opts)  # type: ignore[arg-type]
     con = Consumer(h, "q", "n1", "127.0.0.1", 7, o, f=f, phase=phase)
     con.open()
-    deadline = time.monotonic() + 10
-    while con.acked + con.returned < n and time.monotonic() < deadline:
-        con.poll(0.05)
+    poll_until(con, lambda: con.acked + con.returned >= n, 10)
     return con
 
 
@@ -122,9 +112,7 @@ def test_a_hold_in_progress_is_what_the_consumer_holds_at_its_cancel(broker):
                       hold_s=100.0)
     con = Consumer(h, "q", "n1", "127.0.0.1", 7, o)
     con.open()
-    deadline = time.monotonic() + 5
-    while con.delivered < 3 and time.monotonic() < deadline:
-        con.poll(0.05)
+    poll_until(con, lambda: con.delivered >= 3)
     con.close()
     cancel = next(o for o in h.ops if o.f == "cancel" and o.type == "invoke")
     assert sorted(cancel.extra["holding"]) == ["0-0", "0-1", "0-2"]
