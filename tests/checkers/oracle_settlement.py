@@ -1,5 +1,6 @@
 """The pure-Python oracle of settlement after a heal (checkers.settlement): the facts read op by
-op from the JSONL history, with no Spark, then judged by the same rules; the Spark job
+op from the JSONL history, with no Spark, then judged by the same rules (a publish's kind and
+status stated here in Python, as checkers.settlement's docstring words them); the Spark job
 (checkers.spark_settlement) must agree with it."""
 
 from __future__ import annotations

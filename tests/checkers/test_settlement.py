@@ -1,4 +1,5 @@
-"""Settlement after a heal (checkers.settlement): the rules on literal facts, then planted
+"""Settlement after a heal (checkers.settlement): the rules on literal facts (a publish's as the
+oracle states them, the Spark job's columns being held to the oracle below), then planted
 histories through the Spark checker (checkers.spark_settlement), each compared whole with the
 pure-Python oracle (tests.checkers.oracle_settlement).
 
