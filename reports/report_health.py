@@ -11,9 +11,11 @@ after the main phase, within its bound or not. `read_samples` reads the
 samples (a torn line left out); `health_data` makes the page's Health section:
 those three judgements as results.json words them, and the memory of the
 controller, of its workers and of both at the main phase's first and last
-sample and at their peak. One judge: every judgement and the harness's total
-figures are results.json's; the samples give only each process's own figures,
-never a verdict; a field missing (an older check) shows as missing.
+sample, at their peak and their slope, as results.json gives them (its
+`by_process`). One judge: every judgement and figure is results.json's; only
+for a check older than `by_process` do the samples give each process's first,
+last and peak (no slope), and never a verdict; a field missing shows as
+missing.
 """
 
 from __future__ import annotations
@@ -117,14 +119,15 @@ def in_main_phase(samples: Sequence[Sample], phase: MainPhase) -> list[Sample]:
 @dataclass(frozen=True)
 class Health:
     """The Health section: the memory's badge key and words, one sentence, the judgements'
-    table (memory, history, verdict), the memory table (None without samples in the main
-    phase) and notes."""
+    table (memory, history, verdict), the memory table (None: no figure) and where its
+    figures come from, and notes."""
 
     key: str
     memory: str
     sentence: str
     judgements: Table
     memory_table: Table | None
+    memory_source: str = ""
     notes: tuple[str, ...] = ()
 
 
@@ -177,24 +180,42 @@ def _verdict_row(h: Mapping[str, Any]) -> list[Any]:
     return [th("verdict"), badge_td(key, words), td(said)]
 
 
-def memory_table(h: Mapping[str, Any], inside: Sequence[Sample]) -> Table | None:
-    """Takes the health section and the samples of the main phase. Returns the memory (MiB)
-    of the controller and of its workers (from the samples) and of both (results.json's) at
-    the phase's first and last sample and at their peak, with the slope results.json gives
-    for both; None without a sample in the phase."""
-    if not inside:
-        return None
-    rows = []
-    for label, of in (("controller", lambda s: s.controller_mb),
-                      ("workers", lambda s: s.workers_mb)):
-        values = [of(s) for s in inside]
-        rows.append([th(label), td(_mb(values[0]), num=True), td(_mb(values[-1]), num=True),
-                     td(_mb(max(values)), num=True), td(NA, num=True)])
-    rows.append([th("harness (both, results.json)"), td(_mb(h.get("first_mb")), num=True),
-                 td(_mb(h.get("last_mb")), num=True), td(_mb(h.get("max_mb")), num=True),
-                 td(_mb(h.get("slope_mb_per_h")), num=True)])
+def _process_row(label: str, figures: Mapping[str, Any]) -> list[Any]:
+    """Takes a row's label and its figures (first_mb, last_mb, max_mb, slope_mb_per_h; a
+    missing one shows as missing). Returns the memory table's row."""
+    return [th(label), *(td(_mb(figures.get(k)), num=True)
+                         for k in ("first_mb", "last_mb", "max_mb", "slope_mb_per_h"))]
+
+
+def _from_samples(inside: Sequence[Sample], of: Any) -> dict[str, float]:
+    """Takes the main phase's samples and which memory of a sample (MiB). Returns its first,
+    last and most, no slope (results.json's alone, from a check that gives it)."""
+    values = [of(s) for s in inside]
+    return {"first_mb": values[0], "last_mb": values[-1], "max_mb": max(values)}
+
+
+def memory_table(h: Mapping[str, Any], inside: Sequence[Sample]) -> tuple[Table | None, str]:
+    """Takes the health section and the samples of the main phase. Returns the memory (MiB) of
+    the controller, of its workers and of both at the phase's first and last sample, their
+    peak and their slope (MiB/h), and where they come from: results.json's (`by_process` and
+    the section's own for both), else, for a check older than `by_process`, each process's
+    from the samples, without a slope. None without either."""
+    by = as_dict(h.get("by_process"))
+    both = _process_row("harness (both)", h)
+    if by:
+        rows = [_process_row("controller", as_dict(by.get("controller"))),
+                _process_row("workers", as_dict(by.get("workers"))), both]
+        said = "results.json's, each process apart and both together as judged"
+    elif inside:
+        rows = [_process_row("controller", _from_samples(inside, lambda s: s.controller_mb)),
+                _process_row("workers", _from_samples(inside, lambda s: s.workers_mb)), both]
+        said = ("each process's from health.jsonl's samples within it (results.json gives no "
+                "figure per process: checked before it did), both together as results.json "
+                "judges them")
+    else:
+        return None, ""
     return table(["process", "first sample (MiB)", "last sample (MiB)", "peak (MiB)",
-                  "slope (MiB/h)"], rows, num_cols=[1, 2, 3, 4])
+                  "slope (MiB/h)"], rows, num_cols=[1, 2, 3, 4]), said
 
 
 def health_data(results: Any, samples: Sequence[Sample], test_info: Any) -> Health | None:
@@ -221,4 +242,5 @@ def health_data(results: Any, samples: Sequence[Sample], test_info: Any) -> Heal
                 if h else "Not judged: results.json has no health section.")
     judgements = table(["health", "results.json", "figures"],
                        [_memory_row(h, phase), _history_row(h), _verdict_row(h)])
-    return Health(key, words, sentence, judgements, memory_table(h, inside), tuple(notes))
+    figures, source = memory_table(h, inside)
+    return Health(key, words, sentence, judgements, figures, source, tuple(notes))

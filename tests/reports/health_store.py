@@ -22,10 +22,15 @@ SAMPLES: tuple[tuple[float, int, int, int], ...] = (
 
 
 def health(**changes: Any) -> dict[str, Any]:
-    """results.json's health section, a memory judged flat (with the figures the check gave),
-    the history complete and the verdict in time; `changes` replace fields."""
+    """results.json's health section, a memory judged flat (with the figures the check gave,
+    both together and each process apart: planted, never the samples' own), the history
+    complete and the verdict in time; `changes` replace fields."""
     return {"memory": "flat", "samples": 4, "first_mb": 110.0, "last_mb": 210.0,
             "max_mb": 210.0, "slope_mb_per_h": 12.3, "growth_mb": 0.1, "most_workers": 1,
+            "by_process": {"controller": {"first_mb": 110.0, "last_mb": 140.0, "max_mb": 140.0,
+                                          "slope_mb_per_h": 4.5},
+                           "workers": {"first_mb": 0.0, "last_mb": 70.0, "max_mb": 70.0,
+                                       "slope_mb_per_h": 7.8}},
             "history_ops": 170, "history_lines": 170, "history_complete": True,
             "verdict_after_main_s": 41.5, "verdict_bound_s": 120.0, "verdict_in_time": True,
             **changes}

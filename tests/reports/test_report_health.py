@@ -50,11 +50,12 @@ def test_the_health_section_shows_results_jsons_judgements_and_each_process_s_me
             "wrote") in said
     assert ("verdict in time the verdict came 41.5 s after the main phase's end (bound 120.0 "
             "s)") in said
-    # Each process's first, last and peak over the main phase (1 s to 8 s): the samples at 2,
-    # 4, 6 and 8 s, never the one before it nor the check's after it; both as results.json.
-    assert "controller 110.0 140.0 140.0 n/a" in said
-    assert "workers 0.0 70.0 70.0 n/a" in said
-    assert "harness (both, results.json) 110.0 210.0 210.0 12.3" in said
+    # Each process's figures and both together, as results.json gives them.
+    assert ("Memory over the main phase: results.json's, each process apart and both together "
+            "as judged.") in said
+    assert "controller 110.0 140.0 140.0 4.5" in said
+    assert "workers 0.0 70.0 70.0 7.8" in said
+    assert "harness (both) 110.0 210.0 210.0 12.3" in said
     assert (run / "health.png").read_bytes().startswith(PNG_MAGIC)
     assert 'src="health.png"' in page
     # Information, never a check: no badge in the banner, no "Other checks" row, no "no
@@ -80,6 +81,20 @@ def test_the_page_says_what_the_section_says_never_its_own_reading_of_the_sample
                      head)
 
 
+def test_a_check_without_figures_per_process_takes_them_from_the_samples(
+        tmp_path: Path) -> None:
+    older = {k: v for k, v in health().items() if k != "by_process"}
+    _run, page = rendered(tmp_path, section=older)
+    said = section(page)
+    assert "each process's from health.jsonl's samples within it (results.json gives no figure" \
+        in said
+    # The main phase is 1 s to 8 s: the samples at 2, 4, 6 and 8 s, never the one before it
+    # nor the check's after it; no slope of the report's own.
+    assert "controller 110.0 140.0 140.0 n/a" in said
+    assert "workers 0.0 70.0 70.0 n/a" in said
+    assert "harness (both) 110.0 210.0 210.0 12.3" in said
+
+
 def test_an_unknown_memory_gives_the_sections_reason(tmp_path: Path) -> None:
     unknown = {"memory": "unknown", "samples": 1,
                "memory_reason": "1 memory samples in the main phase (needs 3)",
@@ -99,7 +114,7 @@ def test_without_samples_the_section_stays_and_says_why_there_is_no_plot(
     said = section(page)
     assert "Memory flat over the main phase" in said
     assert "The harness's memory: not drawn: health.jsonl holds no memory sample." in said
-    assert "controller" not in said  # no sample, no per-process figure
+    assert "controller 110.0 140.0 140.0 4.5" in said  # results.json's, samples or not
     assert not (run / "health.png").exists()
 
 
@@ -111,7 +126,7 @@ def test_samples_without_a_section_are_drawn_and_nothing_is_judged(tmp_path: Pat
     assert "results.json has no health section (checked before it had one, or not checked)" \
         in said
     assert "controller 110.0 140.0 140.0 n/a" in said
-    assert "harness (both, results.json) n/a n/a n/a n/a" in said
+    assert "harness (both) n/a n/a n/a n/a" in said
     assert (run / "health.png").read_bytes().startswith(PNG_MAGIC)
 
 
