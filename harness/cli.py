@@ -480,6 +480,8 @@ def _cmd_nightly(a: argparse.Namespace) -> int:
              if nights else f"a run alone needs more than {a.budget:g} min"), flush=True)
     nightly = Nightly(entries, a.budget * 60, root, base_seed=a.seed)
     nightly.series.extra["not_applicable"] = [dataclasses.asdict(n) for n in not_applicable]
+    if getattr(a, "stay_variants", None):
+        nightly.series.extra["stay_variants"] = list(a.stay_variants)
     out = nightly.out_dir
     print(f"nightly: {len(entries)} scenario run(s) within {a.budget:g} min, seed "
           f"{nightly.series.base_seed}; results: {out}", flush=True)
@@ -498,7 +500,8 @@ def _cmd_nightly(a: argparse.Namespace) -> int:
     for problem in matrix.problems(nightly.summaries()):
         print(f"- {problem}")
     for s in nightly.skipped:
-        print(f"- skipped {s.scenario} (seed {s.seed}): {s.reason}")
+        said = f" ({s.variant})" if s.variant else ""
+        print(f"- skipped {s.scenario}{said} (seed {s.seed}): {s.reason}")
     print(f"junit: {out / JUNIT_XML}\npage: {out / INDEX_HTML}\ntable: {out / 'matrix.md'}")
     print(f"nightly exit code {code}", flush=True)
     return code

@@ -169,8 +169,10 @@ def memory_judgement(samples: Iterable[Sample], start: float | None,
                      end: float | None) -> dict[str, Any]:
     """Takes the samples and the main phase's start and end (unix s; None: unknown). Returns the
     memory part of the health section: the phase's samples, the harness's memory at its first
-    and last and its most (MiB), the slope (MiB/h) and the growth it makes over the phase, and
-    `memory`: "flat", "grew" or "unknown" (module docstring)."""
+    and last and its most (MiB), the slope (MiB/h) and the growth it makes over the phase,
+    `memory`: "flat", "grew" or "unknown" (module docstring), and `by_process`: the same
+    figures (first, last, most, slope) of the controller and of its workers apart, which
+    judge nothing (the judgement is of both together)."""
     inside = [s for s in samples if start is not None and end is not None
               and start <= s.at_unix <= end]
     out: dict[str, Any] = {"memory": "unknown", "samples": len(inside)}
@@ -183,11 +185,21 @@ def memory_judgement(samples: Iterable[Sample], start: float | None,
     growth = slope * (points[-1][0]) / 3600.0
     median = statistics.median(m for _t, m in points)
     grew = growth > max(GROWTH_FLOOR_MB, GROWTH_SHARE * median)
-    out.update(memory="grew" if grew else "flat", first_mb=round(points[0][1], 1),
-               last_mb=round(points[-1][1], 1), max_mb=round(max(m for _t, m in points), 1),
-               slope_mb_per_h=round(slope, 1), growth_mb=round(growth, 1),
-               most_workers=max(s.workers for s in inside))
+    out.update(memory="grew" if grew else "flat", **_figures(points),
+               growth_mb=round(growth, 1), most_workers=max(s.workers for s in inside),
+               by_process={"controller": _figures([(s.at_unix - inside[0].at_unix,
+                                                    s.controller_rss / MIB) for s in inside]),
+                           "workers": _figures([(s.at_unix - inside[0].at_unix,
+                                                 s.workers_rss / MIB) for s in inside])})
     return out
+
+
+def _figures(points: Sequence[tuple[float, float]]) -> dict[str, float]:
+    """Takes (seconds, MiB) points, at least two at different times. Returns the memory at the
+    first and the last and the most (MiB), and the least-squares slope (MiB/h), rounded."""
+    return {"first_mb": round(points[0][1], 1), "last_mb": round(points[-1][1], 1),
+            "max_mb": round(max(m for _t, m in points), 1),
+            "slope_mb_per_h": round(slope_per_hour(points), 1)}
 
 
 def history_lines(path: Path) -> int | None:

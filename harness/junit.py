@@ -3,7 +3,10 @@
 The shape is the common JUnit one (Ant's / Maven Surefire's, read by GitHub
 and GitLab test reporters and junitparser): <testsuites> holding one
 <testsuite> with tests/failures/errors/skipped counts and a time, each
-<testcase classname="SCENARIO" name="seed N" time="S">. A run whose judgement
+<testcase classname="SCENARIO" name="seed N" time="S">; a run of a variant (its
+clients staying, a setting varied: the Row's `variant`) is its own class,
+"SCENARIO (VARIANT)" (`case_class`), as it is its own line of the table, so CI
+never reads two runs of one seed as one test. A run whose judgement
 is a FINDING or MISSED carries a <failure> with a one-sentence message and the
 run directory; an infrastructure error or a run with no verdict an <error>
 (never a failure: it proves nothing about RabbitMQ); a run not started for
@@ -130,6 +133,13 @@ def _what_it_showed(row: Row) -> str:
     return f"Valid, as expected ({seed})."
 
 
+def case_class(scenario: str, variant: str = "") -> str:
+    """Takes a scenario's name and a Row's variant ("workload.stay=both"; "" for none). Returns
+    the testcase's classname: the scenario, with its variant in brackets when it has one
+    ("partition (workload.stay=both)")."""
+    return f"{scenario} ({variant})" if variant else scenario
+
+
 def case_for_row(row: Row, retried: str | None = None) -> Case:
     """Takes a matrix row and, when it is a second try, why the first was retried. Returns its
     Case."""
@@ -141,18 +151,20 @@ def case_for_row(row: Row, retried: str | None = None) -> Case:
     text = "\n".join(lines)
     say = sentence(row)
     props = version_properties(row)
+    classname = case_class(row.scenario, row.variant)
     if kind == "passed":
-        return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, output=say + "\n" + text,
+        return Case(classname, f"seed {row.seed}", kind, row.wall_s, output=say + "\n" + text,
                     properties=props)
     kind_type = ("infrastructure" if row.judgement == matrix.ERROR
                  else WEAK_TYPE if kind == "skipped" else row.judgement)
-    return Case(row.scenario, f"seed {row.seed}", kind, row.wall_s, message=say,
+    return Case(classname, f"seed {row.seed}", kind, row.wall_s, message=say,
                 type=kind_type, detail=say + "\n" + text, output=text, properties=props)
 
 
-def skipped_case(scenario: str, seed: int | None, reason: str) -> Case:
-    """Takes a scenario that was not run, the seed it would have had and why. Returns its Case."""
-    return Case(scenario, f"seed {seed}", "skipped", message=reason)
+def skipped_case(scenario: str, seed: int | None, reason: str, variant: str = "") -> Case:
+    """Takes a scenario that was not run, the seed it would have had, why, and its variant (""
+    for none). Returns its Case."""
+    return Case(case_class(scenario, variant), f"seed {seed}", "skipped", message=reason)
 
 
 def junit_xml(cases: Sequence[Case], suite: str, timestamp: str,

@@ -25,7 +25,10 @@ lines side by side when it ran several (matrix.side_by_side_of, the table
 matrix.json keeps), and one row per run with the broker's versions, linking to
 its report.html, relatively; a weak run (valid, but its faults tested nothing)
 shows as "valid but weak", never as a pass, and every run with a strength says
-it. What the CLI adds to matrix.json (`not_applicable`) stays there.
+it. What the CLI adds to matrix.json (`not_applicable`, `stay_variants`)
+stays there. A run of a variant (`nightly --stay-variants`: its clients
+staying) is a row, a line and a JUnit testcase of its own
+(junit.case_class: "partition (workload.stay=both)"), skipped or not.
 
 The budget the scenarios leave goes to `explore` (harness.explore) when the
 CLI hands `execute` a base test: an Explorer seeded with the nightly's base
@@ -58,7 +61,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import junit, matrix
+from harness import junit, matrix, vary
 from harness.matrix import Expectation, Row
 from harness.outcomes import Crashed, infrastructure_failure
 from harness.series import Series
@@ -82,12 +85,14 @@ RunOne = Callable[[str, TestSpec, int], tuple[int, Any]]
 
 @dataclass(frozen=True)
 class Skipped:
-    """A scenario run that was not started, with the seed it would have had, and why."""
+    """A scenario run that was not started, with the seed it would have had, why, how long it
+    was expected to take and its variant (a Row's: "workload.stay=both"; "" for none)."""
 
     scenario: str
     seed: int | None
     reason: str
     estimate_s: float | None = None
+    variant: str = ""
 
 
 def last_nightly_runs(store_root: Path) -> dict[str, str]:
@@ -288,7 +293,8 @@ class Nightly:
               reason: Callable[[str, TestSpec], str]) -> None:
         for name, spec in runs:
             self.skipped.append(Skipped(name, spec.seed, reason(name, spec),
-                                        round(self.estimate_s(name, spec), 1)))
+                                        round(self.estimate_s(name, spec), 1),
+                                        vary.row_variant(spec, self.series.varied)))
 
     def _try(self, name: str, spec: TestSpec, run_one: RunOne,
              tries: int) -> tuple[int, Any, float]:
@@ -353,7 +359,8 @@ class Nightly:
         """Returns the JUnit cases: one per run, then one per skipped run."""
         out = [junit.case_for_row(row, self._retried.get(i))
                for i, row in enumerate(self.series.rows)]
-        out += [junit.skipped_case(s.scenario, s.seed, s.reason) for s in self.skipped]
+        out += [junit.skipped_case(s.scenario, s.seed, s.reason, s.variant)
+                for s in self.skipped]
         out += [dataclasses.replace(junit.case_for_row(row), classname=f"explore.{row.scenario}")
                 for row in self.explore_rows()]
         return out
@@ -425,8 +432,7 @@ def _summary_badge(verdict: str) -> str:
 def _run_line(row: Row, said: str = "") -> nightly_page.RunLine:
     """A run's line on the page: its scenario (and variant), badge, what it showed
     (junit.sentence, then `said`), wall time, directory and versions."""
-    name = f"{row.scenario} ({row.variant})" if row.variant else row.scenario
-    return nightly_page.RunLine(name, row.seed, *_run_badge(row), junit.sentence(row) + said,
+    return nightly_page.RunLine(junit.case_class(row.scenario, row.variant), row.seed, *_run_badge(row), junit.sentence(row) + said,
                                 row.wall_s, row.run_dir, row_versions(row))
 
 
@@ -460,8 +466,8 @@ def nightly_html(out_dir: Path, rows: Sequence[Row], summaries: Sequence[matrix.
     runs = [_run_line(r, f" Retried once after: {retried[i]}."
                       if i in retried and r.judgement != matrix.ERROR else "")
             for i, r in enumerate(rows)]
-    runs += [nightly_page.RunLine(s.scenario, s.seed, "unchecked", "skipped", s.reason)
-             for s in skipped]
+    runs += [nightly_page.RunLine(junit.case_class(s.scenario, s.variant), s.seed, "unchecked",
+                                  "skipped", s.reason) for s in skipped]
     again = [nightly_page.RetryLine(str(r.get("scenario")), r.get("seed"), str(r.get("reason")),
                                     str(r.get("run_dir") or "")) for r in retries]
     return nightly_page.nightly_html(out_dir, scenarios, runs, len(skipped),

@@ -250,13 +250,22 @@ OPTIONS: tuple[Option, ...] = (
                                                    "faults are replaced)")}),
     Option("--vary", action="append", metavar="KEY=V1,V2", help=VARY_HELP,
            commands=frozenset({"matrix", "explore"}), on={"explore": On(group="explore")}),
-    Option("--stay-variants", parse=stay_modes, metavar="MODES", commands=frozenset({"matrix"}),
+    Option("--stay-variants", parse=stay_modes, metavar="MODES",
+           commands=frozenset({"matrix", "nightly"}),
            help="run every partition and leader-kill scenario of the catalogue (chosen by its "
                 "faults; or those --scenarios names) once per client mode of --stay listed, "
                 "e.g. none,both (none: the scenario as it is): each staying mode a line of its "
                 "own beside its scenario (\"partition (workload.stay=both)\"), predicted as "
                 "its scenario and with no publish or consumer stuck after a heal; a mode a "
-                "scenario cannot take is listed not applicable"),
+                "scenario cannot take is listed not applicable",
+           on={"nightly": On(help="run the partition and leader-kill scenarios of the "
+                                  "catalogue (or those --scenarios names, and their twins) once "
+                                  "per client mode of --stay listed, e.g. none,both, within the "
+                                  "budget: each staying mode a row, a line of the table and a "
+                                  "JUnit testcase of its own (\"partition (workload.stay=both)\")"
+                                  ", predicted as its scenario and with no publish or consumer "
+                                  "stuck after a heal; a mode a scenario cannot take is listed "
+                                  "not applicable")}),
     Option("--require-strength", switch=True, default=False,
            commands=frozenset({"run", "check"}),
            help="exit 2 for a valid but weak run (RabbitMQ noticed none of its faults, or "

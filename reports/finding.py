@@ -9,7 +9,9 @@ title); what RabbitMQ documents, as results.json quotes it (never words of
 ours); what the history shows of each example message (reports.finding_examples:
 results.json's story of it and its ops from the history with exact times,
 flagged "suspect: at a phase boundary" when a delivery lies within a second of
-one); the broker's log lines of each incident holding an example, once, with
+one) and of each stalled hand-over of a single active consumer's queue
+(reports.finding_hand_over: the broker's cancel or close, the consumers live
+then, the deadline, the next delivery to another consumer, and their ops); the broker's log lines of each incident holding an example, once, with
 their evidence file:line and the raw line from the node's log; the versions
 (with the release's caveat); and how to reproduce it: the scenario file, the
 command, and the replay rate over the series given (reports.finding_replays),
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from history.files import write_atomic
+from reports import finding_hand_over as hand_over
 from reports import markdown as md
 from reports.finding_examples import SUSPECT, Example, example_lines, example_suspects, examples
 from reports.finding_history import (
@@ -136,8 +139,10 @@ def render(run: StoredRun, replays: Sequence[dict[str, Any]] | None = None,
     faults its history shows as played). Returns the page's Markdown."""
     kinds = finding_kinds(run.results)
     exs, left_out = examples(run.results, kinds)
+    stalled, more = hand_over.stalled(run.results) if "consumer_timeout" in kinds else ([], [])
     path = history_file(run.dir)
-    s = scan_file(path, {i for ex in exs for i in ex.ids}) if path is not None else None
+    s = scan_file(path, {i for ex in exs for i in ex.ids},
+                  hand_over.indices(stalled)) if path is not None else None
     held = _incidents_holding(run.results, exs)
     rates = None if replays is None else replay_rates(replays, _own(run), kinds[0])
     head = broken(kinds[0], run.results, run.spec)
@@ -145,7 +150,7 @@ def render(run: StoredRun, replays: Sequence[dict[str, Any]] | None = None,
              f"{md.text(_version(run))}", ""]
     lines += _summary(run, kinds, exs, s, rates)
     lines += _documented(run, kinds)
-    lines += _history(run, exs, s, held, left_out)
+    lines += _history(run, exs, s, held, [*left_out, *more], stalled)
     lines += log_section(run.dir / "nodes", run.results,
                          {pos for found in held.values() for pos, _t in found},
                          [i for ex in exs for i in ex.incident_ids])
@@ -231,7 +236,8 @@ def _documented(run: StoredRun, kinds: Sequence[str]) -> list[str]:
 
 
 def _history(run: StoredRun, exs: Sequence[Example], s: Scan | None,
-             held: dict[str, list[tuple[int, str]]], left_out: Sequence[str]) -> list[str]:
+             held: dict[str, list[tuple[int, str]]], left_out: Sequence[str],
+             stalled: Sequence[dict[str, Any]] = ()) -> list[str]:
     start = run.test.get("history_start_unix")
     start_unix = float(start) if isinstance(start, int | float) else None
     lines = ["## What the history shows", "",
@@ -245,6 +251,8 @@ def _history(run: StoredRun, exs: Sequence[Example], s: Scan | None,
         lines += _leaders(s)
     for ex in exs:
         lines += example_lines(ex, s, start_unix, [t for _p, t in held.get(ex.heading, [])])
+    for x in stalled:
+        lines += hand_over.lines(x, run.results, s, start_unix)
     lines += [f"- {md.text(n)}" for n in left_out]
     return [*lines, ""] if left_out else lines
 

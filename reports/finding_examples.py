@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from history import Op
+from history import HARNESS, Op
 from reports import markdown as md
 from reports.finding_history import (
     DELIVERIES,
     ENDS,
     PHASE,
+    PLACEMENT,
     Scan,
     boundary_label,
     distance_text,
@@ -219,6 +220,9 @@ def _op_name(op: Op) -> str:
         return f"delivered ({op.f})"
     if op.f == PHASE:
         return f"harness: {boundary_label(op)}"
+    if op.f == PLACEMENT and op.process == HARNESS:
+        leader = as_dict(op.value).get("leader")
+        return f"harness: queue leader {leader}" if leader else "harness: placement sample"
     if op.f in ENDS:
         held = op.extra.get("holding")
         holding = f", holding {', '.join(map(str, held))}" if held else ""

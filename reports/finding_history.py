@@ -5,8 +5,10 @@ One pass over history.jsonl (or history.jsonl.gz, as archived findings keep
 it; read with history.iter_history) keeps only what a finding report shows:
 every client op of the example messages (publish invoke and completion,
 deliveries, acks, dead letters), the harness's phase boundaries (`f "phase"`),
-its queue placement samples (the leader then), the nemesis's ops, and each
-consumer's end (`f "cancel"` and `f "close"`, which newer histories record).
+its queue placement samples (the leader then), the nemesis's ops, each
+consumer's end (`f "cancel"` and `f "close"`, which newer histories record),
+and any op whose history index results.json names (a stalled hand-over's next
+delivery: reports.finding_hand_over).
 `timeline` puts one example's ops in history order with the harness's and the
 nemesis's ops within NEAR_NS of them, and every cancel or close of a consumer
 holding one of the messages. `nearest_boundary` gives a time's signed distance
@@ -39,20 +41,25 @@ def history_file(run_dir: Path) -> Path | None:
 
 @dataclass
 class Scan:
-    """What one pass kept: each example id's ops, and the harness's, the nemesis's and the
-    consumers' ends, each in history order."""
+    """What one pass kept: each example id's ops, the harness's, the nemesis's and the
+    consumers' ends, each in history order, and the ops of the indices asked for."""
 
     by_id: dict[str, list[Op]] = field(default_factory=dict)
+    by_index: dict[int, Op] = field(default_factory=dict)
     phases: list[Op] = field(default_factory=list)
     placements: list[Op] = field(default_factory=list)
     nemesis: list[Op] = field(default_factory=list)
     ends: list[Op] = field(default_factory=list)
 
 
-def scan(ops: Iterable[Op], ids: Collection[str]) -> Scan:
-    """Takes a history's ops and the example ids. Returns what a finding report shows of it."""
+def scan(ops: Iterable[Op], ids: Collection[str], indices: Collection[int] = ()) -> Scan:
+    """Takes a history's ops, the example ids and the history indices whose ops are wanted.
+    Returns what a finding report shows of it."""
     out = Scan(by_id={i: [] for i in ids})
+    wanted = set(indices)
     for op in ops:
+        if op.index in wanted:
+            out.by_index[op.index] = op
         if op.process == HARNESS:
             if op.f == PHASE:
                 out.phases.append(op)
@@ -67,9 +74,9 @@ def scan(ops: Iterable[Op], ids: Collection[str]) -> Scan:
     return out
 
 
-def scan_file(path: Path, ids: Collection[str]) -> Scan:
-    """Takes a history file and the example ids. Returns `scan` of it."""
-    return scan(iter_history(path), ids)
+def scan_file(path: Path, ids: Collection[str], indices: Collection[int] = ()) -> Scan:
+    """Takes a history file, the example ids and the indices wanted. Returns `scan` of it."""
+    return scan(iter_history(path), ids, indices)
 
 
 def _holding(op: Op) -> list[str]:

@@ -5,7 +5,9 @@ documentation as results.json quotes it.
 anomalies, the ordering section's violations, any other section judged false),
 the headline first: loss before a message nobody sent, an acknowledged message
 handed out again as new before a plain unflagged duplicate, and so on (RULES'
-order). `broken` says the headline rule in a few words for a title;
+order). `broken` says the headline rule in a few words for a title (a consumer
+timeout's stalled hand-over, when it is the section's only violation, in its
+own words);
 `quotations` returns the paragraphs results.json carries for a kind (the
 checker's own `explanations`, which quote RabbitMQ's guides), never words of
 ours; `shows` tells whether another run of a series shows a kind, from its
@@ -63,6 +65,9 @@ ORDERING_BROKEN: dict[tuple[bool, bool], str] = {
     (True, True): "strict FIFO broken under a single active consumer",
     (True, False): "strict FIFO broken",
 }
+# A consumer-timeout finding whose only violation is a stalled hand-over, in words.
+HAND_OVER_BROKEN = ("a single active consumer's queue not handed over within the bound after "
+                    "the broker ended its active consumer")
 # Sections that judge the harness's own run, not the broker.
 NOT_BROKER = ("run",)
 
@@ -97,8 +102,18 @@ def broken(kind: str, results: Any, spec: Any) -> str:
         found = ORDERING_BROKEN.get((strict, sac))
         if found:
             return found
+    if kind == "consumer_timeout" and _only_stalled(results):
+        return HAND_OVER_BROKEN
     rule = RULES.get(kind)
     return rule.broken if rule else f"the {kind.replace('_', ' ')} check failed"
+
+
+def _only_stalled(results: Any) -> bool:
+    """Takes results.json's content. Returns whether its consumer-timeout section counts a
+    stalled hand-over and no other violation."""
+    v = as_dict(as_dict(as_dict(results).get("consumer_timeout")).get("violations"))
+    bad = {k for k, n in v.items() if isinstance(n, int) and not isinstance(n, bool) and n > 0}
+    return bad == {"stalled"}
 
 
 def quotations(kind: str, results: Any) -> list[str]:

@@ -18,7 +18,10 @@ the heal: reports.report_promises) with its verdict, counts, examples and its
 plot; the plots (latency, throughput, queue depth, queue leader), fault
 windows shaded by kind;
 availability, time to recover, whether RabbitMQ noticed it, its effects and
-the messages at risk, per fault; the test's spec; links to the files.
+the messages at risk, per fault; the harness's own health (results.json's
+health section and health.jsonl's memory samples, with their plot:
+reports.report_health, reports.plots_health); the test's spec; links to the
+files.
 `report_html` is the pure part: each section's data (reports.report_results,
 report_strength, report_run) into the templates. The page has inline CSS, no
 scripts, relative links only, every piece of run text escaped by the
@@ -30,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,10 @@ from reports.plots import (
     plot_rate,
     priority_missing,
 )
+from reports.plots_health import CAPTION as HEALTH_CAPTION
+from reports.plots_health import FILE_NAME as HEALTH_PNG
+from reports.plots_health import HEADING as HEALTH_HEADING
+from reports.plots_health import plot_health
 from reports.plots_loss import CAPTION as LOSS_CAPTION
 from reports.plots_loss import FILE_NAME as LOSS_PNG
 from reports.plots_loss import HEADING as LOSS_HEADING
@@ -61,6 +68,7 @@ from reports.plots_promises import (
     retry_missing,
     timeout_missing,
 )
+from reports.report_health import Health, Sample, health_data, main_phase, read_samples
 from reports.report_promises import promises_data
 from reports.report_results import (
     anomalies_data,
@@ -101,13 +109,15 @@ __all__ = [
     "verdict_key",
 ]
 
-_SECTIONS = ("counts", "anomalies", "incidents", "promises", "plots", "faults", "test", "files")
+_SECTIONS = ("counts", "anomalies", "incidents", "promises", "plots", "faults", "health", "test",
+             "files")
 
 
-def _nav(results: Any) -> list[str]:
-    """The page's section links; "incidents" and "promises" only when results.json has them."""
+def _nav(results: Any, health: bool = False) -> list[str]:
+    """The page's section links; "incidents" and "promises" only when results.json has them,
+    "health" only when the page has that section."""
     return [s for s in _SECTIONS if (s != "incidents" or incidents_of(results))
-            and (s != "promises" or promises_data(results))]
+            and (s != "promises" or promises_data(results)) and (s != "health" or health)]
 
 
 @dataclass(frozen=True)
@@ -375,10 +385,12 @@ def report_html(
     files: RunFiles,
     plot_errors: Iterable[str] = (),
     index_link: str | None = None,
+    health_samples: Sequence[Sample] = (),
 ) -> str:
     """Takes the test name and time, the loaded test.json and results.json, the history scan
     (None without a history), the file names of the drawn plots, the run's files, why any plot
-    could not be drawn, and the relative link to the store's index (None: no link).
+    could not be drawn, the relative link to the store's index (None: no link) and the
+    harness's memory samples (health.jsonl).
 
     Returns the report page (templates/report.html.j2) as one HTML string.
     """
@@ -395,6 +407,7 @@ def report_html(
         file_name = err.split(":", 1)[0]
         skipped[file_name] = f"the plot failed: {err}"
     results_data = results.ok
+    health = health_data(results_data, health_samples, spec.ok)
     # The broker's versions: test.json's, else results.json's (every key, as they grow).
     versions = as_dict(as_dict(spec.ok).get("versions")) or as_dict(
         as_dict(results_data).get("versions"))
@@ -405,17 +418,45 @@ def report_html(
         when=when,
         versions=versions_line(versions),
         index_link=index_link,
-        nav=_nav(results_data),
+        nav=_nav(results_data, health is not None),
         banner=_banner(results),
         counts=counts_data(results_data),
         anomalies=anomalies_data(results_data),
         promises=promises_data(results_data),
         plots=_plots(scan, drawn, skipped, results_data),
         faults=faults_data(scan, results_data),
+        health=health,
+        health_plot=_health_plot(health, drawn_names, skipped),
         test=spec_data(spec.data, spec.error, spec.present, scan, results_data),
         other=other_checks_table(results_data),
         files=files_data(files, drawn_names),
     )
+
+
+def _health_plot(health: Health | None, drawn: Sequence[str],
+                 skipped: dict[str, str]) -> Plot | None:
+    """Takes the Health section (None: none), the drawn plots' file names and why plots were
+    not drawn. Returns the memory plot as the section shows it (None without the section)."""
+    if health is None:
+        return None
+    if HEALTH_PNG in drawn:
+        return Plot(HEALTH_PNG, HEALTH_HEADING, True, HEALTH_CAPTION)
+    return Plot(HEALTH_PNG, HEALTH_HEADING, False,
+                skipped.get(HEALTH_PNG, "not drawn: health.jsonl holds no memory sample"))
+
+
+def _draw_health(run_dir: Path, samples: Sequence[Sample], spec: Loaded,
+                 scan: HistoryScan | None, name: str) -> tuple[Path | None, str | None]:
+    """Takes the run directory, its memory samples, its test.json, its scan and its name.
+    Returns the memory plot's path (None when there are no samples or it failed) and why it
+    failed (None)."""
+    if not samples:
+        return None, None
+    try:
+        return plot_health(samples, main_phase(spec.ok), scan, run_dir / HEALTH_PNG, name), None
+    except Exception as err:  # a plot that cannot be drawn must not cost the page
+        log.exception("cannot draw %s", HEALTH_PNG)
+        return None, f"{HEALTH_PNG}: {type(err).__name__}: {err}"
 
 
 def _name_and_time(run_dir: Path, spec: Loaded) -> tuple[str, str]:
@@ -470,6 +511,10 @@ def render(
                 plot_errors.append(f"{p.file_name}: {type(err).__name__}: {err}")
     else:
         log.warning("no history at %s; report without plots", history)
+    samples = read_samples(run_dir)
+    drawn_health, failed = _draw_health(run_dir, samples, spec, scan, name)
+    written += [drawn_health] if drawn_health is not None else []
+    plot_errors += [failed] if failed is not None else []
     store = store_root_of(run_dir) if index else None
 
     def page_with(index_link: str | None) -> str:
@@ -483,6 +528,7 @@ def render(
             plot_errors=plot_errors,
             files=list_run_files(run_dir),
             index_link=index_link,
+            health_samples=samples,
         )
 
     out = run_dir / REPORT_HTML

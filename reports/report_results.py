@@ -53,7 +53,7 @@ MAX_DETAIL_COLUMNS = 8
 PROMISE_SECTIONS = ("priority", "delayed_retry", "consumer_timeout", "metadata")
 KNOWN_SECTIONS = ("queue", "ordering", "perf", "run", *PROMISE_SECTIONS)
 # Sections that inform and judge nothing (no "valid"): never a check's badge or verdict.
-INFO_SECTIONS = ("faults", "strength", "incidents", "versions", "fates")
+INFO_SECTIONS = ("faults", "strength", "incidents", "versions", "fates", "health")
 # The per-message details column that repeats the same excerpt for every message of a stretch:
 # an incident tells it once.
 DETAIL_LOG_COLUMN = "broker log"

@@ -109,3 +109,16 @@ def test_a_run_older_than_scenario_files_gets_one_rebuilt(
     assert '[[nemesis.schedule]]\n# hit n2\nstart_s = 10.002\nfault = "kill"' in page
     assert '[[nemesis.schedule]]\n# hit n1\nstart_s = 40.721\nfault = "kill"' in page
     assert not (run / "scenario.toml").exists()  # the page carries it; the run is left as stored
+
+
+def test_a_run_whose_only_finding_is_a_stalled_hand_over_gets_its_page(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.reports.finding_store import plant_hand_over
+
+    run = plant_hand_over(tmp_path / "store" / "planted-sac" / OWN)
+    code, out, err = run_cli([str(run)], capsys)
+    assert (code, err) == (0, "")
+    assert out.strip() == str(run / "finding.md")
+    page = (run / "finding.md").read_text()
+    assert "### Stalled hand-over: the broker ended the active consumer `c5` at 7.200 s" in page
+    assert "| 22.000000 | 08:00:22.000 | delivered (consume) | 6 | c6 |" in page

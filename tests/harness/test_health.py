@@ -49,7 +49,15 @@ def test_memory_that_wanders_is_flat_and_memory_that_climbs_with_time_grew():
     # A workers' leak counts too (the controller is flat, its worker process grows).
     workers = [Sample(1000.0 + 10 * k, 200 * MIB, int((100 + 0.2 * k) * MIB), 1)
                for k in range(hour)]
-    assert memory_judgement(workers, 1000.0, 4600.0)["memory"] == "grew"
+    leaking = memory_judgement(workers, 1000.0, 4600.0)
+    assert leaking["memory"] == "grew"
+    # Each process's own figures, apart: the controller flat at 200 MiB, the workers climbing.
+    controller, worker = leaking["by_process"]["controller"], leaking["by_process"]["workers"]
+    assert controller == {"first_mb": 200.0, "last_mb": 200.0, "max_mb": 200.0,
+                          "slope_mb_per_h": 0.0}
+    assert (worker["first_mb"], worker["last_mb"], worker["max_mb"]) == (100.0, 171.8, 171.8)
+    assert worker["slope_mb_per_h"] == pytest.approx(72.0, abs=0.5)
+    assert leaking["slope_mb_per_h"] == pytest.approx(worker["slope_mb_per_h"], abs=0.1)
     # Below the floor (32 MiB) a slow climb is flat; only the main phase's samples count.
     slow = [200 + k * 0.05 for k in range(hour)]
     assert memory_judgement(samples(slow), 1000.0, 4600.0)["memory"] == "flat"

@@ -442,3 +442,72 @@ def test_the_rotation_puts_pairs_first_and_the_least_recently_run_first(tmp_path
     order = [n for n, _s, _e in rotation(es, twins, last)]
     assert order == ["m-unsafe", "q-safe", "m-other", "q-other", "healthy", "kill"]
     assert nights_needed([130.0] * 6, 400) == 2 and nights_needed([500.0], 400) is None
+
+
+def staying(spec: TestSpec, mode: str = "both") -> TestSpec:
+    """The spec with its clients staying (`--stay MODE`)."""
+    return dataclasses.replace(spec, workload=dataclasses.replace(spec.workload, stay=mode))
+
+
+SETTLED = {**OK, "liveness": {"valid": True, "settlement": {"valid": True,
+                                                             "stuck_channels": 0}}}
+STUCK_AFTER_HEAL = {**OK, "valid": False,
+                    "liveness": {"valid": False, "settlement": {"valid": False,
+                                                                "stuck_channels": 1}}}
+
+
+def test_cli_nightly_runs_each_client_mode_of_stay_variants_as_a_testcase_of_its_own(
+        tmp_path, monkeypatch, capsys):
+    import harness.cli as cli
+
+    monkeypatch.setattr(cli, "_require_root", lambda *_specs: None)
+    ran: list[TestSpec] = []
+
+    def fake(spec, replay_of=None, progress=True):
+        ran.append(spec)
+        run_dir = Path(spec.store) / spec.name / f"2026T{len(ran)}"
+        run_dir.mkdir(parents=True)
+        stays = spec.name == "partition" and spec.workload.stay != "none"
+        return (1 if stays else 0), outcome(run_dir, STUCK_AFTER_HEAL if stays else SETTLED)
+
+    monkeypatch.setattr(cli, "_run_and_report", fake)
+    store = tmp_path / "store"
+    code = main(["nightly", "--budget", "30", "--scenarios", "partition", "--no-twins",
+                 "--stay-variants", "none,both", "--seed", "8", "--store", str(store),
+                 "--no-progress"])
+    assert code == 1  # the staying run stuck after the heal: a finding
+    assert [(s.name, s.workload.stay, s.seed) for s in ran[:2]] == [
+        ("partition", "none", 8), ("partition", "both", 8)]  # one seed, side by side
+    (out_dir,) = (store / "matrix").iterdir()
+    doc = json.loads((out_dir / "matrix.json").read_text())
+    assert doc["stay_variants"] == ["none", "both"]
+    rows = [(r["scenario"], r["variant"], r["judgement"]) for r in doc["rows"]]
+    assert rows == [("partition", "", matrix.AS_EXPECTED),
+                    ("partition", "workload.stay=both", matrix.FINDING)]
+    (suite,) = list(JUnitXml.fromfile(str(out_dir / "junit.xml")))
+    cases = {(c.classname, c.name): c for c in suite if not c.classname.startswith("explore.")}
+    assert set(cases) == {("partition", "seed 8"), ("partition (workload.stay=both)", "seed 8")}
+    assert cases[("partition", "seed 8")].result == []
+    (stuck,) = cases[("partition (workload.stay=both)", "seed 8")].result
+    assert isinstance(stuck, Failure) and stuck.type == matrix.FINDING
+    html = (out_dir / "index.html").read_text()
+    assert "<td>partition (workload.stay=both)</td>" in html
+    assert "| partition (workload.stay=both) |" in capsys.readouterr().out
+
+
+def test_a_skipped_variant_run_keeps_its_variant_in_junit_and_on_the_page(tmp_path):
+    clock = Clock()
+    [(name, spec, expect)] = entries("a")
+    n = Nightly([(name, spec, expect), (name, staying(spec), expect)], 150, tmp_path,
+                base_seed=2, clock=clock)
+    n.execute(FakeRuns(tmp_path, clock, {("a", 1): SETTLED}), lambda _s: None)
+    # "a" took 130 s of the 150; its staying run, expected to take as long, did not start.
+    assert [(r.scenario, r.variant) for r in n.series.rows] == [("a", "")]
+    assert [(s.scenario, s.variant) for s in n.skipped] == [("a", "workload.stay=both")]
+    xml = JUnitXml.fromfile(str(n.out_dir / "junit.xml"))
+    results = {c.classname: [type(r) for r in c.result] for s in xml for c in s}
+    assert results == {"a": [], "a (workload.stay=both)": [Skipped]}
+    runs = (n.out_dir / "index.html").read_text().split("<h2>Runs</h2>")[1]
+    assert "<td>a (workload.stay=both)</td>" in runs
+    doc = json.loads((n.out_dir / "matrix.json").read_text())
+    assert doc["skipped"][0]["variant"] == "workload.stay=both"

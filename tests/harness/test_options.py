@@ -56,7 +56,8 @@ HELP = {
             **RUN_GROUPS},
     "matrix": {"options": ["--scenarios", "--with-twins", "--repeat", "--scenario-file",
                            "--vary", "--stay-variants"], **RUN_GROUPS},
-    "nightly": {"options": ["--budget", "--scenarios", "--no-twins"], **RUN_GROUPS},
+    "nightly": {"options": ["--budget", "--scenarios", "--no-twins", "--stay-variants"],
+                **RUN_GROUPS},
     "explore": {"options": [], "explore": [
         "--runs", "--hours", "--pool", "--faults", "--targets", "--max-faults", "--queue-types",
         "--partition-handlings", "--stays", "--fixed-workload", "--shrink", "--shrink-max-runs", "--vary",

@@ -138,3 +138,99 @@ def plant_run(run: Path, dup_before_end_ms: float = DUP_BEFORE_END_MS,
     if scenario:
         (run / "scenario.toml").write_text(SCENARIO)
     return run
+
+
+# --- a stalled hand-over (plant_hand_over) -------------------------------------------------
+
+HAND_OVER_END_MS = 7200.0  # the broker's cancel of the active consumer c5
+HAND_OVER_NEXT_MS = 22_000.0  # the next delivery to another consumer (c6)
+HAND_OVER_DEADLINE_MS = 19_000.0  # the partition of 8-9 s restarts the 10 s bound at its heal
+
+
+def hand_over_ops() -> list[Op]:
+    """Returns the stalled hand-over's history, in order: three messages confirmed; c7 fed
+    1-2 and acking it (live at the end); the active consumer c5 fed 1-0 and 1-1 and holding
+    them when the broker cancels it at 7.2 s; a partition of n1 from 8 s to 9 s; a placement
+    sample at 10 s; c6 fed 1-0 again, flagged, at 22 s only."""
+    def client(t_ms: float, typ: str, f: str, process: int, mid: str, **kw: Any) -> Op:
+        return _client(int(t_ms * MS), typ, f, process, value=mid, **kw)
+
+    def phase(t_ms: float, state: str) -> Op:
+        return Op(type="info", process=HARNESS, f="phase", value={"phase": "main", "state": state},
+                  time=int(t_ms * MS))
+    ops = [phase(2000, "start")]
+    for k in range(3):
+        ops += [client(2050 + k, "invoke", "publish", 1, f"1-{k}", node="n2"),
+                client(2060 + k, "ok", "publish", 1, f"1-{k}", node="n2")]
+    ops += [client(2150, "ok", "consume", 7, "1-2", node="n1", consumer="c7", redelivered=False),
+            client(2151, "ok", "ack", 7, "1-2", node="n1", consumer="c7"),
+            client(2200, "ok", "consume", 5, "1-0", node="n2", consumer="c5", redelivered=False),
+            client(2300, "ok", "consume", 5, "1-1", node="n2", consumer="c5", redelivered=False),
+            Op(type="ok", process=5, f="cancel", consumer="c5", queue="q", node="n2",
+               phase="main", time=int(HAND_OVER_END_MS * MS),
+               extra={"by": "broker", "holding": ["1-0", "1-1"]}),
+            Op(type="info", process=NEMESIS, f="start-partition", node="n1", time=8000 * MS,
+               value={"fault": "partition-one", "nodes": ["n1"]}),
+            Op(type="info", process=NEMESIS, f="stop-partition", time=9000 * MS,
+               value={"fault": "partition-one", "nodes": ["n1"]}),
+            Op(type="info", process=HARNESS, f="placement", time=10_000 * MS,
+               value={"queue": "q", "leader": "n2", "members": ["n1", "n2", "n3"]}),
+            client(HAND_OVER_NEXT_MS, "ok", "consume", 6, "1-0", node="n3", consumer="c6",
+                   redelivered=True),
+            client(HAND_OVER_NEXT_MS + 1, "ok", "ack", 6, "1-0", node="n3", consumer="c6"),
+            phase(30_000, "end")]
+    return [dataclasses.replace(op, index=i) for i, op in enumerate(ops)]
+
+
+def hand_over_results(ops: list[Op]) -> dict[str, Any]:
+    """Takes the hand-over's history. Returns its results.json: the consumer-timeout section
+    with one stalled hand-over (the checker's judgement of it, its indices the history's) and
+    no other violation."""
+    end = next(op for op in ops if op.f == "cancel")
+    nxt = next(op for op in ops if op.f == "consume" and op.consumer == "c6")
+    stalled = {"status": "stalled", "index": end.index, "ms": HAND_OVER_END_MS, "process": "5",
+               "consumer": "c5", "how": "cancel", "held": 2, "waiting": 0,
+               "deadline_ms": HAND_OVER_DEADLINE_MS,
+               "delay_ms": HAND_OVER_NEXT_MS - HAND_OVER_END_MS, "live": ["7 c7"],
+               "depth": [{"ms": 12_000.0, "ready": 2}],
+               "next": {"index": nxt.index, "ms": HAND_OVER_NEXT_MS, "process": "6",
+                        "consumer": "c6"}}
+    return {
+        "valid": False,
+        "queue": {"valid": True, "anomalies": [], "lost_count": 0},
+        "ordering": {"valid": True, "violation_count": 0},
+        "consumer_timeout": {
+            "valid": False, "settings": {"queue": "q", "timeout_ms": 5000,
+                                         "single_active_consumer": True},
+            "broker_cancels": 1, "broker_channel_closes": 0, "held_judged": 2,
+            "redelivered": 2, "dead_lettered": 0, "violation_count": 1,
+            "violations": {"delivered_after_cancel": 0, "unflagged": 0, "lost": 0,
+                           "stalled": 1, "cancel_without_capability": 0},
+            "examples": [],
+            "hand_over": {"applies": True, "bound": {"bound_ms": 10_000.0},
+                          "after_an_end": "a consumer the broker ended retires; its slot "
+                                          "subscribes again",
+                          "judged": 1, "handed_over": 0, "stalled": 1,
+                          "not_judged": {"nothing_ready": 0, "run_ended": 0},
+                          "delay_ms": {"max": None, "median": None},
+                          "stalled_examples": [stalled]}},
+        "faults": [{"index": 0, "f": "start-partition", "fault": "partition-one",
+                    "target": ["n1"], "start_ms": 8000.0, "end_ms": 9000.0, "noticed": True}],
+        "versions": {"rabbitmq": "4.3.6"},
+    }
+
+
+def plant_hand_over(run: Path) -> Path:
+    """Writes the stalled hand-over's run into `run`: its history, results.json and test.json
+    (a single active consumer's queue on 4.3). Returns the run directory."""
+    run.mkdir(parents=True, exist_ok=True)
+    ops = hand_over_ops()
+    (run / "history.jsonl").write_bytes(b"".join(op.to_line() for op in ops))
+    (run / "results.json").write_text(json.dumps(hand_over_results(ops)))
+    (run / "test.json").write_text(json.dumps({
+        "name": "planted-sac", "seed": 9, "start_time": "2027-01-15T08:00:00+00:00",
+        "history_start_unix": START_UNIX,
+        "spec": {"name": "planted-sac", "seed": 9, "broker": {"rabbitmq": "4.3"},
+                 "queue": {"type": "quorum", "single_active_consumer": True}}}))
+    (run / "scenario.toml").write_text(SCENARIO)
+    return run

@@ -268,3 +268,72 @@ def test_a_promise_sections_finding_names_its_rule_and_follows_its_examples() ->
                                                 (("delayed_retry",), ("1-7",))]
     assert "handed out while" in found[0].heading
     assert ("violation", "early") in found[1].facts and "timeline" not in dict(found[1].facts)
+
+
+# --- a stalled hand-over -------------------------------------------------------------------
+
+
+def test_a_stalled_hand_over_is_a_finding_with_its_end_live_consumers_deadline_and_next(
+        tmp_path: Path) -> None:
+    from tests.reports.finding_store import hand_over_ops, plant_hand_over
+
+    run = plant_hand_over(tmp_path / "sac")
+    assert refusal(run) is None  # a stalled hand-over alone, no message example: still a finding
+    page = write(run).read_text()
+    assert_plain_markdown(page)
+    headline = ("a single active consumer's queue not handed over within the bound after the "
+                "broker ended its active consumer")
+    assert page.startswith(f"# {headline[0].upper()}{headline[1:]}: planted-sac on RabbitMQ "
+                           "4.3.6\n")
+    assert f"- `consumer_timeout` (1): {md.text(headline)}" in page
+    part = page[page.index("### Stalled hand-over"):page.index("## The broker's log lines")]
+    assert part.startswith("### Stalled hand-over: the broker ended the active consumer `c5` "
+                           "at 7.200 s, and no other consumer was fed by the deadline\n")
+    ops = hand_over_ops()
+    end = next(op for op in ops if op.f == "cancel")
+    nxt = next(op for op in ops if op.f == "consume" and op.consumer == "c6")
+    for fact in (f"the broker sent basic.cancel to consumer c5 (process 5, history index "
+                 f"{end.index}) at 7.200 s",
+                 "2 message(s) it held, 0 more confirmed and not yet delivered",
+                 "consumers live then: 7 c7",
+                 "deadline: 19.000 s: the liveness bound (10.000 s) after the end",
+                 "queue depth up to the deadline: 2 ready at 12.000 s",
+                 f"next delivery to another consumer: consumer c6 (process 6, history index "
+                 f"{nxt.index}) at 22.000 s, 14.800 s after the end",
+                 "faults from the end to the deadline: partition-one on n1 (8.000 s to 9.000 s)"):
+        assert md.text(fact) in part, fact
+    # The history's table: the broker's cancel, the partition and its heal, the leader sampled,
+    # and the next delivery, with exact times and UTC; never the deliveries before the end.
+    rows = [line for line in part.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert [int(r.split("|")[1]) for r in rows] == [end.index, end.index + 1, end.index + 2,
+                                                   end.index + 3, nxt.index]
+    assert rows[0].startswith(f"| {end.index} | 7.200000 | 08:00:07.200 | cancel ok, by broker, "
+                              "holding 1-0, 1-1 | 5 | c5 | n2 |")
+    assert "nemesis: start-partition partition-one on n1" in rows[1]
+    assert "harness: queue leader n2" in rows[3]
+    assert rows[4].startswith(f"| {nxt.index} | 22.000000 | 08:00:22.000 | delivered (consume) "
+                              "| 6 | c6 | n3 | flagged |")
+
+
+def test_a_stalled_hand_over_never_followed_by_a_delivery_and_without_history(
+        tmp_path: Path) -> None:
+    from reports.finding_hand_over import stalled
+    from tests.reports.finding_store import hand_over_ops, hand_over_results, plant_hand_over
+
+    run = plant_hand_over(tmp_path / "sac")
+    results = hand_over_results(hand_over_ops())
+    section = results["consumer_timeout"]
+    section["hand_over"]["stalled_examples"][0]["next"] = None
+    section["hand_over"]["stalled_examples"][0]["delay_ms"] = None
+    section["hand_over"]["stalled"] = 7  # the checker kept one example of seven
+    section["violations"]["lost"] = 1  # another violation: the rule's own general words
+    (run / "results.json").write_text(json.dumps(results))
+    (run / "history.jsonl").unlink()
+    assert stalled(results)[1] == ["consumer_timeout: 6 more stalled hand-over(s) than shown "
+                                   "here (results.json keeps 1)"]
+    page = render(load(run))
+    assert page.startswith("# A timed-out consumer fed after its cancel")
+    assert "- next delivery to another consumer: none in the main phase" in page
+    assert ("The run stored no history: results.json's words above are all there is of this "
+            "hand-over.") in page
+    assert md.text("- consumer_timeout: 6 more stalled hand-over(s) than shown here") in page
