@@ -30,11 +30,10 @@ RUN_ARGS ?=
 setup:
 	@bash scripts/setup.sh
 
-# The whole suite: unit, Spark and real-cluster integration tests. pytest's exit 5 (no tests) is a failure.
-# The 30 slowest tests are listed at the end, so CI's output says where the suite's time goes.
+# The whole suite: unit and Spark tests in two processes, then the real-cluster integration
+# tests one at a time (scripts/test.sh). No test collected at all is a failure.
 test: setup
-	@$(PY) -m pytest -q --durations=30 $(PYTEST_ARGS); rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+	@PY=$(PY) bash scripts/test.sh $(PYTEST_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest -q -m "not integration and not spark" $(PYTEST_ARGS)

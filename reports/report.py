@@ -481,6 +481,23 @@ def store_root_of(run_dir: Path) -> Path | None:
     return None
 
 
+def _draw_plots(scan: HistoryScan, run_dir: Path, name: str) -> tuple[list[Path], list[str]]:
+    """Takes a history's scan, the run directory and the run's name. Returns the plots drawn
+    (those with data) and one line for each that could not be: a plot that cannot be drawn
+    must not cost the page."""
+    written: list[Path] = []
+    errors: list[str] = []
+    for p in plot_specs():
+        if p.missing(scan) is not None:
+            continue
+        try:
+            written.append(p.draw(scan, run_dir / p.file_name, name))
+        except Exception as err:
+            log.exception("cannot draw %s", p.file_name)
+            errors.append(f"{p.file_name}: {type(err).__name__}: {err}")
+    return written, errors
+
+
 def render(
     run_dir: Path, *, max_points: int = DEFAULT_MAX_POINTS, seed: int = 0, index: bool = True
 ) -> list[Path]:
@@ -495,22 +512,14 @@ def render(
     spec = load_json(run_dir / "test.json")
     results = load_json(run_dir / "results.json")
     name, when = _name_and_time(run_dir, spec)
-    written: list[Path] = []
     scan: HistoryScan | None = None
-    plot_errors: list[str] = []
     history = run_dir / "history.jsonl"
     if history.is_file():
         scan = scan_history(history, max_points=max_points, seed=seed)
-        for p in plot_specs():
-            if p.missing(scan) is not None:
-                continue
-            try:
-                written.append(p.draw(scan, run_dir / p.file_name, name))
-            except Exception as err:  # a plot that cannot be drawn must not cost the page
-                log.exception("cannot draw %s", p.file_name)
-                plot_errors.append(f"{p.file_name}: {type(err).__name__}: {err}")
+        written, plot_errors = _draw_plots(scan, run_dir, name)
     else:
         log.warning("no history at %s; report without plots", history)
+        written, plot_errors = [], []
     samples = read_samples(run_dir)
     drawn_health, failed = _draw_health(run_dir, samples, spec, scan, name)
     written += [drawn_health] if drawn_health is not None else []

@@ -3,8 +3,8 @@ flat or grown over the main phase, its history's completeness and its verdict's 
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -73,26 +73,35 @@ def test_only_the_harness_s_own_descendants_are_its_workers():
     assert not is_worker("beam.smp") and not is_worker("epmd") and not is_worker("ip")
 
 
-def test_a_sample_counts_this_process_and_its_python_children_not_others():
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    other = subprocess.Popen(["sleep", "30"])
+CONTROLLER = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+subprocess.Popen(["sleep", "30"])
+time.sleep(30)
+"""
+
+
+def test_a_sample_counts_a_process_and_its_python_children_not_others():
+    # A controller of its own, so that no other child of the test process (an earlier test's
+    # Spark JVM, a pytest-xdist worker's) is counted: one python child, one that is not.
+    controller = subprocess.Popen([sys.executable, "-c", CONTROLLER])
+    proc = psutil.Process(controller.pid)
     try:
-        for _ in range(50):  # the child's name is python's once it has exec'd
-            if psutil.Process(sleeper.pid).name().startswith("python"):
+        for _ in range(100):  # both children started, the python one exec'd
+            kids = proc.children(recursive=True)
+            if len(kids) == 2 and any(k.name().startswith("python") for k in kids):
                 break
             time.sleep(0.05)
-        s = sample_now()
-        me = psutil.Process(os.getpid()).memory_info().rss
+        s = health.sample(proc, clock=lambda: 5.0)
+        assert s.at_unix == 5.0
         assert s.workers == 1 and s.workers_rss > 1 * MIB
-        assert 0.5 * me < s.controller_rss < 2 * me
+        own = proc.memory_info().rss
+        assert 0.5 * own < s.controller_rss < 2 * own
     finally:
-        for p in (sleeper, other):
-            p.kill()
-            p.wait()
-
-
-def sample_now():
-    return health.sample(clock=lambda: 5.0)
+        for p in [*proc.children(recursive=True), proc]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        controller.wait()
 
 
 def test_the_sampler_writes_a_line_at_once_every_interval_and_as_it_stops(tmp_path):

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make test`: the whole suite in two passes.
+#  1. Everything without a cluster (unit and Spark tests) in two processes (pytest-xdist, a
+#     module's tests kept together): a Spark check of a planted history waits on the JVM's
+#     scheduling more than it computes, so two at once use two cores where one left one idle.
+#  2. The integration tests, one at a time: they start real clusters, and only one cluster may
+#     run on a machine at a time.
+# Extra pytest arguments (PYTEST_ARGS) go to both passes. A pass that selects no tests is a
+# failure unless the other pass ran some (a -k that picks only unit tests, say). Each pass lists
+# its slowest tests at the end, so CI's output says where the suite's time goes.
+set -uo pipefail
+PY=${PY:-.venv/bin/python}
+WORKERS=${TEST_WORKERS:-2}
+
+"$PY" -m pytest -q -n "$WORKERS" --dist loadfile --durations=25 -m "not integration" "$@"
+unit=$?
+"$PY" -m pytest -q --durations=15 -m integration "$@"
+integration=$?
+
+if [ "$unit" -eq 5 ] && [ "$integration" -eq 5 ]; then
+  echo "make test: pytest collected no tests" >&2
+  exit 1
+fi
+failed() {  # the pass's name, its pytest exit: 0 and 5 (no tests here) pass
+  if [ "$2" -ne 0 ] && [ "$2" -ne 5 ]; then
+    echo "make test: the $1 pass failed (pytest exit $2)" >&2
+    return 0
+  fi
+  return 1
+}
+if failed "unit and Spark" "$unit"; then exit "$unit"; fi
+if failed integration "$integration"; then exit "$integration"; fi
+exit 0
