@@ -40,40 +40,23 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import psutil
 
 from harness import store
+from history.health import MIB, Sample, read_samples
 
 log = logging.getLogger(__name__)
 
 INTERVAL_S: Final = 10.0
-MIB: Final = 1024 * 1024
 MIN_SAMPLES: Final = 3
 GROWTH_FLOOR_MB: Final = 32.0
 GROWTH_SHARE: Final = 0.10
 VERDICT_BOUND_S: Final = 120.0
 # Process names of the harness's own workers among its descendants (the brokers' are Erlang's).
 WORKER_PREFIXES: Final = ("python", "java")
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One sample: the wall clock, the controller's resident memory and its workers' (bytes),
-    and how many workers there were."""
-
-    at_unix: float
-    controller_rss: int
-    workers_rss: int
-    workers: int
-
-    @property
-    def total_mb(self) -> float:
-        """Returns the harness's memory, the controller's and its workers', in MiB."""
-        return (self.controller_rss + self.workers_rss) / MIB
 
 
 def is_worker(name: str) -> bool:
@@ -138,21 +121,6 @@ class MemorySampler:
             os.write(fd, (json.dumps(s.__dict__) + "\n").encode())
         except (OSError, psutil.Error) as e:
             log.warning("memory sample skipped: %s", e)
-
-
-def read_samples(run_dir: Path) -> list[Sample]:
-    """Takes a run directory. Returns its memory samples in order (none without health.jsonl;
-    a torn last line, from a run cut short, is left out)."""
-    path = run_dir / store.HEALTH
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(Sample(**json.loads(line)))
-        except (ValueError, TypeError):
-            continue
-    return out
 
 
 def slope_per_hour(points: Sequence[tuple[float, float]]) -> float:

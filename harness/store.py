@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from history.files import replacing, write_atomic
+from history.health import HEALTH_JSONL
 
 HISTORY = "history.jsonl"
 TEST = "test.json"
 RESULTS = "results.json"
 LOG = "harness.log"
-HEALTH = "health.jsonl"
+HEALTH = HEALTH_JSONL  # history.health reads it, for the reports too
 NODES = "nodes"
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from matplotlib.lines import Line2D
 
+from history.health import Sample
 from reports.history_scan import HistoryScan
 from reports.plots import _decorate, _legend, _new_axes, _no_data, _save
-from reports.report_health import MainPhase, Sample
+from reports.report_health import MainPhase
 
 FILE_NAME = "health.png"
 HEADING = "The harness's memory"

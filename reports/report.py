@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from history.files import write_atomic
+from history.health import Sample, read_samples
 from reports.history_scan import DEFAULT_MAX_POINTS, HistoryScan, scan_history
 from reports.html import Table, render_template, table, td
 from reports.page import VERDICTS, as_dict, results_key, strength_of, versions_line
@@ -68,7 +69,7 @@ from reports.plots_promises import (
     retry_missing,
     timeout_missing,
 )
-from reports.report_health import Health, Sample, health_data, main_phase, read_samples
+from reports.report_health import Health, health_data, main_phase
 from reports.report_promises import promises_data
 from reports.report_results import (
     anomalies_data,

@@ -20,66 +20,16 @@ missing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from history.health import Sample
 from reports.html import Table, badge_td, table, td, th
 from reports.page import NA, as_dict
 
-HEALTH_JSONL = "health.jsonl"  # harness.store.HEALTH
-MIB = 1024 * 1024
 # results.json's memory judgement -> (the badge's verdict key, its words).
 MEMORY_BADGES: dict[str, tuple[str, str]] = {"flat": ("true", "flat"), "grew": ("false", "grew")}
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One memory sample of health.jsonl: the wall clock (unix s), the controller's and its
-    workers' resident memory (bytes) and how many workers there were."""
-
-    at_unix: float
-    controller_rss: int
-    workers_rss: int
-    workers: int
-
-    @property
-    def controller_mb(self) -> float:
-        """Returns the controller's memory in MiB."""
-        return self.controller_rss / MIB
-
-    @property
-    def workers_mb(self) -> float:
-        """Returns the workers' memory in MiB."""
-        return self.workers_rss / MIB
-
-    @property
-    def total_mb(self) -> float:
-        """Returns the harness's memory, the controller's and its workers', in MiB."""
-        return (self.controller_rss + self.workers_rss) / MIB
-
-
-def _sample(line: str) -> Sample | None:
-    """Takes one line of health.jsonl. Returns its sample, None for a torn or odd line."""
-    try:
-        d = json.loads(line)
-        s = Sample(float(d["at_unix"]), int(d["controller_rss"]), int(d["workers_rss"]),
-                   int(d["workers"]))
-    except (ValueError, TypeError, KeyError):
-        return None
-    return s
-
-
-def read_samples(run_dir: Path) -> list[Sample]:
-    """Takes a run directory. Returns its memory samples in order ([] without health.jsonl or
-    when it cannot be read; a torn line, from a run cut short, is left out)."""
-    try:
-        text = (run_dir / HEALTH_JSONL).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return []
-    return [s for line in text.splitlines() if (s := _sample(line)) is not None]
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
+from history.health import read_samples
 from reports import plots_health
 from reports.report import render
-from reports.report_health import MainPhase, health_data, read_samples
+from reports.report_health import MainPhase, health_data
 from tests.reports.health_store import MIB, SAMPLES, START, health, make_run, sample_lines
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
