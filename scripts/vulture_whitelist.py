@@ -34,6 +34,7 @@ settings_count  # reports/report_run.py, templates/report/test.html.j2
 no_log  # reports/report_strength.py, templates/report/incidents.html.j2
 promises_false  # reports/report_results.py, templates/report/anomalies.html.j2
 told_apart  # reports/report_results.py, templates/report/anomalies.html.j2
+memory_source  # reports/report_health.py, templates/report/health.html.j2
 _.changed  # the shrink page's template
 
 # Fields of records serialised whole (dataclasses.asdict into matrix.json, test.json, status).
