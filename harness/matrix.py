@@ -10,6 +10,8 @@ that a complete drain did not find). A run is judged:
 - expected an anomaly: shown -> *detected*; valid -> **MISSED** (the harness
   failed to show a loss RabbitMQ documents); invalid for another reason ->
   **FINDING**; unknown -> *unknown*;
+- false only because nodes did not boot again after their fault, the queue unproven
+  (`unbooted`: a power loss whose nodes never came back) -> *unknown*, never a finding;
 - valid but weak (results.json `strength`: RabbitMQ noticed none of its
   faults, or nothing was at risk when they began) -> *weak*, whatever the
   prediction: the run tested nothing, so it is neither a safe pass nor a miss;
@@ -41,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.results import FALSE_ONLY
 from checkers.verdict import is_weak
 from clusters.releases import DEFAULT_LINE
 
@@ -115,12 +118,29 @@ def settlement(results: dict[str, Any] | None) -> bool | str | None:
     return section.get("valid") if isinstance(section, dict) else None
 
 
+def unbooted(results: dict[str, Any] | None) -> bool:
+    """Takes a run's results. Returns whether they are false only because nodes did not boot
+    again: some node never booted after its fault (the run section's `unrecoverable_nodes`, a
+    power loss's effect: issue 32), the queue section has no verdict (the drain could not
+    prove the queue empty without those nodes), and every section that is false composes only
+    when false (liveness: the queue did not come back, which those nodes explain). Such a run
+    proved neither a loss nor a pass: it is unknown, never a finding."""
+    r = results or {}
+    if not (r.get("run") or {}).get("unrecoverable_nodes"):
+        return False
+    if (r.get("queue") or {}).get("valid") in (True, False):
+        return False
+    false = [s for s in r.values() if isinstance(s, dict) and s.get("valid") is False]
+    return bool(false) and all(s.get(FALSE_ONLY) is True for s in false)
+
+
 def judge(expect: Expectation, results: dict[str, Any] | None) -> str:
     """Takes the prediction and a run's results (None when it never got to a check). Returns
     how they compare (AS_EXPECTED, DETECTED, FINDING, MISSED, WEAK or UNKNOWN). A prediction
     that the clients' publishes and consumers settle (`settled`) fails on a stuck one (FINDING,
     even beside the anomaly predicted), and a run that showed the rest of it but whose
-    settlement is not judged true is UNKNOWN: half a prediction is not a held one."""
+    settlement is not judged true is UNKNOWN: half a prediction is not a held one. A run false
+    only because nodes did not boot again, its queue unproven (`unbooted`), is UNKNOWN."""
     valid = (results or {}).get("valid")
     settled = settlement(results) if expect.settled else True
     if settled is False:
@@ -128,7 +148,7 @@ def judge(expect: Expectation, results: dict[str, Any] | None) -> str:
     if expect.anomaly is not None and shows(results, expect.anomaly):
         return DETECTED if settled is True else UNKNOWN
     if valid is False:
-        return FINDING
+        return UNKNOWN if unbooted(results) else FINDING
     if is_weak(results):
         return WEAK
     if valid is True and expect.anomaly is not None:
@@ -174,11 +194,28 @@ class Row:
     # Whether its prediction also says every publish and consumer settled after the heals
     # (Expectation.settled: its clients stayed).
     settled: bool = False
+    # The queue section's own verdict (true, false, "unknown": its drain proved nothing; None in
+    # rows stored before it was kept): its lost count is a loss only when this is a bool.
+    queue_valid: bool | str | None = None
 
     @property
     def expect_valid(self) -> bool:
         """Returns whether the scenario predicts a valid run."""
         return self.expect == VALID
+
+    @property
+    def unproven(self) -> bool:
+        """Returns whether the run has no verdict to count: results neither true nor false, or
+        false only because nodes did not boot again (`unbooted`: judged UNKNOWN)."""
+        return self.valid not in (True, False) or (self.valid is False
+                                                    and self.judgement == UNKNOWN)
+
+    @property
+    def lost_proven(self) -> int | None:
+        """Returns its lost count when a drain proved it (the queue section true or false;
+        rows stored before that section's verdict was kept: the run's), else None."""
+        said = self.valid if self.queue_valid is None else self.queue_valid
+        return self.lost if said in (True, False) else None
 
 
 def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
@@ -215,7 +252,7 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         recovered=q.get("recovered_count"), ordering_violations=o.get("violation_count"),
         problems=problems, infrastructure=infrastructure, tries=tries, settled=expect.settled,
         strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
-        rabbitmq=rabbitmq, variant=variant,
+        rabbitmq=rabbitmq, variant=variant, queue_valid=q.get("valid"),
         versions={k: v for k, v in (r.get("versions") or {}).items() if k in ROW_VERSIONS}
         or None,
     )
@@ -300,15 +337,15 @@ def summarize(rows: Sequence[Row], expectations: Mapping[str, Expectation]) -> l
                 if r.scenario == name and r.rabbitmq == line and r.variant == variant]
         exp = expectation_of(expectations, name, variant)
         tested = [r for r in mine if r.judgement != ERROR]  # an error tested nothing
-        lost = [r.lost for r in tested if r.lost is not None and r.valid in (True, False)]
+        lost = [n for n in (r.lost_proven for r in tested) if n is not None]
         judgements: dict[str, int] = {}
         for r in mine:
             judgements[r.judgement] = judgements.get(r.judgement, 0) + 1
         out.append(Summary(
             scenario=name, expect=exp.outcome, min_rate=exp.min_rate, runs=len(mine),
             valid=sum(r.valid is True for r in tested),
-            invalid=sum(r.valid is False for r in tested),
-            unknown=len(mine) - len(tested) + sum(r.valid not in (True, False) for r in tested),
+            invalid=sum(r.valid is False and not r.unproven for r in tested),
+            unknown=len(mine) - len(tested) + sum(r.unproven for r in tested),
             held=sum(r.judgement in HELD for r in mine),
             lost_min=min(lost) if lost else None,
             lost_median=statistics.median(lost) if lost else None,
@@ -368,6 +405,13 @@ def named(scenario: str, line: str, variant: str = "") -> str:
     return f"{scenario} ({', '.join(said)})" if said else scenario
 
 
+def _lost_cell(row: Row) -> str:
+    """Returns a run's lost count, marked "unproven" when no drain proved it a loss."""
+    if row.lost and row.lost_proven is None:
+        return f"{row.lost} (unproven)"
+    return _cell(row.lost)
+
+
 def table(rows: Sequence[Row]) -> str:
     """Takes the rows. Returns them as a Markdown table, one line per run."""
     head = ["scenario", "expected", "seed", "valid", "judgement", "attempts", "acked", "lost",
@@ -378,7 +422,7 @@ def table(rows: Sequence[Row]) -> str:
                if row.duplicated is not None else "-")
         cells = [named(row.scenario, row.rabbitmq, row.variant), row.expect, _cell(row.seed),
                  _cell(row.valid), row.judgement,
-                 _cell(row.attempts), _cell(row.acknowledged), _cell(row.lost),
+                 _cell(row.attempts), _cell(row.acknowledged), _lost_cell(row),
                  _cell(row.unexpected), dup, _cell(row.recovered),
                  _cell(row.ordering_violations), f"{row.wall_s:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")

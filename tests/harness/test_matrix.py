@@ -277,3 +277,60 @@ def test_matrix_on_two_lines_runs_each_scenario_on_both_and_says_what_cannot_run
     assert "no scenario asked for can run" in capsys.readouterr().err
     assert main(["run", "--rabbitmq", "3.10,4.0"]) == 2
     assert "a run tests one RabbitMQ release" in capsys.readouterr().err
+
+
+def unbooted_results(*, unrecoverable=True, also_false=None):
+    """Results shaped as a stored power-loss run's (classic-power-loss-all on 4.3): its nodes
+    did not boot again, the drain proved nothing, the liveness section says the queue did not
+    come back (it composes only when false), and the run's verdict is false."""
+    res = {
+        "valid": False,
+        "queue": {"valid": "unknown", "lost_count": 3017, "acknowledged_count": 3994,
+                  "attempt_count": 3997, "anomalies": [],
+                  "reason": "the drain did not complete: n1 did not boot again"},
+        "liveness": {"valid": False, "composes_only_when_false": True,
+                     "findings": [{"status": "not-resumed", "what": "deliveries"}]},
+        "ordering": {"valid": True, "violation_count": 0},
+        "run": {"valid": True, "problems": [], "unrecoverable_nodes": (
+            [{"node": "n1", "text": "n1 did not boot"}] if unrecoverable else [])},
+    }
+    if also_false:
+        res[also_false] = {"valid": False}
+    return res
+
+
+def test_a_run_false_only_because_its_nodes_did_not_boot_again_is_unknown_not_a_finding():
+    assert matrix.judge(VALID, unbooted_results()) == matrix.UNKNOWN
+    assert matrix.judge(LOSS, unbooted_results()) == matrix.UNKNOWN  # no loss proven either
+    # Without a node that failed to boot, the queue not coming back is the finding it was.
+    assert matrix.judge(VALID, unbooted_results(unrecoverable=False)) == matrix.FINDING
+    # Another section false (one that composes always) is a finding whatever booted.
+    assert matrix.judge(VALID, unbooted_results(also_false="ordering")) == matrix.FINDING
+    # A queue section with a verdict keeps it: false is a finding, nodes booted or not.
+    proven = unbooted_results()
+    proven["queue"] = {**proven["queue"], "valid": False, "anomalies": ["lost"]}
+    assert matrix.judge(VALID, proven) == matrix.FINDING
+    assert matrix.judge(LOSS, proven) == matrix.DETECTED
+
+
+def test_the_table_counts_an_unbooted_run_as_unknown_with_its_unproven_loss(tmp_path):
+    rows = [matrix.make_row("classic-power-loss-all", VALID, 1, 629, tmp_path / "a",
+                            unbooted_results(), seed=4001, rabbitmq="4.3"),
+            matrix.make_row("classic-power-loss-all", VALID, 0, 600, tmp_path / "b", OK,
+                            seed=4002, rabbitmq="4.3")]
+    assert [r.judgement for r in rows] == [matrix.UNKNOWN, matrix.AS_EXPECTED]
+    assert rows[0].queue_valid == "unknown" and rows[0].lost_proven is None
+    [s] = matrix.summarize(rows, {})
+    assert (s.runs, s.valid, s.invalid, s.unknown, s.held) == (2, 1, 0, 1, 1)
+    assert s.verdict == matrix.UNKNOWN and s.judgements == {matrix.UNKNOWN: 1,
+                                                           matrix.AS_EXPECTED: 1}
+    assert (s.lost_min, s.lost_max) == (0, 0)  # 3017 unproven messages are no loss
+    line = matrix.summary_table([s]).splitlines()[2]
+    assert "| 2 | 1 | 0 | 1 |" in line and "FINDING" not in line and "| unknown |" in line
+    assert "| 3017 (unproven) |" in matrix.table(rows)
+    assert matrix.problems([s]) == ["classic-power-loss-all (RabbitMQ 4.3): 1 of 2 runs had "
+                                    "no verdict"]
+    assert matrix.exit_code(rows, [s]) == 2
+    # Rows read back from matrix.json keep the queue's verdict.
+    js, _md = matrix.write(rows, [s], tmp_path / "m")
+    assert matrix.read_rows(js)[0].lost_proven is None
