@@ -77,6 +77,9 @@ class FakeBroker:
         # (queue, body): a message handed to a consumer as its basic.cancel arrives, before the
         # cancel-ok, as a broker that had sent it before taking the cancel in does.
         self.late_on_cancel: tuple[str, str] | None = None
+        # (queue, reply code, reply text): a queue.declare of that queue is answered with
+        # channel.close, as RabbitMQ refuses an argument it does not take.
+        self.refuse_declare: tuple[str, int, str] | None = None
         self._ready: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         self._unacked: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
@@ -291,6 +294,11 @@ class _Connection:
         self.broker._send(self.conn, 0, pika.spec.Connection.OpenOk())
 
     def _queue_declare(self, ch: int, method: Any) -> None:
+        refuse = self.broker.refuse_declare
+        if refuse is not None and refuse[0] == method.queue:
+            self.broker._send(self.conn, ch, pika.spec.Channel.Close(
+                reply_code=refuse[1], reply_text=refuse[2], class_id=50, method_id=10))
+            return
         self.broker.declared[method.queue] = dict(method.arguments or {})
         self.broker._send(self.conn, ch, pika.spec.Queue.DeclareOk(method.queue, 0, 0))
 

@@ -78,6 +78,19 @@ class ClientError(WorkloadError, RuntimeError):
     """A client could not connect or lost its connection."""
 
 
+class DeclareRefused(ClientError):
+    """The broker refused to declare a queue: it closed the channel with its reply (an argument
+    this release line or queue kind does not take, or a value it rejects)."""
+
+
+def broker_refusal(e: BaseException) -> str | None:
+    """Takes an error of an AMQP call. Returns the broker's reply ("406 PRECONDITION_FAILED -
+    ...") when the broker closed the channel, else None (the connection failed, or pika did)."""
+    if isinstance(e, pika.exceptions.ChannelClosedByBroker):
+        return f"{e.reply_code} {e.reply_text}"
+    return None
+
+
 @dataclass(frozen=True)
 class ClientOptions:
     """How clients talk to the brokers."""

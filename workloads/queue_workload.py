@@ -69,10 +69,12 @@ from workloads.clients import (
     ClientError,
     ClientOptions,
     Consumer,
+    DeclareRefused,
     ProcessIds,
     PublisherSlot,
     abandon,
     answer_within,
+    broker_refusal,
     connect,
     join_threads,
     server_version,
@@ -354,12 +356,16 @@ class QueueWorkload:
         """Takes the cluster's queue admin. Sets the policy the queue's kind needs (mirroring),
         if any, and declares the queue; when it drops messages by design (on the release line
         the broker announces), first the dead-letter exchange and queue of the harness, and
-        records how it dead-letters. Raises ClientError, or RemoteError for a policy."""
+        records how it dead-letters. Raises DeclareRefused (a ClientError) naming the queue, its
+        arguments and the broker's reply when the broker refuses a declare, ClientError for any
+        other client failure, or RemoteError for a policy."""
         names = {n.name: n.erlang_name for n in self.nodes}
         policy = ha_policy(self.spec, names)
         if policy is not None:
             admin.set_policy("harness-ha", self.spec.name, policy)
         conn = connect(self.nodes[0].ip, self.opts.client)
+        version: str | None = None
+        declaring: tuple[str, dict[str, Any]] | None = None  # the queue being declared, if one
         try:
             version = server_version(conn)
             line = line_of(version) if version is not None else None
@@ -373,11 +379,18 @@ class QueueWorkload:
                 ch = conn.channel()
                 if dlq is not None and self.dead_letters is not None:
                     ch.exchange_declare(self.dead_letters.exchange, "fanout", durable=True)
-                    ch.queue_declare(dlq.name, durable=True, arguments=queue_arguments(dlq))
+                    declaring = (dlq.name, queue_arguments(dlq))
+                    ch.queue_declare(dlq.name, durable=True, arguments=declaring[1])
                     ch.queue_bind(dlq.name, self.dead_letters.exchange)
+                declaring = (self.spec.name, queue_arguments(self.spec, self.dead_letters))
                 ch.queue_declare(self.spec.name, durable=self.spec.durable,
-                                 arguments=queue_arguments(self.spec, self.dead_letters))
+                                 arguments=declaring[1])
         except AMQP_ERRORS as e:
+            said = broker_refusal(e)
+            if said is not None and declaring is not None:
+                raise DeclareRefused(
+                    f"RabbitMQ {version or '(version unknown)'} refused to declare queue "
+                    f"{declaring[0]} with arguments {declaring[1]}: {said}") from e
             raise ClientError(f"declare {self.spec.name}: {type(e).__name__}: {e}") from e
         finally:
             abandon(conn)

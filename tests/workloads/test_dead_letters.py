@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pika.spec
 import pytest
 
 from clusters.base import Node
@@ -14,7 +15,13 @@ from clusters.rabbitmq_admin import QueueDepth
 from history import HARNESS
 from tests.fake_amqp import FakeBroker
 from tests.fakes import ListRecorder
-from workloads.clients import ClientOptions, death_of, delivery_count
+from workloads.clients import (
+    ClientError,
+    ClientOptions,
+    DeclareRefused,
+    death_of,
+    delivery_count,
+)
 from workloads.queue_spec import QueueSpec
 from workloads.queue_workload import QueueWorkload, WorkloadOptions
 
@@ -184,3 +191,40 @@ def test_headers_give_the_delivery_count_and_the_latest_death():
     assert death_of({"x-first-death-reason": "expired", "x-first-death-queue": "q"}) == {
         "reason": "expired", "death_count": None, "death_queue": "q"}
     assert death_of(None) == {"reason": None, "death_count": None, "death_queue": None}
+
+
+@pytest.mark.parametrize("refused", ["q", DLQ])
+def test_a_declare_the_broker_refuses_is_its_refusal_naming_queue_arguments_and_reply(refused):
+    broker = FakeBroker(version="4.3.6")
+    reply = ("PRECONDITION_FAILED - invalid arg 'x-delayed-retry-type' for queue 'q' in vhost "
+             "'/': {unacceptable_type,longstr}")
+    broker.refuse_declare = (refused, 406, reply)
+    try:
+        h = ListRecorder()
+        w = workload(broker, QueueSpec(name="q", max_length=500, overflow="drop-head"), h)
+        with pytest.raises(DeclareRefused) as e:
+            w.setup(Admin(broker))
+        said = str(e.value)
+        assert said.startswith(f"RabbitMQ 4.3.6 refused to declare queue {refused} with "
+                               "arguments {'x-queue-type': 'quorum'")
+        assert said.endswith(f": 406 {reply}")
+        assert isinstance(e.value, ClientError)  # the runner's setup failure: exit 2, torn down
+        assert refused not in broker.declared
+        assert h.ops == []  # nothing recorded as if the queue were there
+    finally:
+        broker.close()
+
+
+def test_a_connection_lost_at_declare_is_no_refusal():
+    broker = FakeBroker(version="4.3.6", silent_on=pika.spec.Queue.Declare)
+    try:
+        opts = WorkloadOptions(client=ClientOptions(port=broker.port, heartbeat_s=0,
+                                                    answer_timeout_s=0.5))
+        w = QueueWorkload(QueueSpec(name="q"), opts,
+                          [Node("n1", "127.0.0.1", None)],  # type: ignore[arg-type]
+                          ListRecorder())
+        with pytest.raises(ClientError) as e:
+            w.setup(Admin(broker))
+        assert not isinstance(e.value, DeclareRefused)
+    finally:
+        broker.close()
