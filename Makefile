@@ -19,7 +19,7 @@ SCENARIOS := partition healthy kill pause quorum-leader-partition quorum-leader-
              mirrored-manual-sync-rejoin quorum-followers-restart transient-node-restart \
              nondurable-node-restart durable-node-restart transient-full-restart \
              durable-full-restart durable-graceful-restart quorum-power-loss-minority \
-             quorum-power-loss-all classic-power-loss-node classic-power-loss-all \
+             quorum-power-loss-majority quorum-power-loss-all classic-power-loss-node classic-power-loss-all \
              stream-power-loss-minority stream-power-loss-all quorum-disk-corrupt-minority \
              quorum-disk-corrupt-leader-truncate
 RUN_ARGS ?=

@@ -480,6 +480,13 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "no loss: a confirmed message was fsynced by a majority, which the loss leaves whole",
      VALID, None, {"nemesis": _faults("power-loss@minority", interval=20, duration=10),
                    "time_limit_s": 60.0}),
+    ("quorum-power-loss-majority",
+     "quorum queue, power loss on a majority: its brokers killed and their unsynced writes "
+     "dropped, then restarted (the queue has no quorum until they are back)",
+     "no loss: a confirmed message was fsynced by a majority, and an fsynced write survives a "
+     "power loss, so every member the loss hit comes back with what it had confirmed",
+     VALID, None, {"nemesis": _faults("power-loss@majority", interval=20, duration=10),
+                   "time_limit_s": 60.0}),
     ("quorum-power-loss-all",
      "quorum queue, power loss on every node at once: every broker killed and every unsynced "
      "write dropped, then the cluster restarted",

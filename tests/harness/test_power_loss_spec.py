@@ -53,6 +53,7 @@ def test_the_cli_exits_2_before_anything_starts(argv: list[str], capsys: pytest.
 
 
 @pytest.mark.parametrize(("name", "entry"), [("quorum-power-loss-minority", "power-loss@minority"),
+                                             ("quorum-power-loss-majority", "power-loss@majority"),
                                              ("quorum-power-loss-all", "power-loss@all")])
 def test_the_power_loss_scenarios_predict_valid_on_the_layer(name: str, entry: str) -> None:
     from harness.scenarios import SCENARIOS

@@ -174,7 +174,7 @@ def test_every_stored_catalogue_spec_still_loads_and_matches_its_scenario():
              "quorum-consumer-timeout-healthy", "quorum-consumer-timeout-sac",
              "quorum-consumer-timeout-sac-healthy", "quorum-consumer-timeout-close",
              "quorum-consumer-timeout-close-healthy", "quorum-power-loss-minority",
-             "quorum-power-loss-all", "quorum-leader-partition-returns",
+             "quorum-power-loss-majority", "quorum-power-loss-all", "quorum-leader-partition-returns",
              "durable-graceful-restart", "quorum-disk-corrupt-minority",
              "quorum-disk-corrupt-leader-truncate", "classic-power-loss-node",
              "classic-power-loss-all", "stream-power-loss-minority", "stream-power-loss-all",
