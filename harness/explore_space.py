@@ -39,6 +39,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from clusters.registry import backend
 from clusters.releases import release
 from harness.spec import SpecError, TestSpec
 from harness.vary import rekinded
@@ -184,7 +185,8 @@ class Space:
     def fitted(self, base: TestSpec) -> Space:
         """Takes the base spec. Returns the space with what the base cluster cannot play left out
         (faults needing more nodes, faults for other queue kinds than every one the candidates
-        may have, kinds its release removed, replica targets when a kind has
+        may have, faults its backend cannot host (a power loss needs the unsynced layer,
+        clusters.registry's `unsynced_fs`), kinds its release removed, replica targets when a kind has
         no replicas, prefetches below a kind's least) and the base's own kind and partition
         handling where none are given. Raises SpecError for an unknown name or nothing left."""
         kinds = self.queue_types or (base.queue.type,)
@@ -199,7 +201,9 @@ class Space:
             faults = tuple(f for f in self.faults if fault_info(f).min_nodes <= base.nodes
                            and every_kind <= set(fault_info(f).queue_kinds or every_kind)
                            and base.backend.kind in (fault_info(f).backends
-                                                     or (base.backend.kind,)))
+                                                     or (base.backend.kind,))
+                           and (not fault_info(f).needs_unsynced_fs
+                                or backend(base.backend.kind).unsynced_fs))
             for target in self.targets:
                 validate_targets(target.replace("+", ","),
                                  [f"n{i}" for i in range(1, base.nodes + 1)])

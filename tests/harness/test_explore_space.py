@@ -210,6 +210,27 @@ def test_a_disk_corruption_is_left_out_where_it_cannot_play():
     assert space.fitted(TestSpec()).minority_targets == ("leader", "follower", "minority", "one")
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_a_power_loss_is_drawn_at_any_target_and_its_run_puts_the_nodes_on_the_layer(data):
+    space = Space(faults=("power-loss", "kill"),
+                  targets=("one", "leader", "minority", "majority", "all"),
+                  queue_types=("quorum", "classic", "stream"))
+    c = data.draw(candidates(TestSpec(), space))
+    check_candidate(c, TestSpec())
+    ran = c.spec.resolved()
+    ran.validate()
+    # A run with a power loss mounts the unsynced layer (issue 32); one without it does not.
+    assert ran.backend.unsynced_fs == any(item.fault == "power-loss" for item in c.items)
+
+
+def test_a_power_loss_is_left_out_where_the_layer_cannot_be_mounted():
+    space = Space(faults=("power-loss", "kill"))
+    docker = dataclasses.replace(TestSpec().backend, kind="docker")
+    assert space.fitted(dataclasses.replace(TestSpec(), backend=docker)).faults == ("kill",)
+    assert space.fitted(TestSpec()).faults == ("power-loss", "kill")
+
+
 STAYS_SPACE = Space(stays=("none", "publishers", "consumers", "both"))
 
 
