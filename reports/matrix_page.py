@@ -52,7 +52,7 @@ MATRIX_MD = "matrix.md"
 MATRIX_HTML = "matrix.html"
 REPORT_HTML = "report.html"
 INDEX_HTML = "index.html"
-ROW_COUNTS = ("attempts", "acknowledged", "lost")
+ROW_COUNTS = ("attempts", "acknowledged")
 ROW_COUNTS_AFTER = ("recovered", "ordering_violations", "wall_s")
 SUMMARY_FIELDS = ("runs", "valid", "invalid", "unknown", "rate", "min_rate", "verdict")
 # Shown after "unknown" when the matrix counts weak runs (harness.matrix, issue 19).
@@ -124,6 +124,16 @@ def strength_text(r: dict[str, Any]) -> str:
     return "; ".join(x for x in (why, st.summary) if x)
 
 
+def lost_text(r: dict[str, Any]) -> str:
+    """Takes a row as matrix.json keeps it. Returns its lost count, "(unproven)" beside it when
+    its queue section had no verdict (`queue_valid` neither true nor false: no drain proved the
+    queue empty, harness.matrix.Row.lost_proven); rows stored before that field, as they say."""
+    lost, said = r.get("lost"), r.get("queue_valid", True)
+    if isinstance(lost, int) and lost and said not in (True, False):
+        return f"{count(lost)} (unproven)"
+    return _cell(lost)
+
+
 def _row_cells(store_root: Path, matrix_dir: Path, r: dict[str, Any],
                with_version: bool) -> list[Cell]:
     st = row_strength(r)
@@ -139,6 +149,7 @@ def _row_cells(store_root: Path, matrix_dir: Path, r: dict[str, Any],
         badge_td(key, note=strength_text(r)),
         td(r.get("judgement") or NA),
         *(td(_cell(r.get(k)), num=True) for k in ROW_COUNTS),
+        td(lost_text(r), num=True),
         td(dup_text(r.get("duplicated"), r.get("unflagged_duplicated")), num=True),
         *(td(_cell(r.get(k)), num=True) for k in ROW_COUNTS_AFTER),
         link_td(to, "report") if to else td("not in this store"),

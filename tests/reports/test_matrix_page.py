@@ -151,3 +151,13 @@ def test_summaries_of_several_lines_or_variants_say_which_is_which(tmp_path: Pat
     assert [r[:4] for r in cells(per[per.index("<table"):per.index("</table>")])] == [
         ["healthy", "3.10", "-", "valid"], ["healthy", "4.0", "-", "valid"],
         ["healthy", "4.0", "queue.type=stream", "valid"]]
+
+
+def test_a_lost_count_no_drain_proved_reads_unproven(tmp_path: Path) -> None:
+    from reports.matrix_page import lost_text
+
+    assert lost_text({"lost": 3017, "queue_valid": "unknown"}) == "3,017 (unproven)"
+    assert lost_text({"lost": 3017, "queue_valid": False}) == "3,017"
+    assert lost_text({"lost": 0, "queue_valid": "unknown"}) == "0"
+    assert lost_text({"lost": 12}) == "12"  # a row stored before the queue's verdict was kept
+    assert lost_text({"lost": None}) == "-"
