@@ -18,11 +18,19 @@ The definitions (results.json's `queue.loss`, present when something was lost):
   "leader" when the node led the queue, "follower" when it was one of its
   members or mirrors, "non-member" otherwise, and "unknown" without such an
   observation.
+- its *side* says where a partition had put it at the confirm: "minority" when
+  the confirm's time falls in a partition's window (from its start's
+  completion to its stop's, history.faults.FaultWindow) in which the node and
+  the nodes its grudge lets it reach are fewer than a majority of the nodes
+  the grudge names (it was cut off from a quorum: Jepsen's NATS analysis's
+  "confirmed on the minority side"), "majority" when the confirm falls in a
+  partition's window and the node was not so cut off, null when no partition
+  was in effect (or the node or grudge is unknown).
 
 Sizes are bounded whatever the history: at most MAX_PUBLISHERS publishers (the
 lowest numbers, `publishers_count` says how many lost anything), MAX_RUNS runs
 each (the first by seq, `runs_count` says how many), MAX_NODES (node, role)
-rows, a series of lost messages per confirming node over publish time in the
+rows (by node, role and side), a series of lost messages per confirming node over publish time in the
 fates' buckets (checkers.fates.bucket_width: at most 300 per node), and the
 examples. This module assembles the section from the aggregates the Spark job
 collected (checkers.spark_loss) and reads the placements; it touches no Spark.
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from checkers.phases import HarnessEvent
+from history.faults import FaultWindow
 
 MAX_PUBLISHERS: Final = 50
 MAX_RUNS: Final = 10
@@ -45,6 +54,47 @@ KINDS: Final = ("prefix", "middle", "suffix", "all")
 LEADER: Final = "leader"
 FOLLOWER: Final = "follower"
 NON_MEMBER: Final = "non-member"
+
+
+# A confirming node's side of a partition in effect at its confirm (None: no partition).
+MINORITY: Final = "minority"
+MAJORITY: Final = "majority"
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A partition's window (ns, both ends included) and the nodes it left on a minority side."""
+
+    start: int
+    end: int
+    minority: tuple[str, ...]
+
+
+def cuts(windows: Iterable[FaultWindow]) -> list[Cut]:
+    """Takes the fault windows. Returns, for each partition whose value has a grudge (node ->
+    the nodes it cannot reach), its window and the nodes that, with those they still reach,
+    are fewer than a majority of the nodes the grudge names, in window order."""
+    out = []
+    for w in windows:
+        grudge = w.value.get("grudge") if isinstance(w.value, dict) else None
+        if w.kind != "partition" or not isinstance(grudge, dict):
+            continue
+        drops = {str(a): {str(b) for b in bs} for a, bs in grudge.items() if isinstance(bs, list)}
+        nodes = set(drops).union(*drops.values()) if drops else set()
+        need = len(nodes) // 2 + 1
+        out.append(Cut(w.start_ns, w.end_ns, tuple(sorted(
+            a for a, bs in drops.items() if len(nodes - bs) < need))))
+    return out
+
+
+def side_of(node: str | None, t: int, found: Sequence[Cut]) -> str | None:
+    """Takes a confirming node (None: unknown), its confirm's time (ns) and the partitions'
+    cuts. Returns MINORITY, MAJORITY or None (no partition then, or no node), as the module
+    says."""
+    inside = [c for c in found if c.start <= t <= c.end]
+    if node is None or node == UNKNOWN or not inside:
+        return None
+    return MINORITY if any(node in c.minority for c in inside) else MAJORITY
 
 
 @dataclass(frozen=True)
@@ -104,10 +154,12 @@ def publishers_part(runs: Sequence[Any], stats: Sequence[Any]) -> dict[str, Any]
 def loss_section(parts: dict[str, Any], by_node: Sequence[Any], series: Sequence[Any],
                  width_ns: int, examples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Takes the publishers' part (`publishers_part` plus publishers_count, unsequenced_count,
-    by_kind {kind: (runs, messages)} and placements_observed), the (node, role, count) rows,
+    by_kind {kind: (runs, messages)} and placements_observed), the (node, role, side, count)
+    rows,
     the (node, bucket, count) rows, the bucket width (ns) and the examples (dicts, in id
     order). Returns results.json's `queue.loss`."""
-    nodes = sorted(by_node, key=lambda r: (-int(r["count"]), _node(r["node"]), r["role"]))
+    nodes = sorted(by_node, key=lambda r: (-int(r["count"]), _node(r["node"]), r["role"],
+                                           r["side"] or ""))
     kept = {_node(r["node"]) for r in nodes[:MAX_NODES]}
     curves: dict[str, list[list[Any]]] = {}
     for r in sorted(series, key=lambda r: (_node(r["node"]), r["bucket"])):
@@ -122,8 +174,8 @@ def loss_section(parts: dict[str, Any], by_node: Sequence[Any], series: Sequence
                     for k in KINDS if k in by_kind},
         "publishers": parts["publishers"],
         "placements_observed": bool(parts["placements_observed"]),
-        "by_node": [{"node": _node(r["node"]), "role": r["role"], "count": int(r["count"])}
-                    for r in nodes[:MAX_NODES]],
+        "by_node": [{"node": _node(r["node"]), "role": r["role"], "side": r["side"],
+                     "count": int(r["count"])} for r in nodes[:MAX_NODES]],
         "series": {"bucket_ms": round(width_ns / 1e6, 3), "nodes": curves},
         "examples": list(examples),
     }

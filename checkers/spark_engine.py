@@ -243,7 +243,7 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
         section = queue_section(counts, samples, drain_state(harness), options,
                                 fail_reasons=reasons, acks_recorded=acks, dropped=dropped,
                                 dead_lettering=dead_lettering(harness))
-        return _with_loss(section, h, msgs, harness, span, options.example_size)
+        return _with_loss(section, h, msgs, harness, span, options.example_size, windows)
 
     reordered: list[dict[str, Any]] = []  # the ordering violations attributed to faults
 
@@ -282,8 +282,9 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
 
 def _with_loss(section: dict[str, Any], h: History, msgs: DataFrame,
                harness: list[HarnessEvent], span: tuple[int, int],
-               example_size: int) -> dict[str, Any]:
-    """Takes the queue section and what telling its losses apart reads. Returns it with
+               example_size: int, windows: list[FaultWindow]) -> dict[str, Any]:
+    """Takes the queue section and what telling its losses apart reads (the fault windows
+    among it: which side of a partition a confirming node was on). Returns it with
     `loss` (checkers.spark_loss) when something was lost; without it if that failed (a
     courtesy for the reader: the verdict stands without it)."""
     lost = int(section.get("lost_count") or 0)
@@ -291,7 +292,8 @@ def _with_loss(section: dict[str, Any], h: History, msgs: DataFrame,
         return section
     try:
         with timed("told the losses apart"):
-            section["loss"] = loss_facts(h.df, msgs, harness, span, lost, example_size)
+            section["loss"] = loss_facts(h.df, msgs, harness, span, lost, example_size,
+                                         windows)
     except Exception:
         log.warning("could not tell the losses apart", exc_info=True)
     return section

@@ -22,12 +22,16 @@ from checkers.fates import bucket_width
 from checkers.loss import (
     FOLLOWER,
     LEADER,
+    MAJORITY,
     MAX_NODES,
     MAX_PUBLISHERS,
     MAX_RUNS,
+    MINORITY,
     NON_MEMBER,
     UNKNOWN,
+    Cut,
     Placement,
+    cuts,
     loss_section,
     placements,
     publishers_part,
@@ -36,6 +40,7 @@ from checkers.model import MESSAGE_ID_PATTERN, OUTCOME_CODES
 from checkers.phases import HarnessEvent
 from checkers.spark_io import is_publish, literal_rows
 from checkers.spark_queue import _flags, id_order
+from history.faults import FaultWindow
 
 # Up to this many lost ids are broadcast to the join with the history's confirms.
 BROADCAST_LOST: Final = 200_000
@@ -97,12 +102,27 @@ def _placement_rows(msgs: DataFrame, found: Sequence[Placement]) -> DataFrame:
         "p_order long, p_time long, p_queue string, leader string, followers array<string>")
 
 
+def side_column(node: Column, t: Column, found: Sequence[Cut]) -> Column:
+    """Takes the confirming node and confirm time columns and the partitions' cuts (a few).
+    Returns the side column (checkers.loss.side_of): MINORITY, MAJORITY or null."""
+    if not found:
+        return F.lit(None).cast("string")
+    minority = majority = F.lit(False)
+    for c in found:
+        inside = t.between(F.lit(c.start), F.lit(c.end))
+        majority = majority | inside
+        if c.minority:
+            minority = minority | (inside & node.isin(list(c.minority)))
+    return (F.when(node.isNotNull() & minority, F.lit(MINORITY))
+            .when(node.isNotNull() & majority, F.lit(MAJORITY)).cast("string"))
+
+
 def confirms_of(h_df: DataFrame, msgs: DataFrame, found: Sequence[Placement],
-                lost_count: int) -> DataFrame:
-    """Takes the prepared rows, the message table, the placement observations and the lost
-    count. Returns, lazily, one row per lost id: id, node (UNKNOWN without one), role,
-    inv_time, comp_time. A few lost ids are broadcast to the history's publishes, which are
-    then read once and never shuffled."""
+                lost_count: int, partitions: Sequence[Cut] = ()) -> DataFrame:
+    """Takes the prepared rows, the message table, the placement observations, the lost
+    count and the partitions' cuts. Returns, lazily, one row per lost id: id, node (UNKNOWN
+    without one), role, side, inv_time, comp_time. A few lost ids are broadcast to the
+    history's publishes, which are then read once and never shuffled."""
     ok = (h_df.where(is_publish() & (F.col("code") == OUTCOME_CODES["ok"]))
           .select(F.col("value").alias("id"), "node", "queue"))
     lost = msgs.where(_flags()["lost"]).select("id", "inv_time", "comp_time")
@@ -124,6 +144,7 @@ def confirms_of(h_df: DataFrame, msgs: DataFrame, found: Sequence[Placement],
             .when(node == F.col("leader"), LEADER)
             .when(F.array_contains("followers", node), FOLLOWER).otherwise(NON_MEMBER))
     return rows.select("id", F.coalesce(node, F.lit(UNKNOWN)).alias("node"), role.alias("role"),
+                       side_column(node, F.col("comp_time"), partitions).alias("side"),
                        "inv_time", "comp_time")
 
 
@@ -133,8 +154,8 @@ def _ms(ns: Any) -> float | None:
 
 def examples_of(confirms: DataFrame, runs: DataFrame, n: int) -> list[dict[str, Any]]:
     """Takes the lost ids' confirms, the runs and a size. Returns the first `n` lost ids in id
-    order, each with its publisher, seq, run kind, confirming node and role, and its publish
-    and confirm times (ms)."""
+    order, each with its publisher, seq, run kind, confirming node, its role and side, and its
+    publish and confirm times (ms)."""
     if n <= 0:
         return []
     first = confirms.orderBy(*id_order()).limit(n).select(
@@ -142,26 +163,30 @@ def examples_of(confirms: DataFrame, runs: DataFrame, n: int) -> list[dict[str, 
     inside = ((F.col("pub") == F.col("publisher"))
               & F.col("seq").between(F.col("first_seq"), F.col("last_seq")))
     rows = first.join(runs, inside, "left").select(
-        "id", "pub", "seq", "kind", "node", "role", "inv_time", "comp_time").collect()
+        "id", "pub", "seq", "kind", "node", "role", "side", "inv_time", "comp_time").collect()
     rows = sorted(rows, key=lambda r: (r["pub"] is None, r["pub"] or 0, r["seq"] or 0, r["id"]))
     return [{"id": r["id"], "publisher": r["pub"], "seq": r["seq"], "kind": r["kind"],
-             "node": r["node"], "role": r["role"], "published_ms": _ms(r["inv_time"]),
+             "node": r["node"], "role": r["role"], "side": r["side"],
+             "published_ms": _ms(r["inv_time"]),
              "confirmed_ms": _ms(r["comp_time"])} for r in rows]
 
 
 def loss_facts(h_df: DataFrame, msgs: DataFrame, harness: Sequence[HarnessEvent],
-               span: tuple[int, int], lost_count: int, example_size: int) -> dict[str, Any]:
+               span: tuple[int, int], lost_count: int, example_size: int,
+               windows: Sequence[FaultWindow] = ()) -> dict[str, Any]:
     """Takes the prepared rows, the message table, the harness events, the history's first and
-    last times (ns), the lost count and the example size. Returns results.json's `queue.loss`
-    (checkers.loss)."""
+    last times (ns), the lost count, the example size and the fault windows. Returns
+    results.json's `queue.loss` (checkers.loss)."""
     found = placements(harness)
     runs = runs_of(msgs).persist()
-    confirms = confirms_of(h_df, msgs, found, lost_count).persist()
+    confirms = confirms_of(h_df, msgs, found, lost_count, cuts(windows)).persist()
     try:
         parts = publisher_facts(runs)
         told = sum(m for _, m in parts["by_kind"].values())
-        by_node = (confirms.groupBy("node", "role").count()
-                   .orderBy(F.col("count").desc(), "node", "role").limit(MAX_NODES).collect())
+        by_node = (confirms.groupBy("node", "role", "side").count()
+                   .orderBy(F.col("count").desc(), "node", "role",
+                            F.coalesce(F.col("side"), F.lit("")))
+                   .limit(MAX_NODES).collect())
         width = bucket_width(*span)
         series = (confirms.where(F.col("node").isin([r["node"] for r in by_node]))
                   .groupBy("node", (F.col("inv_time") / F.lit(width)).cast("long")

@@ -52,9 +52,12 @@ def loss_missing(scan: HistoryScan) -> str | None:
 
 
 def _roles(loss: dict[str, Any], node: str) -> str:
-    counts = [(r.get("role"), r.get("count")) for r in loss.get("by_node") or []
+    """Returns a node's roles (and, where told, its side of a partition) with their counts:
+    "leader 4, leader on the minority side 2"."""
+    counts = [(r.get("role"), r.get("side"), r.get("count")) for r in loss.get("by_node") or []
               if isinstance(r, dict) and r.get("node") == node]
-    return ", ".join(f"{role} {n:,}" for role, n in counts if isinstance(n, int))
+    return ", ".join(f"{role}{f' on the {side} side' if side else ''} {n:,}"
+                     for role, side, n in counts if isinstance(n, int))
 
 
 def _shade(ax: Any, results: Any) -> list[Any]:

@@ -42,14 +42,23 @@ def publishers_table(loss: dict[str, Any]) -> Table | None:
                  rows, total if isinstance(total, int) else None, num_cols=(1, 2))
 
 
+# How a row's `side` reads (checkers.loss: which side of a partition its node was on).
+SIDES = {"minority": "minority side (cut off from a majority)", "majority": "majority side",
+         None: "no partition"}
+
+
 def nodes_table(loss: dict[str, Any]) -> Table | None:
-    """Takes queue.loss. Returns a row per confirming node and its role then: how many."""
+    """Takes queue.loss. Returns a row per confirming node, its role then and, where the
+    results say it (`side`), which side of a partition it was on then: how many."""
     nodes = [as_dict(n) for n in loss.get("by_node") or []]
     if not nodes:
         return None
-    return table(["confirmed by", "its role then", "lost"],
-                 [[td(n.get("node")), td(n.get("role")), td(n.get("count"), num=True)]
-                  for n in nodes], num_cols=(2,))
+    sided = any("side" in n for n in nodes)  # results from before sides were told: no column
+    return table(["confirmed by", "its role then", *(["its side then"] if sided else []), "lost"],
+                 [[td(n.get("node")), td(n.get("role")),
+                   *([td(SIDES.get(n.get("side"), str(n.get("side"))))] if sided else []),
+                   td(n.get("count"), num=True)]
+                  for n in nodes], num_cols=(3 if sided else 2,))
 
 
 def loss_parts(queue: dict[str, Any]) -> tuple[Note | Table, ...]:

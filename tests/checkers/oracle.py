@@ -413,8 +413,8 @@ def queue(r: Read, *, unflagged_duplicates_invalid: bool = True,
     sets_and_dropped = {**sets, "dropped_by_design": dropped}
     why = Counter(r.dead[m][0] if r.dead[m][0] is not None else "(none)" for m in dropped)
     why_order = sorted(why, key=lambda k: (-why[k], k))
-    told = {"loss": loss(pubs, lost, r.harness, bucket_ns(r), example_size, id_key)} \
-        if lost else {}
+    told = {"loss": loss(pubs, lost, r.harness, bucket_ns(r), example_size, id_key,
+                         partitions(r))} if lost else {}
     return {
         **told,
         "valid": valid,
@@ -614,6 +614,18 @@ def windows(r: Read) -> list[dict[str, Any]]:
     for w in done:
         w["target"] = sorted(w["target"]) if w["target"] is not None else None
     return sorted(done, key=lambda w: (w["start"], w["end"], w["f"]))
+
+
+def partitions(r: Read) -> list[tuple[int, int, dict[str, list[str]]]]:
+    """Takes a read history. Returns each partition's window (start, end: ns) with the grudge
+    its start's completion names (node -> the nodes it cannot reach), for those that name one."""
+    grudges = {op["time"]: op["value"]["grudge"] for op in r.nemesis
+               if op["f"] == "start-partition" and op["type"] in ("info", "ok")
+               and isinstance(op.get("value"), dict)
+               and isinstance(op["value"].get("grudge"), dict)}
+    return [(w["start"], w["end"], {str(a): [str(b) for b in bs]
+                                    for a, bs in grudges[w["start"]].items()})
+            for w in windows(r) if w["f"] == "start-partition" and w["start"] in grudges]
 
 
 def nearest_rank(values: list[int], q: float) -> int:

@@ -7,8 +7,11 @@ first message a prefix, the last a suffix, both "all", neither a middle. The con
 the publish's completion `node` ("unknown" without one); its role is read from the last harness
 "placement" event (with a leader) at or before the confirm whose queue matches the publish's
 (either naming none matches): leader, follower (members or mirrors), non-member, or unknown
-without one. Bounds: 50 publishers (lowest first), 10 runs each (first by seq), 50 (node, role)
-rows (most first, then node, then role), a series per kept node of lost messages per bucket of
+without one. Its side: "minority" when the confirm came while a partition (from its start's
+completion to its stop's) left the node reaching, itself included, fewer than a majority of
+the nodes its grudge names, "majority" when a partition was in effect and did not, else none.
+Bounds: 50 publishers (lowest first), 10 runs each (first by seq), 50 (node, role, side)
+rows (most first, then node, then role, then side), a series per kept node of lost messages per bucket of
 publish time (the fates' width), the first `example_size` lost ids in id order.
 """
 
@@ -69,17 +72,35 @@ def role(p: Any, harness: list[dict[str, Any]]) -> str:
         else "non-member"
 
 
+def side(p: Any, partitions: list[tuple[int, int, dict[str, list[str]]]]) -> str | None:
+    """Takes a lost message's publish (node, completed) and the partitions (start, end, grudge).
+    Returns "minority" when, at the confirm, a partition left its node reaching (itself
+    included) fewer than a majority of the nodes the grudge names, "majority" when a partition
+    was in effect and it did not, None when none was (or the node is unknown)."""
+    inside = [g for start, end, g in partitions if start <= p.completed <= end]
+    if p.node is None or not inside:
+        return None
+    for g in inside:
+        nodes = set(g) | {b for bs in g.values() for b in bs}
+        if p.node in g and len(nodes - set(g[p.node])) < len(nodes) // 2 + 1:
+            return "minority"
+    return "majority"
+
+
 def loss(pubs: dict[str, Any], lost: set[str], harness: list[dict[str, Any]], width_ns: int,
-         example_size: int, id_key: Callable[[str], Any]) -> dict[str, Any]:
+         example_size: int, id_key: Callable[[str], Any],
+         partitions: list[tuple[int, int, dict[str, list[str]]]] | None = None) -> dict[str, Any]:
     """Takes the publishes (id -> Publish), the lost ids, the harness events, the fates' bucket
-    width, the example size and the id order. Returns `queue.loss`."""
+    width, the example size, the id order and the partitions (start, end, grudge). Returns
+    `queue.loss`."""
     by_pub = runs({m: p for m, p in pubs.items() if p.outcome == "ok"}, lost)
     told = {(r["kind"]) for rs in by_pub.values() for r in rs}
     node_of = {m: pubs[m].node if pubs[m].node is not None else "unknown" for m in lost}
     role_of = {m: role(pubs[m], harness) for m in lost}
-    nodes = sorted(Counter((node_of[m], role_of[m]) for m in lost).items(),
-                   key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))[:50]
-    kept = {n for (n, _), _ in nodes}
+    side_of = {m: side(pubs[m], partitions or []) for m in lost}
+    nodes = sorted(Counter((node_of[m], role_of[m], side_of[m]) for m in lost).items(),
+                   key=lambda kv: (-kv[1], kv[0][0], kv[0][1], kv[0][2] or ""))[:50]
+    kept = {n for (n, _, _), _ in nodes}
     series: dict[str, Counter[int]] = {}
     for m in lost:
         if node_of[m] in kept:
@@ -102,20 +123,21 @@ def loss(pubs: dict[str, Any], lost: set[str], harness: list[dict[str, Any]], wi
             for pub in sorted(by_pub)[:50]],
         "placements_observed": any(e["f"] == "placement" and isinstance(e.get("value"), dict)
                                    and e["value"].get("leader") for e in harness),
-        "by_node": [{"node": n, "role": r, "count": c} for (n, r), c in nodes],
+        "by_node": [{"node": n, "role": r, "side": d, "count": c} for (n, r, d), c in nodes],
         "series": {"bucket_ms": round(width_ns / 1e6, 3), "nodes": {
             n: [[round(b * width_ns / 1e6, 3), c] for b, c in sorted(cs.items())]
             for n, cs in sorted(series.items())}},
-        "examples": [example(m, pubs[m], kind_of.get(m), node_of[m], role_of[m])
+        "examples": [example(m, pubs[m], kind_of.get(m), node_of[m], role_of[m], side_of[m])
                      for m in sorted(lost, key=id_key)[:example_size]],
     }
 
 
-def example(m: str, p: Any, kind: str | None, node: str, role_: str) -> dict[str, Any]:
-    """Takes a lost id, its publish, its run's kind, its confirming node and role. Returns its
-    example."""
+def example(m: str, p: Any, kind: str | None, node: str, role_: str,
+            side_: str | None) -> dict[str, Any]:
+    """Takes a lost id, its publish, its run's kind, its confirming node, its role and side.
+    Returns its example."""
     parsed = ID_RE.match(m)
     return {"id": m, "publisher": int(parsed.group(1)) if parsed else None,
             "seq": int(parsed.group(2)) if parsed else None, "kind": kind, "node": node,
-            "role": role_, "published_ms": round(p.invoked / 1e6, 3),
+            "role": role_, "side": side_, "published_ms": round(p.invoked / 1e6, 3),
             "confirmed_ms": round(p.completed / 1e6, 3)}

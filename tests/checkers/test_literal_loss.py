@@ -90,14 +90,15 @@ def test_a_prefix_a_middle_and_a_suffix_told_with_their_nodes_and_roles(tmp_path
     assert loss["placements_observed"] is True
     # n1 led when it confirmed 1-1..1-6; n2 followed for nothing lost, led for 9 and 10;
     # n3 was a member, not the leader.
-    assert loss["by_node"] == [{"node": "n1", "role": "leader", "count": 4},
-                               {"node": "n2", "role": "leader", "count": 2},
-                               {"node": "n3", "role": "follower", "count": 2}]
+    assert loss["by_node"] == [{"node": "n1", "role": "leader", "side": None, "count": 4},
+                               {"node": "n2", "role": "leader", "side": None, "count": 2},
+                               {"node": "n3", "role": "follower", "side": None, "count": 2}]
     assert loss["series"]["bucket_ms"] == 100.0
     assert loss["series"]["nodes"]["n1"] == [[100.0, 1], [200.0, 1], [400.0, 1], [600.0, 1]]
     assert loss["series"]["nodes"]["n3"] == [[1100.0, 2]]
     assert loss["examples"][0] == {"id": "1-1", "publisher": 1, "seq": 1, "kind": "prefix",
-                                   "node": "n1", "role": "leader", "published_ms": 100.0,
+                                   "node": "n1", "role": "leader", "side": None,
+                                   "published_ms": 100.0,
                                    "confirmed_ms": 101.0}
     assert [e["kind"] for e in loss["examples"]] == ["prefix", "prefix", "middle"]
 
@@ -105,9 +106,9 @@ def test_a_prefix_a_middle_and_a_suffix_told_with_their_nodes_and_roles(tmp_path
 def test_without_placement_observations_roles_are_unknown(tmp_path: Path) -> None:
     q = check(three_stretches(tmp_path / "h.jsonl", placements=False))["queue"]
     assert q["loss"]["placements_observed"] is False
-    assert q["loss"]["by_node"] == [{"node": "n1", "role": "unknown", "count": 4},
-                                    {"node": "n2", "role": "unknown", "count": 2},
-                                    {"node": "n3", "role": "unknown", "count": 2}]
+    assert q["loss"]["by_node"] == [{"node": "n1", "role": "unknown", "side": None, "count": 4},
+                                    {"node": "n2", "role": "unknown", "side": None, "count": 2},
+                                    {"node": "n3", "role": "unknown", "side": None, "count": 2}]
 
 
 def test_a_follower_that_confirmed_is_named_so(tmp_path: Path) -> None:
@@ -120,9 +121,37 @@ def test_a_follower_that_confirmed_is_named_so(tmp_path: Path) -> None:
         b.consume(5, "1-2")
         b.drained()
     loss = check(p)["queue"]["loss"]
-    assert loss["by_node"] == [{"node": "n2", "role": "follower", "count": 1},
-                               {"node": "n9", "role": "non-member", "count": 1}]
+    assert loss["by_node"] == [{"node": "n2", "role": "follower", "side": None, "count": 1},
+                               {"node": "n9", "role": "non-member", "side": None, "count": 1}]
     assert [r["kind"] for r in loss["publishers"][0]["runs"]] == ["prefix", "suffix"]
+
+
+def test_a_node_cut_off_from_a_majority_confirmed_on_the_minority_side(tmp_path: Path) -> None:
+    """n1 leads; a partition cuts n1 off from n2 and n3 from 300 ms to 600 ms. 1-1 was
+    confirmed through n1 before it (no side), 1-2 through n1 inside it (the minority side),
+    1-3 through n2 inside it (the majority side), 1-4 through n1 after the heal (no side)."""
+    p = tmp_path / "h.jsonl"
+    grudge = {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}
+    with Builder(p) as b:
+        placement(b.at(0), "n1")
+        publish(b.at(100), 1, 1, "n1")
+        b.at(300).nemesis("start-partition", {"fault": "partition-leader", "nodes": ["n1"],
+                                              "grudge": grudge})
+        publish(b.at(400), 1, 2, "n1")
+        publish(b.at(450), 1, 3, "n2")
+        b.at(600).nemesis("stop-partition", {"fault": "partition-leader"})
+        publish(b.at(700), 1, 4, "n1")
+        publish(b.at(800), 1, 5, "n1")
+        b.at(900)
+        b.consume(5, "1-5")
+        b.drained()
+    loss = check(p, example_size=4)["queue"]["loss"]
+    # Most first, then by node, role and side (none before a side).
+    assert [(r["node"], r["role"], r["side"], r["count"]) for r in loss["by_node"]] == [
+        ("n1", "leader", None, 2), ("n1", "leader", "minority", 1),
+        ("n2", "follower", "majority", 1)]
+    assert [(e["id"], e["side"]) for e in loss["examples"]] == [
+        ("1-1", None), ("1-2", "minority"), ("1-3", "majority"), ("1-4", None)]
 
 
 def test_nothing_lost_tells_no_loss(tmp_path: Path) -> None:

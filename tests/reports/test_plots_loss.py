@@ -3,6 +3,7 @@ bucket of publish time, stacked by confirming node, the node's roles in its lege
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,19 @@ def test_bars_stack_by_confirming_node_with_its_roles(monkeypatch: Any, tmp_path
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[:2] == ["n1 (4: leader 4)", "n2 (3: leader 2, follower 1)"]
     assert "partition" in labels[2].lower()
+
+
+def test_the_legend_says_which_side_of_a_partition_a_node_confirmed_on(
+        monkeypatch: Any, tmp_path: Path) -> None:
+    sided = copy.deepcopy(RESULTS)
+    sided["queue"]["loss"]["by_node"] = [
+        {"node": "n1", "role": "leader", "side": "minority", "count": 3},
+        {"node": "n1", "role": "leader", "side": None, "count": 1},
+        {"node": "n2", "role": "follower", "side": "majority", "count": 3}]
+    fig = drawn(monkeypatch, sided, tmp_path / "loss.png")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:2] == ["n1 (4: leader on the minority side 3, leader 1)",
+                          "n2 (3: follower on the majority side 3)"]
 
 
 def test_results_without_loss_say_so(monkeypatch: Any, tmp_path: Path) -> None:

@@ -42,6 +42,20 @@ def test_the_lost_block_names_each_publishers_runs_and_the_confirming_nodes() ->
     assert "roles are unknown" not in block
 
 
+def test_the_side_of_a_partition_each_node_was_on_is_said_where_the_results_tell_it() -> None:
+    sided = {**LOSS, "by_node": [{"node": "n1", "role": "leader", "side": "minority", "count": 2},
+                                 {"node": "n2", "role": "follower", "side": "majority",
+                                  "count": 1},
+                                 {"node": "n1", "role": "leader", "side": None, "count": 4}]}
+    block = lost_block(sided)
+    assert "<th>its side then</th>" in block
+    assert ("<td>n1</td><td>leader</td><td>minority side (cut off from a majority)</td>"
+            "<td class=\"num\">2</td>") in block
+    assert "<td>n2</td><td>follower</td><td>majority side</td>" in block
+    assert "<td>n1</td><td>leader</td><td>no partition</td><td class=\"num\">4</td>" in block
+    assert "its side then" not in lost_block(LOSS)  # older results: no column
+
+
 def test_without_placements_the_roles_are_said_unknown() -> None:
     block = lost_block({**LOSS, "placements_observed": False})
     assert "No placement sample in the history" in block
