@@ -14,11 +14,17 @@ come no earlier than its delay after the reject, less TOLERANCE_MS (the
 history's clock is the harness's one monotonic clock, so it has no skew of
 its own; the queue leader's wall clock decides when the message is ready, and
 a leader change mid-delay may move it: a finding beside a fault is to be read
-so), be flagged redelivered, and carry a delivery count within the limit; a
-return never followed by a delivery must be dead-lettered (an op f
+so), be flagged redelivered, carry a delivery count within the limit, and
+carry no fewer counted returns than the message's rejects so far (a reject
+raises the count and nothing lowers it; a consumer lost with the message
+raises it too, so more is no violation: `count_low` when the broker's
+x-delivery-count is below the rejects so far, judged where the broker gave a
+count); a return never followed by a delivery must be dead-lettered (an op f
 "dead-letter"), else it is gone (judged only when the drain completed). The
 count is the next delivery's x-delivery-count where the broker set one, else
-the rejects of the message so far. A nack's return is not judged: whether and
+the rejects of the message so far. (RabbitMQ 4.3.6, every stored delayed-retry
+run: the count after a reject equalled the rejects so far in all but a few
+returns after a kill, which were above.) A nack's return is not judged: whether and
 how long the broker delays it is not stated plainly enough to judge
 (not_judged "nack"); nor is a message held by a cancelled consumer (its return
 moment is its channel's end: not judged in this version).
@@ -36,7 +42,8 @@ NACK: Final = "nack"
 TOLERANCE_MS: Final = 50
 # What a judged return can be, violations first in the order they are reported.
 EARLY, UNFLAGGED, PAST_LIMIT, GONE = "early", "unflagged", "past_limit", "gone"
-VIOLATIONS: Final = (EARLY, UNFLAGGED, PAST_LIMIT, GONE)
+COUNT_LOW: Final = "count_low"
+VIOLATIONS: Final = (EARLY, UNFLAGGED, COUNT_LOW, PAST_LIMIT, GONE)
 REDELIVERED, DEAD_LETTERED = "redelivered", "dead_lettered"
 # Why a return is not judged.
 NOT_JUDGED_NACK, NOT_JUDGED_DRAIN = "nack", "drain_incomplete"

@@ -23,6 +23,7 @@ from pyspark.sql import types as T
 
 from checkers.model import DEAD_LETTER, DELIVERY_FS
 from checkers.retry import (
+    COUNT_LOW,
     DEAD_LETTERED,
     EARLY,
     GONE,
@@ -64,13 +65,14 @@ def _expected_ns(settings: Mapping[str, Any], count: Column) -> Column:
 
 def _outcome(settings: Mapping[str, Any], drain_complete: bool) -> Column:
     """Returns each reject's outcome as a column (checkers.retry's names), from its `nxt`
-    delivery, `dead` and `count` columns."""
+    delivery, `dead`, `rejects` and `count` columns."""
     delay = F.col("nxt.time") - F.col("time")
     limit = settings.get("delivery_limit")
     past = F.col("count") > F.lit(int(limit)) if limit is not None else F.lit(False)
     return (F.when(F.col("f") == NACK, F.lit(NOT_JUDGED_NACK))
             .when(F.col("nxt").isNull() & F.col("dead"), F.lit(DEAD_LETTERED))
             .when(F.col("nxt").isNull(), F.lit(GONE if drain_complete else NOT_JUDGED_DRAIN))
+            .when(F.col("nxt.delivery_count") < F.col("rejects"), F.lit(COUNT_LOW))
             .when(delay < _expected_ns(settings, F.col("count"))
                   - F.lit(TOLERANCE_MS * 1_000_000), F.lit(EARLY))
             .when(~F.coalesce(F.col("nxt.redelivered"), F.lit(False)), F.lit(UNFLAGGED))

@@ -33,12 +33,13 @@ from reports.plots import _decorate, _legend, _new_axes, _no_data, _plain, _save
 # The checkers' outcome names (checkers.retry, checkers.timeouts, checkers.metadata), coloured.
 OUTCOME_COLOURS: dict[str, str] = {
     "redelivered": "#2ca02c", "dead_lettered": "#1f77b4", "early": "#d62728",
-    "unflagged": "#ff7f0e", "past_limit": "#9467bd", "gone": "#8c0000", "lost": "#8c0000",
+    "unflagged": "#ff7f0e", "count_low": "#e377c2", "past_limit": "#9467bd", "gone": "#8c0000", "lost": "#8c0000",
     "drain_incomplete": "#9e9e9e",
 }
 OUTCOME_LABELS: dict[str, str] = {
     "redelivered": "back flagged redelivered", "dead_lettered": "dead-lettered",
-    "early": "early", "unflagged": "back unflagged", "past_limit": "past the delivery limit",
+    "early": "early", "unflagged": "back unflagged",
+    "count_low": "delivery count below its rejects", "past_limit": "past the delivery limit",
     "gone": "gone", "lost": "lost", "drain_incomplete": "not judged: drain incomplete",
 }
 PROBE_COLOURS: dict[str, str] = {"ok": "#2ca02c", "refused_541": "#d62728",

@@ -42,6 +42,8 @@ def judge(path: Path, settings: dict[str, Any], drain_complete: bool,
         elif nxt is None:
             out = ("dead_lettered" if any(p["f"] == "dead-letter" for p in later)
                    else "gone" if drain_complete else "drain_incomplete")
+        elif nxt.get("delivery_count") is not None and nxt["delivery_count"] < rejects:
+            out = "count_low"
         elif nxt["time"] - o["time"] < (_least_ms(settings, count) - tolerance_ms) * 1_000_000:
             out = "early"
         elif not nxt.get("redelivered"):
@@ -51,7 +53,7 @@ def judge(path: Path, settings: dict[str, Any], drain_complete: bool,
         else:
             out = "redelivered"
         counts[out] = counts.get(out, 0) + 1
-        if out in ("early", "unflagged", "past_limit", "gone"):
+        if out in ("early", "unflagged", "count_low", "past_limit", "gone"):
             examples.append((o["index"], o["value"], out))
     return {"counts": counts, "examples": [(v, out) for _, v, out in sorted(examples)]}
 

@@ -126,6 +126,37 @@ def test_the_count_is_the_rejects_so_far_where_the_broker_gave_none(spark, tmp_p
     assert got["violations"]["early"] == 1 and got["redelivered"] == 1
 
 
+def test_a_delivery_count_below_the_rejects_so_far_is_a_violation(spark, tmp_path):
+    """Two rejects, then a delivery the broker counts once: it forgot a reject (count_low),
+    though its delay would pass for the count it gave. A count above the rejects (a consumer
+    lost with the message counts too) and a nack between them (it counts nothing) are fine."""
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0")
+        b.at(250)
+        dlv(b, 5, "1-0", count=1)
+        reject(b, 5, "1-0")  # the second reject: the count must be 2 from now on
+        b.at(500)
+        dlv(b, 6, "1-0", count=1)  # 250 ms later: enough for a count of 1, not of 2
+        dlv(b, 5, "1-1", redelivered=False)
+        reject(b, 5, "1-1")
+        b.at(1000)
+        dlv(b, 6, "1-1", count=2)  # a consumer lost with it counted once more (400 ms waited)
+        reject(b, 6, "1-1", f="nack")
+        b.at(1100)
+        dlv(b, 6, "1-1", count=2)  # the nack counts nothing
+    got = judge(spark, p)
+    assert got["valid"] is False
+    assert got["violations"] == {"early": 0, "unflagged": 0, "count_low": 1, "past_limit": 0,
+                                 "gone": 0}
+    assert got["redelivered"] == 2 and got["not_judged"]["nack"] == 1
+    [ex] = got["examples"]
+    assert (ex["id"], ex["violation"], ex["count"]) == ("1-0", "count_low", 1)
+    assert [(e["f"], e["delivery_count"]) for e in ex["timeline"]] == [
+        ("consume", None), ("reject", None), ("consume", 1), ("reject", None), ("consume", 1)]
+
+
 def test_nacks_and_returns_the_drain_could_not_settle_are_not_judged(spark, tmp_path):
     p = tmp_path / "h.jsonl"
     with Builder(p) as b:
