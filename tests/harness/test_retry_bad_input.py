@@ -139,3 +139,32 @@ def test_the_returns_scenario_runs_on_4_3_only(capsys, nothing_starts):
         "3.10", "4.0", "4.0 with --metadata-store khepri"]
     assert main(["run", "--rabbitmq", "4.0", "--consumer-disconnected-timeout", "0"]) == 2
     assert "--consumer-disconnected-timeout" in capsys.readouterr().err
+
+
+def test_a_declare_the_broker_refuses_ends_the_run_with_exit_2_torn_down(tmp_path, monkeypatch):
+    """The workload's setup raising the broker's refusal (workloads.clients.DeclareRefused, as a
+    quorum queue declared with an argument the line does not take is refused): the run stops
+    before its main phase, exits 2 with the refusal as its error, and is torn down."""
+    import contextlib
+    import json
+
+    from workloads.clients import DeclareRefused
+
+    said = ("RabbitMQ 4.3.6 refused to declare queue jepsen.queue with arguments "
+            "{'x-queue-type': 'quorum', 'x-delayed-retry-type': 'all'}: 406 PRECONDITION_FAILED "
+            "- invalid arg 'x-delayed-retry-type'")
+    phases: list[str] = []
+
+    def setup(self: harness.runner.Run) -> None:
+        with self.phase("setup"):
+            raise DeclareRefused(said)
+
+    monkeypatch.setattr(harness.runner.Run, "setup", setup)
+    for name in ("main", "heal", "recover", "drain", "teardown"):
+        monkeypatch.setattr(harness.runner.Run, name,
+                            lambda self, name=name: phases.append(name))
+    monkeypatch.setattr(harness.runner, "run_lock", contextlib.nullcontext)
+    code, outcome = harness.runner.run_test(spec("4.3"), tmp_path)
+    assert code == 2 and outcome.error == f"DeclareRefused: {said}"
+    assert phases == ["teardown"] and outcome.results is None  # nothing checked, all torn down
+    assert json.loads((outcome.run_dir / "test.json").read_text())["error"] == outcome.error
