@@ -352,29 +352,13 @@ class QueueWorkload:
 
     # -- setup ------------------------------------------------------------------------
 
-    def setup(self, admin: RabbitAdmin) -> None:
-        """Takes the cluster's queue admin. Sets the policy the queue's kind needs (mirroring),
-        if any, and declares the queue; when it drops messages by design (on the release line
-        the broker announces), first the dead-letter exchange and queue of the harness, and
-        records how it dead-letters. Raises DeclareRefused (a ClientError) naming the queue, its
-        arguments and the broker's reply when the broker refuses a declare, ClientError for any
-        other client failure, or RemoteError for a policy."""
-        names = {n.name: n.erlang_name for n in self.nodes}
-        policy = ha_policy(self.spec, names)
-        if policy is not None:
-            admin.set_policy("harness-ha", self.spec.name, policy)
-        conn = connect(self.nodes[0].ip, self.opts.client)
-        version: str | None = None
-        declaring: tuple[str, dict[str, Any]] | None = None  # the queue being declared, if one
+    def _declare(self, conn: Any, dlq: QueueSpec | None, version: str | None) -> None:
+        """Takes an open connection, the harness's dead-letter queue (None: none) and the
+        broker's version. Declares that queue, its exchange and binding, then the queue. Raises
+        DeclareRefused naming the queue, its arguments and the broker's reply when the broker
+        refuses a declare (it closes the channel); any other AMQP error as it came."""
+        declaring: tuple[str, dict[str, Any]] | None = None  # the queue being declared
         try:
-            version = server_version(conn)
-            line = line_of(version) if version is not None else None
-            self.dead_letters = dead_lettering(self.spec, line)
-            dlq = self._dead_letter_spec()
-            if dlq is not None:
-                dlq_policy = ha_policy(dlq, names)
-                if dlq_policy is not None:
-                    admin.set_policy("harness-dlq-ha", dlq.name, dlq_policy)
             with answer_within(conn, self.opts.client.answer_timeout_s, "queue.declare"):
                 ch = conn.channel()
                 if dlq is not None and self.dead_letters is not None:
@@ -387,10 +371,35 @@ class QueueWorkload:
                                  arguments=declaring[1])
         except AMQP_ERRORS as e:
             said = broker_refusal(e)
-            if said is not None and declaring is not None:
-                raise DeclareRefused(
-                    f"RabbitMQ {version or '(version unknown)'} refused to declare queue "
-                    f"{declaring[0]} with arguments {declaring[1]}: {said}") from e
+            if said is None or declaring is None:
+                raise
+            raise DeclareRefused(
+                f"RabbitMQ {version or '(version unknown)'} refused to declare queue "
+                f"{declaring[0]} with arguments {declaring[1]}: {said}") from e
+
+    def setup(self, admin: RabbitAdmin) -> None:
+        """Takes the cluster's queue admin. Sets the policy the queue's kind needs (mirroring),
+        if any, and declares the queue; when it drops messages by design (on the release line
+        the broker announces), first the dead-letter exchange and queue of the harness, and
+        records how it dead-letters. Raises DeclareRefused (a ClientError) naming the queue, its
+        arguments and the broker's reply when the broker refuses a declare, ClientError for any
+        other client failure, or RemoteError for a policy."""
+        names = {n.name: n.erlang_name for n in self.nodes}
+        policy = ha_policy(self.spec, names)
+        if policy is not None:
+            admin.set_policy("harness-ha", self.spec.name, policy)
+        conn = connect(self.nodes[0].ip, self.opts.client)
+        try:
+            version = server_version(conn)
+            line = line_of(version) if version is not None else None
+            self.dead_letters = dead_lettering(self.spec, line)
+            dlq = self._dead_letter_spec()
+            if dlq is not None:
+                dlq_policy = ha_policy(dlq, names)
+                if dlq_policy is not None:
+                    admin.set_policy("harness-dlq-ha", dlq.name, dlq_policy)
+            self._declare(conn, dlq, version)
+        except AMQP_ERRORS as e:
             raise ClientError(f"declare {self.spec.name}: {type(e).__name__}: {e}") from e
         finally:
             abandon(conn)
