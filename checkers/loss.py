@@ -87,16 +87,6 @@ def cuts(windows: Iterable[FaultWindow]) -> list[Cut]:
     return out
 
 
-def side_of(node: str | None, t: int, found: Sequence[Cut]) -> str | None:
-    """Takes a confirming node (None: unknown), its confirm's time (ns) and the partitions'
-    cuts. Returns MINORITY, MAJORITY or None (no partition then, or no node), as the module
-    says."""
-    inside = [c for c in found if c.start <= t <= c.end]
-    if node is None or node == UNKNOWN or not inside:
-        return None
-    return MINORITY if any(node in c.minority for c in inside) else MAJORITY
-
-
 @dataclass(frozen=True)
 class Placement:
     """One placement observation: its rank among them (file order), time (ns), queue (None:

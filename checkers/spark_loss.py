@@ -104,7 +104,9 @@ def _placement_rows(msgs: DataFrame, found: Sequence[Placement]) -> DataFrame:
 
 def side_column(node: Column, t: Column, found: Sequence[Cut]) -> Column:
     """Takes the confirming node and confirm time columns and the partitions' cuts (a few).
-    Returns the side column (checkers.loss.side_of): MINORITY, MAJORITY or null."""
+    Returns the side column (checkers.loss's definition): MINORITY where a cut that covers the
+    time left the node on a minority side, else MAJORITY where any cut covers it, else null
+    (and null without a node)."""
     if not found:
         return F.lit(None).cast("string")
     minority = majority = F.lit(False)
