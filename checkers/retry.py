@@ -29,14 +29,19 @@ could have returned it: a reject's or nack's own time (the client sends it
 then; the broker applies it later, so the true delay is shorter than the one
 measured and an early verdict stands); for a lost delivery, when nothing else
 could have ended the consumer in between (no fault window overlaps the time
-from the delivery to the consumer's end), the invocation of the harness's own
+from the delivery to the consumer's end but kills of other nodes), the
+invocation of the harness's own
 close of that consumer (f "close", by the harness: its closes at the end of
 the main phase and the planted crashes; the channel lives until then); when
 the consumer's connection was lost (an `info` f "close" by the broker) and
 the only faults overlapping were kills of the consumer's node, the kill's
-invocation (the node cannot die before it). Anything else (a partition or
-another fault in between, a loss with no kill of its node, no end at all, a
-next delivery before that moment) cannot be bounded (not judged
+invocation (the node cannot die before it). A kill of another node does not
+count as a fault here: the consumer's channel lives on, and the queue treats
+as lost (noconnection) only processes on the node it lost (rabbit_fifo,
+`{down, Pid, noconnection}`); a new leader re-monitors the same consumer.
+Anything else (a partition or another fault in between, a loss with no kill
+of its node, no end at all, a next delivery before that moment) cannot be
+bounded (not judged
 "unbounded"); a delivery a consumer held when the broker cancelled it (a
 consumer timeout: checkers.timeouts judges those) is not judged
 "consumer_timeout".

@@ -155,8 +155,9 @@ def _lost_moments(spark: SparkSession, lost: DataFrame, source: Path,
                   faults: Sequence[FaultWindow]) -> DataFrame:
     """Takes the deliveries lost with their consumer (with `nxt`), the history and the fault
     windows. Returns them with `moment` (the earliest the broker could have returned each,
-    ns), `path` and `unjudged` (checkers.retry: a clean close bounds it by the close's
-    invocation, a kill of the consumer's node by the kill's; else unbounded)."""
+    ns), `path` and `unjudged` (checkers.retry: a close with no fault but kills of other
+    nodes in between bounds it by the close's invocation, a kill of the consumer's node by
+    the kill's; else unbounded)."""
     ends = _ends(spark, source)
     first = (lost.join(ends, (F.col("e_process") == F.col("process"))
                        & (F.col("e_consumer") == F.col("consumer"))
@@ -167,12 +168,11 @@ def _lost_moments(spark: SparkSession, lost: DataFrame, source: Path,
     hit = (spans.join(fw, (F.col("lo") <= F.coalesce(F.col("end.time"), F.lit(2**62)))
                       & (F.col("hi") >= F.col("time")))
            .groupBy("index").agg(
-               F.sum(F.when(F.coalesce(F.array_contains("kill_of", F.col("node")), F.lit(False)),
-                            0).otherwise(1)).alias("other"),
+               F.sum(F.when(F.col("kill_of").isNull(), 1).otherwise(0)).alias("other"),
                F.min(F.when(F.array_contains("kill_of", F.col("node")), F.col("lo")))
                .alias("kill_lo")))
     got = lost.join(first, "index", "left").join(hit, "index", "left")
-    clean = F.col("other").isNull() & F.col("kill_lo").isNull()
+    clean = (F.coalesce(F.col("other"), F.lit(0)) == 0) & F.col("kill_lo").isNull()
     moment = (F.when(clean & (F.col("end.how") == END_CLOSE), F.col("end.time"))
               .when((F.coalesce(F.col("other"), F.lit(0)) == 0) & F.col("kill_lo").isNotNull()
                     & F.col("end.how").isin(END_CLOSE, END_LOST), F.col("kill_lo")))

@@ -62,8 +62,8 @@ def _lost_moment(ops: list[dict[str, Any]], d: dict[str, Any],
         nodes = (w.value or {}).get("nodes") or ([w.node] if w.node else [])
         if w.f == "kill" and d.get("node") in nodes:
             kills.append(lo)
-        else:
-            other = True
+        elif w.f != "kill":
+            other = True  # a kill of another node leaves the consumer's channel be
     if other:
         return None, "either" if kills else "failed", "unbounded"
     if kills:

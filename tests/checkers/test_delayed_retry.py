@@ -254,6 +254,8 @@ def test_a_consumer_closed_with_the_message_returns_it_from_the_close(
 
 KILL_N2 = FaultWindow(f="kill", start_ns=40 * 10**6, end_ns=900 * 10**6,
                       value={"fault": "kill", "nodes": ["n2"]}, invoke_ns=30 * 10**6)
+KILL_N1 = FaultWindow(f="kill", start_ns=40 * 10**6, end_ns=900 * 10**6,
+                      value={"fault": "kill", "nodes": ["n1"]}, invoke_ns=30 * 10**6)
 PARTITION = FaultWindow(f="start-partition", start_ns=40 * 10**6, end_ns=900 * 10**6,
                         value={"fault": "partition-one", "nodes": ["n2"]}, invoke_ns=30 * 10**6)
 
@@ -264,6 +266,7 @@ PARTITION = FaultWindow(f="start-partition", start_ns=40 * 10**6, end_ns=900 * 1
     ("failed", KILL_N2, "lost", 180, "return_path"),  # down or the disconnected timeout
     ("all", None, "lost", 180, "unbounded"),  # a loss no fault explains: any moment
     ("all", PARTITION, "close", 180, "unbounded"),  # a partition may have returned it
+    ("all", KILL_N1, "close", 100, "early"),  # a kill of another node leaves the close's bound
     ("all", None, "timeout", 180, "consumer_timeout")])
 def test_a_consumer_lost_with_the_message_is_judged_only_where_the_history_bounds_it(
         spark, tmp_path, kind, fault, how, waited, outcome):
