@@ -327,7 +327,8 @@ def _with_delayed_retry(results: dict[str, Any], spark: SparkSession, h: History
     done = drain_state(harness).complete
     bound, windows, main_end = clock
     spans = [(w.start_ns, w.end_ns) for w in windows]
-    jobs = ((RETRY_SECTION, retry_settings(harness), delayed_retry_check),
+    jobs = ((RETRY_SECTION, retry_settings(harness),
+             functools.partial(delayed_retry_check, faults=windows)),
             (TIMEOUT_SECTION, timeout_settings(harness), functools.partial(
                 consumer_timeout_check, bound=bound, windows=spans, main_end=main_end,
                 depth=depth_samples(harness))))

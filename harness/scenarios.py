@@ -261,10 +261,13 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "nack a tenth; the queue leader is killed, so a leader change falls inside some delays",
      "no loss; every rejected message is ready again no earlier than min(200 ms x its delivery "
      "count, 2 s) (less 50 ms), flagged redelivered, and dead-lettered past the limit "
-     "(results.json's delayed_retry); nacks are not judged", VALID, None,
+     "(results.json's delayed_retry); so is every nacked message (its count unchanged: type "
+     "all holds every return) and every one a consumer was lost with (from its close or its "
+     "node's kill)", VALID, None,
      {**RETRY, "nemesis": _faults("kill@leader", duration=15)}),
     ("quorum-delayed-retry-healthy", "as quorum-delayed-retry, without faults (its control)",
-     "valid, and the delayed_retry section judges every reject", VALID, None,
+     "valid, and the delayed_retry section judges every return (reject, nack, consumer lost "
+     "with it)", VALID, None,
      {**RETRY, "nemesis": NemesisOptions(faults=())}),
     ("quorum-delayed-retry-leader-partition",
      "as quorum-delayed-retry, but the queue leader's node is cut off from the other two (20 s "
@@ -274,7 +277,8 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "count, 2 s) (less 50 ms) after its reject, flagged redelivered, and dead-lettered past "
      "the limit (results.json's delayed_retry), across the leader change as before it: a "
      "quorum queue holds a delayed message keyed by its ready-at time in its replicated state, "
-     "and a reject applied late only lengthens the delay; nacks are not judged", VALID, None,
+     "and a reject or nack applied late only lengthens the delay; nacks are judged as rejects "
+     "are", VALID, None,
      {**RETRY, "nemesis": _faults("partition-leader", interval=15)}),
     ("quorum-delayed-retry-khepri-minority",
      "as quorum-delayed-retry on a Khepri minority (as khepri-minority): a node that does not "

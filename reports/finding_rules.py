@@ -52,8 +52,8 @@ RULES: dict[str, Rule] = {r.kind: r for r in (
          "ordering_violations"),
     Rule("priority", "a message handed out while a confirmed one of a higher priority was "
          "ready"),
-    Rule("delayed_retry", "a rejected message back before its delay, unflagged, past its "
-         "delivery limit, or gone"),
+    Rule("delayed_retry", "a returned message (rejected, nacked, or lost with its consumer) "
+         "back before its delay, unflagged, past its delivery limit, or gone"),
     Rule("consumer_timeout", "a timed-out consumer fed after its cancel (or its channel's "
          "close), what it held not back flagged nor dead-lettered, or a single active "
          "consumer's queue not handed over within the bound"),

@@ -83,14 +83,14 @@ def _points_by_outcome(ax: Any, points: list[tuple[float, float, str]]) -> list[
 
 def plot_retry(scan: HistoryScan, path: Path, title: str) -> Path:
     """Takes a scan, the PNG path and a title. Returns the path, after drawing each sampled
-    return's delay against the reject's time, with its least delay less the tolerance (a grey
+    return's delay against the return's moment, with its least delay less the tolerance (a grey
     dash: a point below its dash is early), coloured by the checker's outcome."""
     section, sample = _sample(scan, "delayed_retry", "delays")
     tol = section.get("tolerance_ms") if isinstance(section.get("tolerance_ms"), int | float) \
         else 0
     fig, ax = _new_axes(f"{title}: delayed retry, delay of each return against its least delay"
                         + _of(section, "delays", len(sample)))
-    ax.set_ylabel("reject to next delivery (ms)")
+    ax.set_ylabel("return to next delivery (ms)")
     rows = [d for d in sample if isinstance(d, dict) and isinstance(d.get("ms"), int | float)
             and isinstance(d.get("delay_ms"), int | float)]
     handles: list[Any] = []

@@ -230,12 +230,15 @@ RETRY_COLUMNS = (("index", "index"), ("time (ms)", "ms"), ("op", "f"), ("consume
 
 def retry_examples(s: Mapping[str, Any]) -> list[Any]:
     """Takes the delayed-retry section. Returns each example: the message, its violation, the
-    reject's count and the delay seen, then its timeline."""
+    return's kind (reject, nack, lost with its consumer), index, count and the delay seen from
+    its moment, then its timeline (older results name the index `reject_index`)."""
     out: list[Any] = []
     for ex in list(s.get("examples") or [])[:MAX_EXAMPLES]:
-        out.append(Para(f"{_plain(ex.get('id'))}: {_plain(ex.get('violation'))} — the reject at "
-                        f"index {_n(ex.get('reject_index'))}, count {_plain(ex.get('count'))}, "
-                        f"came back after {_ms(ex.get('delay_ms'))} ms:"))
+        index = ex.get("return_index", ex.get("reject_index"))
+        out.append(Para(f"{_plain(ex.get('id'))}: {_plain(ex.get('violation'))} — the "
+                        f"{_plain(ex.get('kind') or 'reject')} at index {_n(index)}, count "
+                        f"{_plain(ex.get('count'))}, came back after "
+                        f"{_ms(ex.get('delay_ms'))} ms:"))
         out.append(_events_table(ex.get("timeline") or [], RETRY_COLUMNS))
     return out
 

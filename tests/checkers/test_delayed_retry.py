@@ -1,10 +1,12 @@
 """The delayed-retry section (checkers.retry, checkers.spark_retry) over planted histories:
-clean returns, each violation (early, unflagged, past the limit, gone), and what is not
-judged (a nack, a return with the drain incomplete). The oracle (tests.checkers.oracle_retry)
+clean returns, each violation (early, unflagged, past the limit, gone) by each kind of return
+(reject, nack, a consumer lost with the message), and what is not judged (a return with the
+drain incomplete, a loss the history cannot bound, a node's loss the type may not delay). The oracle (tests.checkers.oracle_retry)
 must agree with Spark on each."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from checkers.retry import settings_of
 from checkers.spark_retry import delayed_retry_check
 from history import Op
+from history.faults import FaultWindow
 from tests.checkers import oracle_retry
 from tests.checkers.histories import Builder
 
@@ -31,11 +34,26 @@ def dlv(b: Builder, process: int, mid: str, redelivered: bool = True,
          consumer=f"c{process}", redelivered=redelivered, delivery_count=count, phase="main")
 
 
+def end(b: Builder, process: int, how: str) -> None:
+    """Ends consumer c<process>: "close" the harness's close (its invocation and outcome),
+    "lost" its connection lost (the broker's `info` close), "timeout" the broker's cancel."""
+    kw: dict[str, Any] = {"process": process, "value": None, "node": "n2", "queue": "q",
+                          "consumer": f"c{process}", "phase": "main"}
+    if how == "close":
+        b.op(type="invoke", f="close", extra={"by": "harness", "holding": []}, **kw)
+        b.op(type="ok", f="close", **kw)
+    elif how == "lost":
+        b.op(type="info", f="close", error="StreamLostError", extra={"by": "broker"}, **kw)
+    else:
+        b.op(type="ok", f="cancel", extra={"by": "broker", "holding": []}, **kw)
+
+
 def judge(spark: Any, path: Path, drain_complete: bool = True,
-          settings: dict[str, Any] | None = None) -> dict[str, Any]:
+          settings: dict[str, Any] | None = None,
+          faults: Sequence[FaultWindow] = ()) -> dict[str, Any]:
     s = settings or SETTINGS
-    got = delayed_retry_check(spark, path, s, drain_complete)
-    assert oracle_retry.agrees(got, oracle_retry.judge(path, s, drain_complete))
+    got = delayed_retry_check(spark, path, s, drain_complete, faults=faults)
+    assert oracle_retry.agrees(got, oracle_retry.judge(path, s, drain_complete, faults))
     return got
 
 
@@ -129,7 +147,8 @@ def test_the_count_is_the_rejects_so_far_where_the_broker_gave_none(spark, tmp_p
 def test_a_delivery_count_below_the_rejects_so_far_is_a_violation(spark, tmp_path):
     """Two rejects, then a delivery the broker counts once: it forgot a reject (count_low),
     though its delay would pass for the count it gave. A count above the rejects (a consumer
-    lost with the message counts too) and a nack between them (it counts nothing) are fine."""
+    lost with the message counts too) and a nack between them (it counts nothing, and is
+    held for the count it leaves) are fine."""
     p = tmp_path / "h.jsonl"
     with Builder(p) as b:
         dlv(b, 5, "1-0", redelivered=False)
@@ -143,31 +162,128 @@ def test_a_delivery_count_below_the_rejects_so_far_is_a_violation(spark, tmp_pat
         reject(b, 5, "1-1")
         b.at(1000)
         dlv(b, 6, "1-1", count=2)  # a consumer lost with it counted once more (400 ms waited)
-        reject(b, 6, "1-1", f="nack")
-        b.at(1100)
+        reject(b, 6, "1-1", f="nack")  # held min(200 x 2, 500) = 400 ms under "all"
+        b.at(1402)
         dlv(b, 6, "1-1", count=2)  # the nack counts nothing
     got = judge(spark, p)
     assert got["valid"] is False
     assert got["violations"] == {"early": 0, "unflagged": 0, "count_low": 1, "past_limit": 0,
                                  "gone": 0}
-    assert got["redelivered"] == 2 and got["not_judged"]["nack"] == 1
+    assert got["redelivered"] == 3
+    assert got["by_kind"]["nack"] == {"returns": 1, "judged": 1,
+                                      "outcomes": {"redelivered": 1}}
     [ex] = got["examples"]
     assert (ex["id"], ex["violation"], ex["count"]) == ("1-0", "count_low", 1)
     assert [(e["f"], e["delivery_count"]) for e in ex["timeline"]] == [
         ("consume", None), ("reject", None), ("consume", 1), ("reject", None), ("consume", 1)]
 
 
-def test_nacks_and_returns_the_drain_could_not_settle_are_not_judged(spark, tmp_path):
+def test_returns_the_drain_could_not_settle_and_held_deliveries_are_not_judged(spark,
+                                                                            tmp_path):
+    """A reject never followed by a delivery with the drain incomplete; a delivery its consumer
+    never settled while the consumer never ended (held, not known to be returned)."""
     p = tmp_path / "h.jsonl"
     with Builder(p) as b:
         dlv(b, 5, "1-0", redelivered=False)
-        reject(b, 5, "1-0", f="nack")
-        dlv(b, 5, "1-0")
         dlv(b, 5, "1-1", redelivered=False)
         reject(b, 5, "1-1")
     got = judge(spark, p, drain_complete=False)
     assert got["valid"] == "unknown" and got["judged"] == 0
-    assert got["not_judged"] == {"nack": 1, "drain_incomplete": 1}
+    assert got["not_judged"] == {"drain_incomplete": 1, "unbounded": 1, "consumer_timeout": 0,
+                                 "return_path": 0}
+    assert got["by_kind"]["lost"] == {"returns": 1, "judged": 0,
+                                      "outcomes": {"unbounded": 1}}
+
+
+@pytest.mark.parametrize("kind, waited, outcome", [
+    ("all", 202, "redelivered"), ("all", 120, "early"),
+    ("returned", 202, "redelivered"), ("returned", 120, "early"),
+    ("failed", 20, "redelivered")])
+def test_a_nack_is_held_for_its_unchanged_count_when_the_type_holds_nacks(
+        spark, tmp_path, kind, waited, outcome):
+    """A nack leaves the count as it was (0, then counted as 1): held min(200 x 1, 500) ms
+    under "all" and "returned"; "failed" holds no nack, so any delay passes."""
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0", f="nack")  # at 1 ms
+        b.at(1 + waited)
+        dlv(b, 6, "1-0")
+        b.ack(6, "1-0", consumer="c6")
+    got = judge(spark, p, settings={**SETTINGS, "type": kind})
+    assert got["by_kind"]["nack"] == {"returns": 1, "judged": 1, "outcomes": {outcome: 1}}
+    assert got["valid"] is (outcome == "redelivered")
+    if outcome == "early":
+        [ex] = got["examples"]
+        assert (ex["kind"], ex["delay_ms"], ex["count"]) == ("nack", float(waited), 0)
+
+
+def test_a_nack_whose_count_rose_went_back_another_way(spark, tmp_path):
+    """A nack, then a delivery counted once more (its consumer was lost before the nack was
+    applied): under "returned" not judged (a failed return is not held there)."""
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        reject(b, 5, "1-0", f="nack")
+        dlv(b, 6, "1-0", count=1)
+        b.ack(6, "1-0", consumer="c6")
+    got = judge(spark, p, settings={**SETTINGS, "type": "returned"})
+    assert got["valid"] == "unknown" and got["not_judged"]["return_path"] == 1
+
+
+@pytest.mark.parametrize("waited, outcome", [(205, "redelivered"), (100, "early")])
+def test_a_consumer_closed_with_the_message_returns_it_from_the_close(
+        spark, tmp_path, waited, outcome):
+    """The harness closes a consumer holding 1-0 (never settled): the return's moment is the
+    close's invocation (the channel lives until then); the count rises to 1: held 200 ms."""
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        b.at(50)
+        end(b, 5, "close")  # invoked at 50 ms
+        b.at(50 + waited)
+        dlv(b, 6, "1-0", count=1)
+        b.ack(6, "1-0", consumer="c6")
+    got = judge(spark, p)
+    assert got["by_kind"]["lost"] == {"returns": 1, "judged": 1, "outcomes": {outcome: 1}}
+    if outcome == "early":
+        [ex] = got["examples"]
+        assert (ex["kind"], ex["moment_ms"], ex["delay_ms"]) == ("lost", 50.0, float(waited))
+        assert [e["f"] for e in ex["timeline"]] == ["consume", "consume", "ack"]
+
+
+KILL_N2 = FaultWindow(f="kill", start_ns=40 * 10**6, end_ns=900 * 10**6,
+                      value={"fault": "kill", "nodes": ["n2"]}, invoke_ns=30 * 10**6)
+KILL_N1 = FaultWindow(f="kill", start_ns=40 * 10**6, end_ns=900 * 10**6,
+                      value={"fault": "kill", "nodes": ["n1"]}, invoke_ns=30 * 10**6)
+PARTITION = FaultWindow(f="start-partition", start_ns=40 * 10**6, end_ns=900 * 10**6,
+                        value={"fault": "partition-one", "nodes": ["n2"]}, invoke_ns=30 * 10**6)
+
+
+@pytest.mark.parametrize("kind, fault, how, waited, outcome", [
+    ("all", KILL_N2, "lost", 180, "redelivered"),  # 210 ms after the kill's invocation
+    ("all", KILL_N2, "lost", 100, "early"),  # 130 ms after it
+    ("failed", KILL_N2, "lost", 180, "return_path"),  # down or the disconnected timeout
+    ("all", None, "lost", 180, "unbounded"),  # a loss no fault explains: any moment
+    ("all", PARTITION, "close", 180, "unbounded"),  # a partition may have returned it
+    ("all", KILL_N1, "close", 100, "early"),  # a kill of another node leaves the close's bound
+    ("all", None, "timeout", 180, "consumer_timeout")])
+def test_a_consumer_lost_with_the_message_is_judged_only_where_the_history_bounds_it(
+        spark, tmp_path, kind, fault, how, waited, outcome):
+    """A consumer on n2 holds 1-0 and ends at 60 ms; the message comes back at 60 + waited ms
+    with a count of 1 (held 200 ms)."""
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        dlv(b, 5, "1-0", redelivered=False)
+        b.at(60)
+        end(b, 5, how)
+        b.at(60 + waited)
+        dlv(b, 6, "1-0", count=1)
+        b.ack(6, "1-0", consumer="c6")
+    got = judge(spark, p, settings={**SETTINGS, "type": kind},
+                faults=[fault] if fault else [])
+    assert got["by_kind"]["lost"]["outcomes"] == {outcome: 1}
+    assert got["valid"] is {"redelivered": True, "early": False}.get(outcome, "unknown")
 
 
 def test_a_type_that_delays_no_reject_judges_only_the_flag_and_the_limit(spark, tmp_path):

@@ -260,7 +260,7 @@ def test_a_promise_sections_finding_names_its_rule_and_follows_its_examples() ->
     from tests.reports.promise_store import results as promise_results
     results = promise_results()
     assert finding_kinds(results) == ["priority", "delayed_retry"]  # RULES' order
-    assert broken("delayed_retry", results, {}).startswith("a rejected message back before its")
+    assert broken("delayed_retry", results, {}).startswith("a returned message (rejected, nacked")
     assert count_of("priority", results) == 1 and count_of("delayed_retry", results) == 2
     found, notes = examples(results, finding_kinds(results))
     assert notes == []
