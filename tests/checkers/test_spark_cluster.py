@@ -5,8 +5,8 @@ with free ports, runs `python -m harness check RUN --spark-master
 spark://127.0.0.1:PORT` on a copy of the fixture run, meanwhile the same
 command (`harness.cli.main`) in local mode on another copy, in this process
 with the test session's Spark (tests/conftest.py: a driver JVM already warm,
-where a second `python -m harness check` would start and warm one of its own
-for a minute of CPU), and compares the two results.json field by field. The
+where a second `python -m harness check` started and warmed one of its own),
+and compares the two results.json field by field. The
 two checks differ in where Spark runs and in its tuning (the cluster's check
 has the defaults of checkers.spark_session; the test session has one shuffle
 partition and no code generation): neither may change a verdict. The history
