@@ -3,6 +3,9 @@
 #  1. Everything without a cluster (unit and Spark tests) in two processes (pytest-xdist, a
 #     module's tests kept together): a Spark check of a planted history waits on the JVM's
 #     scheduling more than it computes, so two at once use two cores where one left one idle.
+#     The modules go out in the order tests/conftest.py gives them, the long ones first
+#     (--no-loadscope-reorder: xdist's own order, most tests first, left the minutes-long
+#     modules of one or two tests to the end, run by one process while the other sat idle).
 #  2. The integration tests, one at a time: they start real clusters, and only one cluster may
 #     run on a machine at a time.
 # Extra pytest arguments (PYTEST_ARGS) go to both passes. A pass that selects no tests is a
@@ -12,7 +15,7 @@ set -uo pipefail
 PY=${PY:-.venv/bin/python}
 WORKERS=${TEST_WORKERS:-2}
 
-"$PY" -m pytest -q -n "$WORKERS" --dist loadfile --durations=25 -m "not integration" "$@"
+"$PY" -m pytest -q -n "$WORKERS" --dist loadfile --no-loadscope-reorder --durations=25 -m "not integration" "$@"
 unit=$?
 "$PY" -m pytest -q --durations=15 -m integration "$@"
 integration=$?

@@ -1,5 +1,6 @@
-"""Shared pytest configuration: puts the project root on sys.path and Spark on loopback, and
-gives every test that checks a history one Spark session for the whole run (`spark`)."""
+"""Shared pytest configuration: puts the project root on sys.path and Spark on loopback, gives
+every test that checks a history one Spark session for the whole run (`spark`), and runs the
+long modules first (`pytest_collection_modifyitems`)."""
 
 import os
 import sys
@@ -13,6 +14,33 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def module_rank(items: list[pytest.Item]) -> int:
+    """Takes one module's collected tests. Returns its place in the run: 0 when a test is marked
+    slow, else 1 when one is marked spark (a check costs seconds of the JVM), else 2."""
+    marks = {m.name for item in items for m in item.iter_markers()}
+    return 0 if "slow" in marks else 1 if "spark" in marks else 2
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker: runs the modules with slow tests first, then those with Spark
+    tests, then the rest, each group in collection order and each module's tests together in
+    their order. A run in one process (the integration pass, a test run by hand) keeps the
+    collection order.
+
+    `make test` hands whole modules to its processes in this order (scripts/test.sh: --dist
+    loadfile --no-loadscope-reorder). By default xdist hands out the modules with the most tests
+    first, which left the few-test, minutes-long modules (the standalone Spark cluster, the
+    property tests) to the end, one process running them while the other had nothing left.
+    Long first, the many short modules at the end keep both processes busy to the end."""
+    if not hasattr(config, "workerinput"):
+        return
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ordered = sorted(modules.values(), key=module_rank)  # stable: collection order within a rank
+    items[:] = [item for module in ordered for item in module]
 
 
 @pytest.fixture(scope="session")

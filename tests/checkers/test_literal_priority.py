@@ -398,6 +398,7 @@ def write_priority_history(path: Path, h: dict[str, Any]) -> Path:
     return path
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(priority_histories())
 def test_random_priority_histories_are_judged_as_the_oracle_judges_them(

@@ -159,6 +159,7 @@ def assert_spark_agrees(g: Generated, opts: dict[str, Any]) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(planted_histories(),
                  correct_histories(acks=False).map(with_acks_after_every_delivery)),
@@ -169,6 +170,7 @@ def test_spark_agrees_with_the_oracle_on_planted_histories(
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_histories(), check_options())
 def test_spark_agrees_with_the_oracle_on_random_histories(
@@ -182,6 +184,7 @@ def message_rows(df: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(planted_histories(), random_histories()))
 def test_acks_pair_alike_with_one_aggregate_and_with_the_window(spark: Any, g: Generated) -> None:

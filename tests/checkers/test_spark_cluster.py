@@ -2,10 +2,16 @@
 
 Starts a master and one worker from pyspark's own `spark-class` on 127.0.0.1
 with free ports, runs `python -m harness check RUN --spark-master
-spark://127.0.0.1:PORT` on a copy of the fixture run, then the same check in
-local mode on another copy, and compares the two results.json field by field.
-The history reaches the executors by its path: master, worker and driver share
-this machine's filesystem, as a real cluster must share the store (see README).
+spark://127.0.0.1:PORT` on a copy of the fixture run, meanwhile the same
+command (`harness.cli.main`) in local mode on another copy, in this process
+with the test session's Spark (tests/conftest.py: a driver JVM already warm,
+where a second `python -m harness check` started and warmed one of its own),
+and compares the two results.json field by field. The
+two checks differ in where Spark runs and in its tuning (the cluster's check
+has the defaults of checkers.spark_session; the test session has one shuffle
+partition and no code generation): neither may change a verdict. The history
+reaches the executors by its path: master, worker and driver share this
+machine's filesystem, as a real cluster must share the store (see README).
 Both JVMs are stopped by their pids.
 """
 
@@ -29,6 +35,7 @@ import pytest
 
 from clusters.remote import spawn_local
 from clusters.spark_master import SparkMasterUnreachable, check_spark_master
+from harness.cli import main
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -123,10 +130,25 @@ def standalone(tmp_path_factory) -> Iterator[Standalone]:
             _stop(pid)
 
 
-def _check(run: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _start_check(run: Path, *extra: str) -> subprocess.Popen[str]:
+    """Starts `python -m harness check RUN EXTRA...` in a process of its own (its own driver);
+    returns it (stdout and stderr piped)."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    return subprocess.run([sys.executable, "-m", "harness", "check", str(run), *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.Popen([sys.executable, "-m", "harness", "check", str(run), *extra],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _finish(p: subprocess.Popen[str]) -> tuple[int, str]:
+    """Waits for a check started by `_start_check` (10 minutes at most). Returns its exit code
+    and stderr."""
+    try:
+        _, err = p.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        raise
+    return p.returncode, err
 
 
 def _copy_run(dest: Path) -> Path:
@@ -135,16 +157,23 @@ def _copy_run(dest: Path) -> Path:
     return dest
 
 
-def test_a_standalone_cluster_gives_the_results_of_local_mode(standalone, tmp_path):
+def test_a_standalone_cluster_gives_the_results_of_local_mode(standalone, spark, tmp_path):
     check_spark_master(standalone.url)  # answers
     on_cluster, local = _copy_run(tmp_path / "cluster"), _copy_run(tmp_path / "local")
-    p = _check(on_cluster, "--spark-master", standalone.url)
-    assert p.returncode == 1, p.stderr[-3000:]  # the fixture holds real anomalies
+    assert spark.sparkContext.master.startswith("local")
+    p = _start_check(on_cluster, "--spark-master", standalone.url)
+    try:
+        local_code = main(["check", str(local)])  # local mode, in this process's session
+    except BaseException:
+        p.kill()
+        p.communicate()
+        raise
+    code, err = _finish(p)
+    assert code == 1, err[-3000:]  # the fixture holds real anomalies
+    assert local_code == 1
     with urllib.request.urlopen(f"{standalone.ui}/json/", timeout=5) as r:
         apps = json.load(r).get("completedapps", [])
     assert any(a.get("name") == "checkers" for a in apps), "the check did not run on the cluster"
-    q = _check(local)
-    assert q.returncode == 1, q.stderr[-3000:]
     a = json.loads((on_cluster / "results.json").read_text())
     b = json.loads((local / "results.json").read_text())
     # Every section both ways; issue 19 added informational ones (faults, fates, incidents, ...).
