@@ -13,7 +13,10 @@
 # its slowest tests at the end, so CI's output says where the suite's time goes.
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
-WORKERS=${TEST_WORKERS:-2}
+# Workers: TEST_WORKERS, else one a core, at least 2 and at most 4 (a worker's Spark JVM holds
+# about 1.7 GB).
+cores=$(nproc 2>/dev/null || echo 2)
+WORKERS=${TEST_WORKERS:-$(( cores < 2 ? 2 : (cores > 4 ? 4 : cores) ))}
 
 "$PY" -m pytest -q -n "$WORKERS" --dist loadfile --no-loadscope-reorder --durations=25 -m "not integration" "$@"
 unit=$?
