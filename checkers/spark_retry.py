@@ -119,12 +119,11 @@ def _outcome(settings: Mapping[str, Any], drain_complete: bool) -> Column:
             .otherwise(F.lit(REDELIVERED)))
 
 
-def _ends(spark: SparkSession, source: Path) -> DataFrame:
-    """Returns the ops that end a consumer, each (e_process, e_consumer, e: {index, time,
+def _ends(ops: DataFrame) -> DataFrame:
+    """Takes the history's client ops (SCHEMA). Returns the ops that end a consumer, each (e_process, e_consumer, e: {index, time,
     how}): the harness's close (an invocation f CLOSE by the harness: its closes and the
     planted crashes), a lost channel or connection (`info` f CLOSE by the broker) and a
     consumer timeout (`ok` f CANCEL by the broker, or the broker's close with 406)."""
-    ops = spark.read.schema(SCHEMA).json(str(source)).where(F.col("process").rlike(r"^\d+$"))
     how = (F.when((F.col("type") == "invoke") & (F.col("f") == CLOSE)
                   & (F.col("by") == "harness"), F.lit(END_CLOSE))
            .when((F.col("type") == "info") & (F.col("f") == CLOSE) & (F.col("by") == "broker")
@@ -151,30 +150,31 @@ def _faults(spark: SparkSession, faults: Sequence[FaultWindow]) -> DataFrame:
     return spark.createDataFrame(rows, FAULTS_SCHEMA)
 
 
-def _lost_moments(spark: SparkSession, lost: DataFrame, source: Path,
+def _lost_moments(spark: SparkSession, lost: DataFrame, ops: DataFrame,
                   faults: Sequence[FaultWindow]) -> DataFrame:
-    """Takes the deliveries lost with their consumer (with `nxt`), the history and the fault
-    windows. Returns them with `moment` (the earliest the broker could have returned each,
-    ns), `path` and `unjudged` (checkers.retry: a close with no fault but kills of other
+    """Takes the deliveries lost with their consumer (with `nxt`), the history's client ops
+    (SCHEMA) and the fault windows. Returns them with `moment` (the earliest the broker
+    could have returned each, ns), `path` and `unjudged` (checkers.retry: a close with no fault but kills of other
     nodes in between bounds it by the close's invocation, a kill of the consumer's node by
     the kill's; else unbounded)."""
-    ends = _ends(spark, source)
+    ends = _ends(ops)
     first = (lost.join(ends, (F.col("e_process") == F.col("process"))
                        & (F.col("e_consumer") == F.col("consumer"))
                        & (F.col("e.index") > F.col("index")), "left")
              .groupBy("index").agg(F.min("e").alias("end")))
     fw = _faults(spark, faults)
-    spans = lost.join(first, "index", "left").select("index", "node", "time", "end")
-    hit = (spans.join(fw, (F.col("lo") <= F.coalesce(F.col("end.time"), F.lit(2**62)))
+    with_end = lost.join(first, "index", "left")
+    hit = (with_end.select("index", "node", "time", "end").join(fw, (F.col("lo") <= F.coalesce(F.col("end.time"), F.lit(2**62)))
                       & (F.col("hi") >= F.col("time")))
            .groupBy("index").agg(
                F.sum(F.when(F.col("kill_of").isNull(), 1).otherwise(0)).alias("other"),
                F.min(F.when(F.array_contains("kill_of", F.col("node")), F.col("lo")))
                .alias("kill_lo")))
-    got = lost.join(first, "index", "left").join(hit, "index", "left")
-    clean = (F.coalesce(F.col("other"), F.lit(0)) == 0) & F.col("kill_lo").isNull()
-    moment = (F.when(clean & (F.col("end.how") == END_CLOSE), F.col("end.time"))
-              .when((F.coalesce(F.col("other"), F.lit(0)) == 0) & F.col("kill_lo").isNotNull()
+    got = with_end.join(hit, "index", "left")
+    no_other = F.coalesce(F.col("other"), F.lit(0)) == 0
+    moment = (F.when(no_other & F.col("kill_lo").isNull() & (F.col("end.how") == END_CLOSE),
+                     F.col("end.time"))
+              .when(no_other & F.col("kill_lo").isNotNull()
                     & F.col("end.how").isin(END_CLOSE, END_LOST), F.col("kill_lo")))
     unjudged = (F.when(F.col("end.how") == END_TIMEOUT, F.lit(NOT_JUDGED_TIMEOUT))
                 .when(F.col("moment").isNull(), F.lit(NOT_JUDGED_UNBOUNDED))
@@ -194,10 +194,9 @@ def delayed_retry_check(spark: SparkSession, source: Path, settings: Mapping[str
     """Takes a session, the JSONL history, the delayed-retry settings the harness observed,
     whether the drain completed, how many examples to give and the run's fault windows.
     Returns the section (checkers.retry.section) with the `delays` sample."""
-    rows = (spark.read.schema(SCHEMA).json(str(source))
-            .where((F.col("type") == "ok") & F.col("value").isNotNull()
-                   & F.col("process").rlike(r"^\d+$")
-                   & F.col("f").isin(*DELIVERY_FS, ACK, REJECT, NACK, DEAD_LETTER)))
+    ops = spark.read.schema(SCHEMA).json(str(source)).where(F.col("process").rlike(r"^\d+$"))
+    rows = ops.where((F.col("type") == "ok") & F.col("value").isNotNull()
+                     & F.col("f").isin(*DELIVERY_FS, ACK, REJECT, NACK, DEAD_LETTER))
     by_id = Window.partitionBy("value").orderBy("index")
     after = by_id.rowsBetween(1, Window.unboundedFollowing)
     so_far = by_id.rowsBetween(Window.unboundedPreceding, 0)
@@ -222,7 +221,7 @@ def delayed_retry_check(spark: SparkSession, source: Path, settings: Mapping[str
                            .otherwise(F.lit(RETURNED)))
                .withColumn("unjudged", F.lit(None).cast("string"))
                .withColumn("ended", F.lit(True)))
-    returns = settles.unionByName(_lost_moments(spark, lost, source, faults))
+    returns = settles.unionByName(_lost_moments(spark, lost, ops, faults))
     returns = returns.withColumn("count", F.coalesce(F.col("nxt.delivery_count"),
                                                      F.col("rejects")))
     judged = returns.select("*", _outcome(settings, drain_complete).alias("outcome")).cache()
@@ -241,7 +240,8 @@ def delayed_retry_check(spark: SparkSession, source: Path, settings: Mapping[str
             if len(timelines[r["value"]]) < TIMELINE_LIMIT:
                 timelines[r["value"]].append(_event(r))
     examples = [{"id": r["value"], "violation": r["outcome"], "kind": r["kind"],
-                 "return_index": r["index"], "moment_ms": None if r["moment"] is None else round(r["moment"] / 1e6, 3),
+                 "return_index": r["index"],
+                 "moment_ms": None if r["moment"] is None else round(r["moment"] / 1e6, 3),
                  "count": r["count"],
                  "delay_ms": None if r["nxt"] is None or r["moment"] is None else
                  round((r["nxt"]["time"] - r["moment"]) / 1e6, 3),
