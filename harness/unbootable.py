@@ -35,6 +35,12 @@ _PREFIX = re.compile(r"^\d{4}-\d\d-\d\d[ T][0-9:.+\-]+ \[\w+\] <[0-9.]+> ?")
 _ERROR = re.compile(r"^(error|exit|throw):")
 _LAST_WORDS = ("application_start_failure", "Kernel pid terminated",
                "init terminating in do_boot")
+# A boot that hangs rather than fails: a process crashed after the last boot began and the broker
+# never said its startup was complete (3.10.8 after a power cut: the message store's rebuild,
+# `{badmatch,#{}}` in rabbit_queue_index:scan_queue_segments, on every boot).
+_BOOT_BEGAN = " Starting RabbitMQ "
+_BOOT_DONE = "Server startup complete"
+_CRASH = "** Reason for termination =="
 # The log files read first: the broker's own output, where 3.10 writes the banner of a boot that
 # failed before its log handlers were switched on.
 FIRST = ("startup.out",)
@@ -62,13 +68,14 @@ def boot_failure(text: str) -> list[tuple[int, str]]:
     """Takes a log file's text. Returns the lines (1-based number, text without the log's
     prefix) that say why the broker's last boot failed: the last "BOOT FAILED" banner, the
     exception under it (error:..., exit:...) and the first frame after that; else the last
-    line naming an application start failure or a terminated kernel; else nothing."""
+    line naming an application start failure or a terminated kernel; else a process's crash in
+    a last boot that never completed (`crash_in_boot`); else nothing."""
     lines = text.splitlines()
     banner = next((i for i in range(len(lines) - 1, -1, -1) if "BOOT FAILED" in lines[i]), None)
     if banner is None:
         last = next((i for i in range(len(lines) - 1, -1, -1)
                      if any(w in lines[i] for w in _LAST_WORDS)), None)
-        return [] if last is None else [(last + 1, _clean(lines[last]))]
+        return crash_in_boot(lines) if last is None else [(last + 1, _clean(lines[last]))]
     found = [(banner + 1, _clean(lines[banner]))]
     for k in range(banner + 1, min(len(lines), banner + 12)):
         if _ERROR.match(_clean(lines[k])):
@@ -78,6 +85,23 @@ def boot_failure(text: str) -> list[tuple[int, str]]:
             if frame is not None:
                 found.append((frame + 1, _clean(lines[frame])))
             break
+    return found
+
+
+def crash_in_boot(lines: Sequence[str]) -> list[tuple[int, str]]:
+    """Takes a log file's lines. Returns, when the last boot began and never completed and a
+    process crashed in it, the first crash's reason and the frame that raised it with its file
+    line (1-based number, text without the log's prefix or the crash report's "** "); else
+    nothing."""
+    began = next((i for i in range(len(lines) - 1, -1, -1) if _BOOT_BEGAN in lines[i]), None)
+    if began is None or any(_BOOT_DONE in line for line in lines[began:]):
+        return []
+    crash = next((i for i in range(began, len(lines)) if _CRASH in lines[i]), None)
+    if crash is None or crash + 1 >= len(lines):
+        return []
+    found = [(crash + 1 + 1, _clean(lines[crash + 1]).removeprefix("** "))]
+    found += [(k + 1, _clean(lines[k])) for k in range(crash + 2, min(len(lines), crash + 4))
+              if _clean(lines[k]).startswith("[{")]
     return found
 
 
@@ -109,6 +133,10 @@ def observation(node: Node, evidence: Sequence[Mapping[str, str]], report: Recov
     if i is not None and i + 1 < len(ev) and "BOOT FAILED" not in ev[i + 1]["text"] \
             and _file(ev[i + 1]) == _file(ev[i]):
         where = ev[i + 1]["text"]
+    elif i is None and not any("BOOT FAILED" in e["text"] for e in ev):
+        # A crash in a boot that hung (`crash_in_boot`): its reason, then its frame and file line.
+        frames = [e["text"] for e in ev[1:3] if e["text"].startswith("[{") and _file(e) == _file(ev[0])]
+        where = " ".join(frames) or None
     tried = [{"action": a.get("action"), "outcome": a.get("outcome"),
               "seconds": a.get("seconds")} for a in report.actions if a.get("node") == node.name]
     return {"node": node.name, "erlang_node": node.erlang_name, "error": error, "where": where,

@@ -13,7 +13,7 @@ import pytest
 from clusters.base import Node
 from clusters.rabbitmq import NodeStatus
 from harness.recovery import RecoveryReport, recover
-from harness.unbootable import boot_failure, down_nodes, evidence_of, record_unbootable
+from harness.unbootable import boot_failure, down_nodes, evidence_of, observation, record_unbootable
 from history import HARNESS, UNRECOVERABLE, HistoryWriter, Op, read_history
 from tests.checkers import oracle
 from tests.fake_amqp import FakeBroker
@@ -54,6 +54,40 @@ def test_a_logs_prefix_is_left_out_and_a_terminated_kernel_is_the_last_word():
     assert boot_failure(out) == [(2, "Kernel pid terminated (application_controller) "
                                      "({shutdown})")]
     assert boot_failure("all is well\n") == []
+
+
+# 3.10.8's rabbit.log after a power cut of a classic queue's node (classic-power-loss-node, seed
+# 4001): the first boot completed; the one after the cut began, the message store's rebuild
+# crashed, and the boot hung until the harness killed it (no banner, no last words).
+_P = "2026-11-27 18:09:51.788493+00:00 [error] <0.412.0> "
+HUNG_BOOT = (
+    "2026-11-27 18:03:08.797542+00:00 [info] <0.223.0>  Starting RabbitMQ 3.10.8 on Erlang 25.2.3\n"
+    "2026-11-27 18:03:13.789388+00:00 [info] <0.893.0> Server startup complete; 0 plugins started.\n"
+    "2026-11-27 18:09:51.630981+00:00 [info] <0.223.0>  Starting RabbitMQ 3.10.8 on Erlang 25.2.3\n"
+    "2026-11-27 18:09:51.7+00:00 [warning] <0.516.0> Message store: rebuilding indices from scratch\n"
+    f"{_P}** Generic server <0.412.0> terminating\n"
+    f"{_P}** Reason for termination ==\n"
+    f"{_P}** {{{{badmatch,#{{}}}},\n"
+    f"{_P}    [{{rabbit_queue_index,scan_queue_segments,3,\n"
+    f"{_P}         [{{file,\"rabbit_queue_index.erl\"}},{{line,856}}]}},\n"
+    f"{_P}     {{rabbit_queue_index,queue_index_walker_reader,2,\n")
+
+
+def test_a_crash_in_a_boot_that_hung_is_its_evidence_with_the_frame_that_raised_it():
+    assert boot_failure(HUNG_BOOT) == [
+        (7, "{{badmatch,#{}},"), (8, "[{rabbit_queue_index,scan_queue_segments,3,"),
+        (9, '[{file,"rabbit_queue_index.erl"},{line,856}]},')]
+    ev = evidence_of("n1", {"rabbit.log": HUNG_BOOT, "startup.out": "Starting broker...Killed\n"})
+    v = observation(NODES[0], ev, RecoveryReport(healthy=False), None)
+    assert v["error"] == "{{badmatch,#{}},"
+    assert v["where"] == ('[{rabbit_queue_index,scan_queue_segments,3, '
+                          '[{file,"rabbit_queue_index.erl"},{line,856}]},')
+    assert [e["at"] for e in ev] == ["n1/rabbit.log:7", "n1/rabbit.log:8", "n1/rabbit.log:9"]
+    # The same crash in a boot that then completed is not why the node is down; nor is a
+    # crash with no boot begun in the file.
+    done = HUNG_BOOT + "2026-11-27 18:09:53.0+00:00 [info] <0.9.0> Server startup complete\n"
+    assert boot_failure(done) == []
+    assert boot_failure("\n".join(HUNG_BOOT.splitlines()[4:])) == []
 
 
 def test_the_evidence_names_the_file_and_line_the_runs_copy_will_hold():
