@@ -42,3 +42,15 @@ def verdict_word(results: Any) -> Word:
     if valid is True:
         return WEAK if is_weak(results) else VALID
     return UNKNOWN
+
+
+def lost_is_proven(queue_valid: Any, run_valid: Any = None) -> bool:
+    """Takes a queue section's verdict (results.json's queue "valid", a matrix row's
+    `queue_valid`) and the run's own verdict, read in its place when the queue's is None (rows
+    stored before the queue's verdict was kept). Returns whether a drain proved the lost count:
+    a true or false verdict; "unknown" (the drain did not prove the queue empty) or none is
+    not proof. The one rule for "(unproven)" beside a lost count: the matrix's table
+    (harness.matrix.Row.lost_proven), its page (reports.matrix_page.lost_text) and the store's
+    index (reports.index) all ask it."""
+    said = run_valid if queue_valid is None else queue_valid
+    return said is True or said is False

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.results import FALSE_ONLY
-from checkers.verdict import is_weak
+from checkers.verdict import is_weak, lost_is_proven
 from clusters.releases import DEFAULT_LINE
 
 # How a run compares with its scenario's prediction.
@@ -214,8 +214,7 @@ class Row:
     def lost_proven(self) -> int | None:
         """Returns its lost count when a drain proved it (the queue section true or false;
         rows stored before that section's verdict was kept: the run's), else None."""
-        said = self.valid if self.queue_valid is None else self.queue_valid
-        return self.lost if said in (True, False) else None
+        return self.lost if lost_is_proven(self.queue_valid, self.valid) else None
 
 
 def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkers.verdict import lost_is_proven
 from history.files import write_atomic
 from reports.html import Cell, badge_td, link_td, render_template, table, td
 from reports.matrix_page import MATRIX_DIR, MATRIX_HTML, MatrixSummary, find_matrices
@@ -131,7 +132,7 @@ def summarise_run(store_root: Path, run_dir: Path) -> RunSummary:
         verdict=verdict,
         sentence=sentence,
         lost=as_int(queue.get("lost_count")),
-        lost_proven=queue.get("drain_complete") is not False,
+        lost_proven=lost_is_proven(queue.get("valid")),
         duplicated=as_int(queue.get("duplicated_count")),
         unflagged=as_int(queue.get("unflagged_duplicated_count")),
         reordered=as_int(ordering.get("violation_count")),

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkers.verdict import lost_is_proven
 from history.files import write_atomic
 from reports.html import Cell, badge_td, link_td, render_template, table, td
 from reports.page import (
@@ -126,10 +127,10 @@ def strength_text(r: dict[str, Any]) -> str:
 
 def lost_text(r: dict[str, Any]) -> str:
     """Takes a row as matrix.json keeps it. Returns its lost count, "(unproven)" beside it when
-    its queue section had no verdict (`queue_valid` neither true nor false: no drain proved the
-    queue empty, harness.matrix.Row.lost_proven); rows stored before that field, as they say."""
-    lost, said = r.get("lost"), r.get("queue_valid", True)
-    if isinstance(lost, int) and lost and said not in (True, False):
+    no drain proved it (checkers.verdict.lost_is_proven: the queue's verdict, or for rows stored
+    before it was kept the run's, neither true nor false)."""
+    lost = r.get("lost")
+    if isinstance(lost, int) and lost and not lost_is_proven(r.get("queue_valid"), r.get("valid")):
         return f"{count(lost)} (unproven)"
     return _cell(lost)
 

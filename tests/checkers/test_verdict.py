@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from checkers.verdict import is_weak, verdict_word
+from checkers.verdict import is_weak, lost_is_proven, verdict_word
 
 WEAK = {"weak": True, "reason": "none of 6 partitions was noticed"}
 STRONG = {"weak": False, "reason": ""}
@@ -27,3 +27,12 @@ STRONG = {"weak": False, "reason": ""}
 def test_verdict_word_and_weakness(results: Any, word: str, weak: bool) -> None:
     assert verdict_word(results) == word
     assert is_weak(results) is weak
+
+
+def test_a_lost_count_is_proven_only_by_a_true_or_false_queue_verdict():
+    assert lost_is_proven(True) and lost_is_proven(False)
+    assert not lost_is_proven("unknown") and not lost_is_proven(None)
+    # A row stored before the queue's verdict was kept reads the run's in its place; a queue
+    # verdict, when there is one, wins over the run's.
+    assert lost_is_proven(None, False) and not lost_is_proven(None, "unknown")
+    assert not lost_is_proven("unknown", True)
