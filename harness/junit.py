@@ -3,7 +3,8 @@
 The shape is the common JUnit one (Ant's / Maven Surefire's, read by GitHub
 and GitLab test reporters and junitparser): <testsuites> holding one
 <testsuite> with tests/failures/errors/skipped counts and a time, each
-<testcase classname="SCENARIO" name="seed N" time="S">; a run of a variant (its
+<testcase classname="SCENARIO" name="seed N, RabbitMQ LINE" time="S"> (`case_name`: a
+nightly over several release lines runs each seed once per line); a run of a variant (its
 clients staying, a setting varied: the Row's `variant`) is its own class,
 "SCENARIO (VARIANT)" (`case_class`), as it is its own line of the table, so CI
 never reads two runs of one seed as one test. A run whose judgement
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from clusters.releases import DEFAULT_LINE
 from harness import matrix
 from harness.matrix import Row
 from history.files import write_atomic
@@ -140,6 +142,12 @@ def case_class(scenario: str, variant: str = "") -> str:
     return f"{scenario} ({variant})" if variant else scenario
 
 
+def case_name(seed: int | None, rabbitmq: str) -> str:
+    """Takes a run's seed and release line. Returns the testcase's name ("seed 4001, RabbitMQ
+    4.3")."""
+    return f"seed {seed}, RabbitMQ {rabbitmq}"
+
+
 def case_for_row(row: Row, retried: str | None = None) -> Case:
     """Takes a matrix row and, when it is a second try, why the first was retried. Returns its
     Case."""
@@ -153,18 +161,21 @@ def case_for_row(row: Row, retried: str | None = None) -> Case:
     props = version_properties(row)
     classname = case_class(row.scenario, row.variant)
     if kind == "passed":
-        return Case(classname, f"seed {row.seed}", kind, row.wall_s, output=say + "\n" + text,
+        return Case(classname, case_name(row.seed, row.rabbitmq), kind, row.wall_s,
+                    output=say + "\n" + text,
                     properties=props)
     kind_type = ("infrastructure" if row.judgement == matrix.ERROR
                  else WEAK_TYPE if kind == "skipped" else row.judgement)
-    return Case(classname, f"seed {row.seed}", kind, row.wall_s, message=say,
+    return Case(classname, case_name(row.seed, row.rabbitmq), kind, row.wall_s, message=say,
                 type=kind_type, detail=say + "\n" + text, output=text, properties=props)
 
 
-def skipped_case(scenario: str, seed: int | None, reason: str, variant: str = "") -> Case:
-    """Takes a scenario that was not run, the seed it would have had, why, and its variant (""
-    for none). Returns its Case."""
-    return Case(case_class(scenario, variant), f"seed {seed}", "skipped", message=reason)
+def skipped_case(scenario: str, seed: int | None, reason: str, variant: str = "",
+                 rabbitmq: str = DEFAULT_LINE) -> Case:
+    """Takes a scenario that was not run, the seed it would have had, why, its variant (""
+    for none) and its release line. Returns its Case."""
+    return Case(case_class(scenario, variant), case_name(seed, rabbitmq), "skipped",
+                message=reason)
 
 
 def junit_xml(cases: Sequence[Case], suite: str, timestamp: str,

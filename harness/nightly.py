@@ -61,6 +61,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clusters.releases import DEFAULT_LINE
 from harness import junit, matrix, vary
 from harness.matrix import Expectation, Row
 from harness.outcomes import Crashed, infrastructure_failure
@@ -93,6 +94,7 @@ class Skipped:
     reason: str
     estimate_s: float | None = None
     variant: str = ""
+    rabbitmq: str = DEFAULT_LINE
 
 
 def last_nightly_runs(store_root: Path) -> dict[str, str]:
@@ -294,7 +296,8 @@ class Nightly:
         for name, spec in runs:
             self.skipped.append(Skipped(name, spec.seed, reason(name, spec),
                                         round(self.estimate_s(name, spec), 1),
-                                        vary.row_variant(spec, self.series.varied)))
+                                        vary.row_variant(spec, self.series.varied),
+                                        spec.broker.rabbitmq))
 
     def _try(self, name: str, spec: TestSpec, run_one: RunOne,
              tries: int) -> tuple[int, Any, float]:
@@ -359,7 +362,7 @@ class Nightly:
         """Returns the JUnit cases: one per run, then one per skipped run."""
         out = [junit.case_for_row(row, self._retried.get(i))
                for i, row in enumerate(self.series.rows)]
-        out += [junit.skipped_case(s.scenario, s.seed, s.reason, s.variant)
+        out += [junit.skipped_case(s.scenario, s.seed, s.reason, s.variant, s.rabbitmq)
                 for s in self.skipped]
         out += [dataclasses.replace(junit.case_for_row(row), classname=f"explore.{row.scenario}")
                 for row in self.explore_rows()]

@@ -175,7 +175,7 @@ def test_findings_and_misses_are_failures_with_a_sentence_and_the_run_directory(
     (suite,) = list(xml)
     assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (2, 2, 0, 0)
     cases = {c.classname: c for c in suite}
-    assert cases["q"].name == "seed 11" and cases["q"].time == 130.0
+    assert cases["q"].name == "seed 11, RabbitMQ 3.10" and cases["q"].time == 130.0
     (finding,) = cases["q"].result
     assert isinstance(finding, Failure) and finding.type == "FINDING"
     assert finding.message == ("Expected a valid run but the run (seed 11) was invalid: "
@@ -486,9 +486,10 @@ def test_cli_nightly_runs_each_client_mode_of_stay_variants_as_a_testcase_of_its
                     ("partition", "workload.stay=both", matrix.FINDING)]
     (suite,) = list(JUnitXml.fromfile(str(out_dir / "junit.xml")))
     cases = {(c.classname, c.name): c for c in suite if not c.classname.startswith("explore.")}
-    assert set(cases) == {("partition", "seed 8"), ("partition (workload.stay=both)", "seed 8")}
-    assert cases[("partition", "seed 8")].result == []
-    (stuck,) = cases[("partition (workload.stay=both)", "seed 8")].result
+    assert set(cases) == {("partition", "seed 8, RabbitMQ 3.10"),
+                          ("partition (workload.stay=both)", "seed 8, RabbitMQ 3.10")}
+    assert cases[("partition", "seed 8, RabbitMQ 3.10")].result == []
+    (stuck,) = cases[("partition (workload.stay=both)", "seed 8, RabbitMQ 3.10")].result
     assert isinstance(stuck, Failure) and stuck.type == matrix.FINDING
     html = (out_dir / "index.html").read_text()
     assert "<td>partition (workload.stay=both)</td>" in html
@@ -511,3 +512,15 @@ def test_a_skipped_variant_run_keeps_its_variant_in_junit_and_on_the_page(tmp_pa
     assert "<td>a (workload.stay=both)</td>" in runs
     doc = json.loads((n.out_dir / "matrix.json").read_text())
     assert doc["skipped"][0]["variant"] == "workload.stay=both"
+
+
+def test_a_seed_run_on_two_release_lines_is_two_testcases():
+    from harness.junit import case_for_row, skipped_case
+
+    rows = [matrix.make_row("partition", matrix.Expectation(), 0, 10.0, "r", OK, seed=5,
+                            rabbitmq=line) for line in ("3.10", "4.3")]
+    names = {(c.classname, c.name) for c in map(case_for_row, rows)}
+    assert names == {("partition", "seed 5, RabbitMQ 3.10"),
+                     ("partition", "seed 5, RabbitMQ 4.3")}
+    assert skipped_case("partition", 5, "budget", rabbitmq="4.3").name == "seed 5, RabbitMQ 4.3"
+
