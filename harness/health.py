@@ -153,7 +153,7 @@ def memory_judgement(samples: Iterable[Sample], start: float | None,
     growth = slope * (points[-1][0]) / 3600.0
     median = statistics.median(m for _t, m in points)
     grew = growth > max(GROWTH_FLOOR_MB, GROWTH_SHARE * median)
-    out.update(memory="grew" if grew else "flat", **_figures(points),
+    out.update(memory="grew" if grew else "flat", **_figures(points, slope),
                growth_mb=round(growth, 1), most_workers=max(s.workers for s in inside),
                by_process={"controller": _figures([(s.at_unix - inside[0].at_unix,
                                                     s.controller_rss / MIB) for s in inside]),
@@ -162,12 +162,14 @@ def memory_judgement(samples: Iterable[Sample], start: float | None,
     return out
 
 
-def _figures(points: Sequence[tuple[float, float]]) -> dict[str, float]:
-    """Takes (seconds, MiB) points, at least two at different times. Returns the memory at the
-    first and the last and the most (MiB), and the least-squares slope (MiB/h), rounded."""
+def _figures(points: Sequence[tuple[float, float]],
+             slope: float | None = None) -> dict[str, float]:
+    """Takes (seconds, MiB) points, at least two at different times, and their slope when it is
+    known already. Returns the memory at the first and the last and the most (MiB), and the
+    least-squares slope (MiB/h), rounded."""
     return {"first_mb": round(points[0][1], 1), "last_mb": round(points[-1][1], 1),
             "max_mb": round(max(m for _t, m in points), 1),
-            "slope_mb_per_h": round(slope_per_hour(points), 1)}
+            "slope_mb_per_h": round(slope_per_hour(points) if slope is None else slope, 1)}
 
 
 def history_lines(path: Path) -> int | None:
