@@ -366,6 +366,12 @@ OPTIONS: tuple[Option, ...] = (
            help="4.3 quorum queues: x-consumer-disconnected-timeout, how long a consumer whose "
                 "node became unreachable keeps its messages before they are returned (the "
                 "broker's default 60000; 0: at once, as before 4.3)"),
+    Option("--max-priority", "queue.max_priority", group=_Q, parse=int, metavar="N",
+           help="declare the queue with x-max-priority N (1-255), whatever its kind, recorded "
+                "in test.json: a classic queue then orders by message priority up to N (not "
+                "judged: --priorities stays quorum-only); RabbitMQ documents it for classic "
+                "queues, and a quorum queue is sent it as given so that the broker's answer is "
+                "what is recorded (a refusal ends the run with exit 2 and the broker's reply)"),
     # -- workload --------------------------------------------------------------------------------
     Option("--publishers", "workload.publishers", group=_W, parse=int,
            help="publisher processes (default {default})"),

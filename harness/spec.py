@@ -210,9 +210,10 @@ class TestSpec:
         if self.workload.client.prefetch < kind.min_prefetch:
             raise SpecError(f"{kind.name} consumers need a prefetch >= {kind.min_prefetch}")
         if priority_levels(self.workload.priorities) and not kind.takes_priorities:
-            raise SpecError(f"--priorities applies to quorum queues, not {kind.name} (a classic "
-                            f"queue orders by priority only when declared with x-max-priority, "
-                            f"which the harness does not do)")
+            raise SpecError(f"--priorities applies to quorum queues, not {kind.name} (the "
+                            f"priority check models a quorum queue's strict levels; "
+                            f"--max-priority only declares x-max-priority, the check does not "
+                            f"judge a classic queue's priorities)")
         clash = [k for k, v in kind.check_rules().items() if getattr(self.check, k) != v]
         if clash:
             raise SpecError(f"a {kind.name} test needs {', '.join(clash)} = "

@@ -80,6 +80,10 @@ class FakeBroker:
         # (queue, reply code, reply text): a queue.declare of that queue is answered with
         # channel.close, as RabbitMQ refuses an argument it does not take.
         self.refuse_declare: tuple[str, int, str] | None = None
+        # (argument, reply code, reply text): a queue.declare of any queue whose arguments carry
+        # that key is answered with channel.close, as RabbitMQ refuses an argument a queue type
+        # does not take (check_declare_arguments).
+        self.refuse_argument: tuple[str, int, str] | None = None
         self._ready: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         self._unacked: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
@@ -294,8 +298,11 @@ class _Connection:
         self.broker._send(self.conn, 0, pika.spec.Connection.OpenOk())
 
     def _queue_declare(self, ch: int, method: Any) -> None:
-        refuse = self.broker.refuse_declare
-        if refuse is not None and refuse[0] == method.queue:
+        refuse, by_arg = self.broker.refuse_declare, self.broker.refuse_argument
+        if refuse is None or refuse[0] != method.queue:
+            given = method.arguments or {}
+            refuse = by_arg if by_arg is not None and by_arg[0] in given else None
+        if refuse is not None:
             self.broker._send(self.conn, ch, pika.spec.Channel.Close(
                 reply_code=refuse[1], reply_text=refuse[2], class_id=50, method_id=10))
             return

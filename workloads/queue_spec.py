@@ -75,6 +75,11 @@ class QueueSpec:
     # messages before they are returned (x-consumer-disconnected-timeout, ms; the broker's
     # default 60 s). 0 returns them at once, as every line before 4.3 did.
     consumer_disconnected_timeout_ms: int | None = None
+    # x-max-priority (1-255), sent to the queue as given whatever its kind: a classic queue
+    # orders by message priority up to it; a quorum queue's broker answers what it does with it
+    # (RabbitMQ's documentation describes it for classic queues only). The priority check does
+    # not use it (harness.spec refuses --priorities on a classic queue).
+    max_priority: int | None = None
 
     def validate(self, node_count: int) -> None:
         """Takes the cluster size. Raises QueueConfigError for an impossible setting."""
@@ -105,6 +110,7 @@ class QueueSpec:
             if self.max_length is None:
                 raise QueueConfigError("an overflow behaviour needs a max length")
         self._check_delayed_retry(kind.takes_delayed_retry, kind.name)
+        self._check_max_priority()
         ms = self.consumer_disconnected_timeout_ms
         if ms is not None and not kind.takes_delayed_retry:
             raise QueueConfigError(
@@ -137,6 +143,15 @@ class QueueSpec:
         if lo is not None and hi is not None and lo > hi:
             raise QueueConfigError(
                 f"--delayed-retry-min ({lo} ms) must not exceed --delayed-retry-max ({hi} ms)")
+
+    def _check_max_priority(self) -> None:
+        """Raises QueueConfigError naming --max-priority when it is set to anything but an
+        integer 1..255 (the range AMQP's priority octet and RabbitMQ's x-max-priority take)."""
+        value = self.max_priority
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 255:
+            raise QueueConfigError(f"--max-priority must be an integer 1..255, got {value!r}")
 
     def delayed_retry_set(self) -> bool:
         """Returns whether the spec sets any delayed-retry argument."""
@@ -229,9 +244,9 @@ def dead_letter_queue_spec(spec: QueueSpec) -> QueueSpec:
     """Takes the queue's spec. Returns the spec of the harness's dead-letter queue for it: the
     same kind (a quorum queue's dead letters live in a quorum queue, replicated as it is; a
     mirrored queue's in a queue mirrored alike), durable, without limits, single active consumer
-    or dead-letter exchange of its own."""
+    or dead-letter exchange of its own, nor a max priority."""
     return dataclasses.replace(
         spec, name=dead_letter_names(spec.name)[1], durable=True, delivery_limit=None,
         max_length=None, overflow=None, single_active_consumer=False,
         dead_letter_exchange=None, delayed_retry_type=None, delayed_retry_min_ms=None,
-        delayed_retry_max_ms=None, consumer_disconnected_timeout_ms=None)
+        delayed_retry_max_ms=None, consumer_disconnected_timeout_ms=None, max_priority=None)

@@ -30,7 +30,7 @@ QUEUE = ["--queue", "--queue-type", "--transient-queue", "--quorum-initial-group
          "--ha-promote-on-shutdown", "--ha-promote-on-failure", "--queue-master-locator",
          "--single-active-consumer", "--max-length", "--overflow", "--dead-letter-exchange",
          "--delayed-retry-type", "--delayed-retry-min", "--delayed-retry-max",
-         "--consumer-disconnected-timeout"]
+         "--consumer-disconnected-timeout", "--max-priority"]
 WORKLOAD = ["--publishers", "--consumers", "--rate", "--consume-rate",
             "--pause-consumers-in-faults", "--backlog", "--priorities", "--publish-timeout",
             "--stay", "--confirm-deadline", "--window", "--prefetch", "--transient-messages", "--no-confirms", "--no-mandatory",

@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+import harness.options
 import harness.runner
 from harness.cli import main
 from harness.spec import SpecError, TestSpec
@@ -141,30 +142,61 @@ def test_the_returns_scenario_runs_on_4_3_only(capsys, nothing_starts):
     assert "--consumer-disconnected-timeout" in capsys.readouterr().err
 
 
-def test_a_declare_the_broker_refuses_ends_the_run_with_exit_2_torn_down(tmp_path, monkeypatch):
-    """The workload's setup raising the broker's refusal (workloads.clients.DeclareRefused, as a
-    quorum queue declared with an argument the line does not take is refused): the run stops
-    before its main phase, exits 2 with the refusal as its error, and is torn down."""
+@pytest.mark.parametrize("given, argument, reply", [
+    (["--delayed-retry-type", "all"], "'x-delayed-retry-type': 'all'",
+     "PRECONDITION_FAILED - invalid arg 'x-delayed-retry-type' for queue 'jepsen.queue' in "
+     "vhost '/' of queue type rabbit_quorum_queue"),
+    (["--max-priority", "10"], "'x-max-priority': 10",
+     "PRECONDITION_FAILED - invalid arg 'x-max-priority' for queue 'jepsen.queue' in vhost '/' "
+     "of queue type rabbit_quorum_queue"),
+])
+def test_a_declare_the_broker_refuses_ends_the_run_with_exit_2_torn_down(
+        given, argument, reply, tmp_path, monkeypatch, capsys):
+    """A quorum queue declared with an argument the broker refuses (an AMQP server on loopback,
+    tests.fake_amqp, closing the channel with RabbitMQ's precondition_failed reply as its
+    check_declare_arguments does): the workload's setup raises DeclareRefused, the run stops
+    before its main phase, exits 2 with the queue, the arguments sent and the broker's reply
+    word for word as its error (on stderr and in test.json, beside the queue's settings), and
+    is torn down."""
     import contextlib
     import json
 
-    from workloads.clients import DeclareRefused
+    from clusters.base import Node
+    from tests.fake_amqp import FakeBroker
+    from tests.fakes import ListRecorder
+    from workloads.queue_workload import QueueWorkload
 
-    said = ("RabbitMQ 4.3.6 refused to declare queue jepsen.queue with arguments "
-            "{'x-queue-type': 'quorum', 'x-delayed-retry-type': 'all'}: 406 PRECONDITION_FAILED "
-            "- invalid arg 'x-delayed-retry-type'")
+    broker = FakeBroker(version="4.3.6")
+    broker.refuse_argument = (argument.split("'")[1], 406, reply)
     phases: list[str] = []
 
     def setup(self: harness.runner.Run) -> None:
+        opts = WorkloadOptions(client=ClientOptions(port=broker.port, heartbeat_s=0))
+        workload = QueueWorkload(self.spec.queue, opts,
+                                 [Node("n1", "127.0.0.1", None)],  # type: ignore[arg-type]
+                                 ListRecorder())
         with self.phase("setup"):
-            raise DeclareRefused(said)
+            workload.setup(None)  # type: ignore[arg-type]  # a quorum queue sets no policy
 
     monkeypatch.setattr(harness.runner.Run, "setup", setup)
     for name in ("main", "heal", "recover", "drain", "teardown"):
         monkeypatch.setattr(harness.runner.Run, name,
                             lambda self, name=name: phases.append(name))
     monkeypatch.setattr(harness.runner, "run_lock", contextlib.nullcontext)
-    code, outcome = harness.runner.run_test(spec("4.3"), tmp_path)
-    assert code == 2 and outcome.error == f"DeclareRefused: {said}"
-    assert phases == ["teardown"] and outcome.results is None  # nothing checked, all torn down
-    assert json.loads((outcome.run_dir / "test.json").read_text())["error"] == outcome.error
+    try:
+        code = main(["run", "--rabbitmq", "4.3", "--nemesis", "none", "--no-progress",
+                     "--store", str(tmp_path), *given])
+    finally:
+        broker.close()
+    said = (f"DeclareRefused: RabbitMQ 4.3.6 refused to declare queue jepsen.queue with "
+            f"arguments {{'x-queue-type': 'quorum', {argument}, 'x-dead-letter-exchange': "
+            f"'jepsen.queue.harness-dlx'}}: 406 {reply}")  # 4.3's default delivery limit: a DLX
+    assert code == 2 and f"error: {said}\n" in capsys.readouterr().err
+    assert phases == ["teardown"]  # nothing checked, all torn down
+    (test_json,) = tmp_path.glob("*/*/test.json")
+    recorded = json.loads(test_json.read_text())
+    assert recorded["error"] == said and not (test_json.parent / "results.json").exists()
+    flag, value = given
+    option = next(o for o in harness.options.OPTIONS if o.flag == flag)
+    assert recorded["spec"]["queue"][option.field.split(".")[1]] == (
+        int(value) if value.isdigit() else value)

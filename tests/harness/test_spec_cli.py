@@ -47,6 +47,12 @@ from workloads.queue_spec import queue_arguments
      "--delivery-limit applies to quorum queues, not classic"),
     (["run", "--queue-type", "mirrored", "--delivery-limit", "5"],
      "--delivery-limit applies to quorum queues, not mirrored"),
+    (["run", "--max-priority", "0"], "--max-priority must be an integer 1..255, got 0"),
+    (["run", "--max-priority", "256"], "--max-priority must be an integer 1..255, got 256"),
+    (["run", "--max-priority", "-3"], "--max-priority must be an integer 1..255, got -3"),
+    (["run", "--max-priority", "ten"], "argument --max-priority: invalid int value: 'ten'"),
+    (["run", "--rabbitmq", "4.0", "--queue-type", "classic", "--max-priority", "10",
+      "--priorities", "1,9"], "--max-priority only declares x-max-priority"),
     (["run", "--queue-type", "stream", "--dead-letter-exchange", "x"],
      "streams do not dead-letter (--dead-letter-exchange)"),
     (["run", "--nemesis", "kill@n7"], "n7"),
@@ -285,6 +291,49 @@ def test_a_delivery_limit_is_declared_and_recorded_and_the_default_is_known_by_r
     assert queue_arguments(spec.queue)["x-delivery-limit"] == 7
     default = TestSpec()
     assert default.to_dict()["queue"]["delivery_limit"] is None
+
+
+@pytest.mark.parametrize("kind, line", [("quorum", "4.3"), ("quorum", "3.10"),
+                                        ("classic", "4.0"), ("mirrored", "3.10"),
+                                        ("stream", "4.3")])
+def test_a_max_priority_is_declared_as_given_to_any_kind_and_recorded(kind, line):
+    """--max-priority is sent as x-max-priority whatever the queue's kind and line (a quorum
+    queue's broker answers it; the harness does not refuse it for the broker), and test.json
+    records it with the other queue settings; the harness's dead-letter queue is declared
+    without it."""
+    from workloads.kinds import kind_of
+    from workloads.queue_spec import dead_letter_queue_spec
+
+    spec = spec_from_args(build_parser().parse_args(
+        ["run", "--rabbitmq", line, "--queue-type", kind, "--max-priority", "10"]))
+    assert spec.refusal() is None
+    assert queue_arguments(spec.queue)["x-max-priority"] == 10
+    recorded = json.loads(json.dumps(spec.to_dict()))
+    assert recorded["queue"]["max_priority"] == 10 and spec_from_dict(recorded) == spec
+    assert "x-max-priority 10" in kind_of(spec.queue).describe(recorded["queue"])
+    assert "x-max-priority" not in queue_arguments(dead_letter_queue_spec(spec.queue))
+    assert "x-max-priority" not in queue_arguments(TestSpec().queue)
+    assert TestSpec().to_dict()["queue"]["max_priority"] is None
+
+
+@pytest.mark.parametrize("value, said", [
+    ("255", None), ("1", None),
+    ("256", "--max-priority must be an integer 1..255, got 256"),
+    ('"10"', 'queue.max_priority: must be a whole number or "none", got "10"'),
+    ("true", "queue.max_priority: must be a whole number or"),
+])
+def test_a_scenario_files_max_priority_is_refused_unless_1_to_255(value, said, tmp_path, capsys,
+                                                                  monkeypatch):
+    import harness.runner
+    monkeypatch.setattr(harness.runner, "run_test", lambda *a, **k: pytest.fail("run started"))
+    path = tmp_path / "s.toml"
+    path.write_text(f"[queue]\nmax_priority = {value}\n")
+    if said is None:
+        spec = spec_from_args(build_parser().parse_args(["run", "--scenario-file", str(path)]))
+        assert spec.queue.max_priority == int(value)
+        return
+    assert main(["run", "--scenario-file", str(path)]) == 2
+    assert said in capsys.readouterr().err
 
 
 def test_the_summary_says_how_many_messages_were_dropped_by_design_and_why():

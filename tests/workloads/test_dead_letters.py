@@ -215,6 +215,46 @@ def test_a_declare_the_broker_refuses_is_its_refusal_naming_queue_arguments_and_
         broker.close()
 
 
+# RabbitMQ's reply to a quorum queue declared with x-max-priority, as its
+# check_declare_arguments words it (rabbit_amqqueue.erl: "invalid arg '~ts' for ~ts of queue
+# type ~ts"; x-max-priority is not among rabbit_quorum_queue:capabilities()'s queue_arguments).
+MAX_PRIORITY_REPLY = ("PRECONDITION_FAILED - invalid arg 'x-max-priority' for queue 'q' in "
+                      "vhost '/' of queue type rabbit_quorum_queue")
+
+
+def test_a_max_priority_the_broker_refuses_is_its_refusal_with_the_reply_verbatim():
+    """--max-priority is sent to a quorum queue as given: the broker's refusal of the argument
+    is the DeclareRefused, carrying the arguments sent (x-max-priority among them) and the
+    broker's reply word for word; the harness's dead-letter queue, declared without it before
+    the queue, is not refused."""
+    broker = FakeBroker(version="4.3.6")
+    broker.refuse_argument = ("x-max-priority", 406, MAX_PRIORITY_REPLY)
+    try:
+        h = ListRecorder()
+        spec = QueueSpec(name="q", max_priority=10, max_length=500)
+        with pytest.raises(DeclareRefused) as e:
+            workload(broker, spec, h).setup(Admin(broker))
+        assert str(e.value) == (
+            "RabbitMQ 4.3.6 refused to declare queue q with arguments {'x-queue-type': "
+            "'quorum', 'x-max-length': 500, 'x-max-priority': 10, 'x-dead-letter-exchange': "
+            f"'q.harness-dlx'}}: 406 {MAX_PRIORITY_REPLY}")
+        assert "x-max-priority" not in broker.declared[DLQ] and "q" not in broker.declared
+        assert h.ops == []
+    finally:
+        broker.close()
+
+
+def test_a_max_priority_the_broker_takes_is_declared_as_given():
+    broker = FakeBroker(version="4.3.6")
+    try:
+        h = ListRecorder()
+        workload(broker, QueueSpec(name="q", type="classic", max_priority=255), h).setup(
+            Admin(broker))
+        assert broker.declared["q"] == {"x-queue-type": "classic", "x-max-priority": 255}
+    finally:
+        broker.close()
+
+
 def test_a_connection_lost_at_declare_is_no_refusal():
     broker = FakeBroker(version="4.3.6", silent_on=pika.spec.Queue.Declare)
     try:

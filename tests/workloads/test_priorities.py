@@ -141,6 +141,10 @@ def test_a_line_without_priorities_or_a_kind_without_them_is_refused_before_a_cl
     assert spec("3.10", "0,9").refusal() is not None  # a matrix lists it as not applicable
     with pytest.raises(SpecError, match="--priorities applies to quorum queues, not classic"):
         spec("4.0", "0,9", "classic").validate()
+    top = dataclasses.replace(spec("4.0", "0,9", "classic"),
+                              queue=QueueSpec(type="classic", max_priority=10))
+    with pytest.raises(SpecError, match="--max-priority only declares x-max-priority"):
+        top.validate()  # declaring the argument does not make the check model the queue
     with pytest.raises(SpecError, match="'300' is not a priority"):
         spec("4.0", "0,300").validate()
     spec("3.10", "none").validate()  # no priority at all: nothing to refuse

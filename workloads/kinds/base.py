@@ -75,6 +75,9 @@ class QueueSettings(Protocol):
     @property
     def consumer_disconnected_timeout_ms(self) -> int | None: ...
 
+    @property
+    def max_priority(self) -> int | None: ...
+
 
 class QueueKind:
     """A kind of queue. Subclasses set `name` and `summary` and override what differs."""
@@ -94,8 +97,9 @@ class QueueKind:
     # It takes delayed retry (x-delayed-retry-type, -min, -max; RabbitMQ 4.3 quorum queues).
     takes_delayed_retry = False
     # Its messages' priority property orders their delivery without an x-argument of the
-    # harness's (a quorum queue's priorities are always on; a classic queue's need
-    # x-max-priority, which the harness does not declare).
+    # harness's, as the priority check models (a quorum queue's priorities are always on; a
+    # classic queue's need x-max-priority, which --max-priority only declares: the check does
+    # not model a classic queue's priorities).
     takes_priorities = False
     # The QueueSpec fields only this kind reads (a mirrored queue's policy settings); other
     # kinds ignore them (workloads.queue_spec.settings_that_matter).
@@ -120,6 +124,8 @@ class QueueKind:
             args["x-max-length"] = spec.max_length
         if spec.overflow is not None:
             args["x-overflow"] = spec.overflow
+        if spec.max_priority is not None:
+            args["x-max-priority"] = spec.max_priority
         return args
 
     def policy(self, spec: QueueSettings, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
@@ -130,11 +136,13 @@ class QueueKind:
     def describe(self, queue: Mapping[str, Any]) -> list[str]:
         """Takes a stored spec's queue section (test.json's; keys may be missing). Returns the
         phrases a report shows for the settings of a queue of this kind (here: the delivery
-        limit and the max length with its overflow, when set)."""
+        limit, the max length with its overflow and the max priority, when set)."""
         limit, length = queue.get("delivery_limit"), queue.get("max_length")
+        top = queue.get("max_priority")
         return (([f"delivery limit {limit}"] if limit is not None else [])
                 + ([f"max length {length} ({queue.get('overflow') or 'drop-head'})"]
-                   if length is not None else []))
+                   if length is not None else [])
+                + ([f"x-max-priority {top}"] if top is not None else []))
 
     def consumer_offset(self) -> str | None:
         """Returns where a consumer starts reading (x-stream-offset), None for a queue."""

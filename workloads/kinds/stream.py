@@ -43,10 +43,13 @@ class Stream(QueueKind):
                                    "by bytes or age)")
 
     def arguments(self, spec: QueueSettings) -> dict[str, Any]:
-        """A stream's replica count is its initial cluster size."""
+        """A stream's replica count is its initial cluster size; a max priority is sent as
+        given, for the broker to answer."""
         args: dict[str, Any] = {"x-queue-type": "stream"}
         if spec.quorum_initial_group_size is not None:
             args["x-initial-cluster-size"] = spec.quorum_initial_group_size
+        if spec.max_priority is not None:
+            args["x-max-priority"] = spec.max_priority
         return args
 
     def describe(self, queue: Mapping[str, Any]) -> list[str]:
