@@ -47,6 +47,13 @@ class BackendOptions:
       makes unsynced data durable (clusters.lazyfs.model: dirty_expire_centisecs, written back
       at the flusher's 5 s pass, durable at the next journal commit); 30, Linux's default, or
       None: never (the worst case: an unsynced byte is lost however old it is).
+    settle_layers: on that layer, make everything the nodes wrote durable once the cluster is
+      set up, just before the main phase (LazyFS.sync, as sync(2) would; the runner's
+      `settle_layers`), as if the cluster had run long enough for the kernel's writeback: a
+      power loss then tests what the broker wrote since, not the files it wrote at setup without
+      fsync. False (`--young-cluster`): the faults find the setup's writes inside the writeback
+      window on purpose. A test.json written before this field (2026-11-28) reads False for a
+      run on the layer: those runs were not settled (harness.spec.spec_from_dict).
     """
 
     kind: str = "local"
@@ -58,6 +65,7 @@ class BackendOptions:
     docker_subnet: str = DEFAULT_DOCKER_SUBNET
     unsynced_fs: bool = False
     writeback_expire_s: float | None = 30.0
+    settle_layers: bool = True
 
 
 class BackendConfigError(ClusterError, ValueError):

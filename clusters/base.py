@@ -129,6 +129,12 @@ class UnsyncedDisks(Protocol):
         `paths` (the first few files, with their bytes). Raises ClusterError when it cannot."""
         ...
 
+    def settle(self, node: Node) -> dict[str, Any]:
+        """Takes a node. Makes everything its layer holds unsynced durable, as sync(2) would.
+        Returns what was written back: `bytes`, `files`, `namespace` (changes committed) and
+        `paths` (each file with its bytes). Raises ClusterError when it cannot."""
+        ...
+
 
 @runtime_checkable
 class DataDirs(Protocol):

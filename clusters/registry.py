@@ -64,6 +64,11 @@ def check_options(options: BackendOptions, nodes: int, line: str | None = None) 
             f"machine, and the {options.kind} backend's brokers "
             f"{'run on other hosts' if options.kind == 'ssh' else 'keep their data elsewhere'}; "
             f"use --backend local")
+    if not options.settle_layers and not options.unsynced_fs:
+        raise BackendConfigError(
+            "settle_layers (--young-cluster: the nodes' layers left unsettled before the "
+            "faults) needs the unsynced layer, and this test's nodes are on none (no power-loss "
+            "fault, no --unsynced-fs): there is nothing to settle")
     be.check(options, nodes)
 
 

@@ -536,6 +536,11 @@ OPTIONS: tuple[Option, ...] = (
            help="local, on that layer: unsynced data is written back and durable about S s "
                 "after it was written (Linux's dirty_expire_centisecs, its 5 s flusher and "
                 "ext4's 5 s commit); off: never, the worst case (default {default})"),
+    Option("--young-cluster", "backend.settle_layers", group="backend", switch=False,
+           help="local, on that layer: do not settle the layers once the cluster is set up (by "
+                "default every node's layer is synced then, as if the cluster had run long "
+                "enough for the kernel's writeback), so that the faults find the files RabbitMQ "
+                "wrote at setup without fsync still unsynced; refused without the layer"),
 )
 
 

@@ -1,5 +1,9 @@
 """A run, phase by phase: setup -> main -> heal -> recovery -> drain -> teardown -> check -> report.
 
+Between setup and main, the nodes' unsynced layers, if any, are settled (`Run.settle`,
+harness.settle): what the cluster wrote while it was set up is made durable, as a host's
+writeback would have made it, unless the spec keeps the cluster young (`--young-cluster`).
+
 The main phase is the time limit with the nemesis, then the workload alone after the last heal
 (`Run.after_heal`) until confirms and deliveries are seen back (checkers.resume_watch) or the
 spec's `after_heal_limit_s` (the liveness bound plus a publish's and a reconnection's timeout:
@@ -45,6 +49,7 @@ from harness.placement import QueueSampler
 from harness.progress import ObservedHistory, RunObserver
 from harness.recovery import RecoveryReport, grace_s, recover, restart_each
 from harness.scenario_file import write_run_scenario
+from harness.settle import settle_layers
 from harness.spec import TestSpec
 from harness.unbootable import record_unbootable
 from history import HARNESS, STOP_WORKERS, Op
@@ -248,6 +253,22 @@ class Run:
             self.test_info["placement_at_start"] = self.admin.queue_placement(self.spec.queue.name)
             self.save_test_json()
 
+    def settle(self) -> None:
+        """Once the cluster is set up, just before the main phase: makes everything the nodes
+        wrote durable on their unsynced layers (harness.settle), unless the spec keeps the
+        cluster young on purpose (backend.settle_layers false, `--young-cluster`); test.json's
+        `settled` says what each layer wrote back. Does nothing without the layers. Raises
+        ClusterError when a layer cannot settle."""
+        if not self.spec.backend.settle_layers:
+            if self.spec.backend.unsynced_fs:
+                log.info("lazyfs: the layers are not settled (--young-cluster): the faults find "
+                         "the setup's unsynced writes inside the writeback window")
+            return
+        settled = settle_layers(self.cluster, self.history)
+        if settled:
+            self.test_info["settled"] = settled
+            self.save_test_json()
+
     def check_policy(self) -> None:
         """Records the policy the broker applied to the queue beside the one the harness set
         (test.json's `policy`), and raises BrokerError when a key of it did not take effect: a
@@ -430,6 +451,7 @@ class Run:
         try:
             with signals_as_interrupt():
                 self.setup()
+                self.settle()
                 self.main()
                 self.heal()
                 self.recover()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -385,7 +386,8 @@ class TestSpec:
 
 
 def spec_from_dict(d: dict[str, Any]) -> TestSpec:
-    """Takes a dict like `TestSpec.to_dict()` gives (keys may be missing). Returns the spec.
+    """Takes a dict like `TestSpec.to_dict()` gives (keys may be missing: a key added since
+    takes the default, or where `_ADDED` says, what an older file's run did). Returns the spec.
 
     Raises SpecError for an unknown key.
     """
@@ -396,6 +398,9 @@ def spec_from_dict(d: dict[str, Any]) -> TestSpec:
         if unknown:
             raise SpecError(f"unknown {cls.__name__} option(s): {', '.join(sorted(unknown))}")
         kwargs: dict[str, Any] = {}
+        for (owner, key), absent in _ADDED.items():
+            if owner is cls and key not in data:
+                data[key] = absent(data)
         for k, v in data.items():
             sub = _NESTED.get((cls, k))
             if sub is not None and isinstance(v, dict):
@@ -411,6 +416,14 @@ def spec_from_dict(d: dict[str, Any]) -> TestSpec:
 
 # Keys older test.json files have that a spec no longer takes (the cookie is drawn per cluster).
 _RETIRED: frozenset[tuple[Any, str]] = frozenset({(BrokerConfig, "cookie")})
+
+# Keys added since older test.json files were written, whose absence means another value than a
+# new spec's default: what such a file's run did. The layers' settle before the main phase
+# (backend.settle_layers) came on 2026-11-28; a run on the layer before it was not settled (one
+# without the layer had nothing to settle, and reads the default).
+_ADDED: dict[tuple[Any, str], Callable[[dict[str, Any]], Any]] = {
+    (BackendOptions, "settle_layers"): lambda backend: not backend.get("unsynced_fs", False),
+}
 
 _NESTED: dict[tuple[Any, str], Any] = {
     (TestSpec, "broker"): BrokerConfig,

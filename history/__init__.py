@@ -135,6 +135,10 @@ PRIORITIES = "priorities"
 # harness tried to mend it (harness.unbootable): an outcome of the run, with the log lines that
 # say why; the drain does without it.
 UNRECOVERABLE = "node-unrecoverable"
+# The harness observation of a node's unsynced layer settled before the main phase (the runner's
+# `settle_layers`, backend.settle_layers): what the sync wrote back, so that a power loss after it
+# is known to find none of the setup's writes unsynced.
+LAYER_SETTLED = "layer-settled"
 # The harness observation of how the workload's clients behave (workloads.queue_workload): the
 # queue, its type, single active consumer, which clients stay across faults (`stay`) and the
 # confirm deadlines; checkers.settlement judges staying consumers only where it may.

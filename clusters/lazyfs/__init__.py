@@ -13,7 +13,10 @@ their directory is fsynced. What is not durable is visible at once and dropped b
 `sync_file_range(2)` never reaches a FUSE filesystem (the kernel keeps it), so it makes nothing
 durable here; `fallocate(2)` is refused (EOPNOTSUPP), as pyfuse3 has no handler for it.
 
-The parts: `handle` (mount, power loss, unmount: the harness's API), `daemon` (the process,
+`sync()` makes everything durable at once, as sync(2) does (the harness settles each layer so
+before its faults, as if the cluster had run long enough for the kernel's writeback).
+
+The parts: `handle` (mount, sync, power loss, unmount: the harness's API), `daemon` (the process,
 `python -m clusters.lazyfs`), `fs` (the FUSE handlers), `model`, `record` (one file's undo
 record), `journal` (namespace changes), `tree` (inode table), `extents`, `report`.
 """
@@ -21,7 +24,7 @@ record), `journal` (namespace changes), `tree` (inode table), `extents`, `report
 from clusters.lazyfs.errors import LazyFSError
 from clusters.lazyfs.handle import LazyFS, daemon_command, mount, mounted
 from clusters.lazyfs.model import METADATA, Metadata
-from clusters.lazyfs.report import DroppedFile, DroppedReport
+from clusters.lazyfs.report import DroppedFile, DroppedReport, SyncedFile, SyncedReport
 
 __all__ = ["METADATA", "DroppedFile", "DroppedReport", "LazyFS", "LazyFSError", "Metadata",
-           "daemon_command", "mount", "mounted"]
+           "SyncedFile", "SyncedReport", "daemon_command", "mount", "mounted"]

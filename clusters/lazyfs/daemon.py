@@ -9,7 +9,10 @@ needs comes from argv, so it can run in a node's own namespaces.
 
 The control socket takes one JSON request per line and answers one JSON line:
 `{"op": "power-loss"}` drops every unsynced change and answers `{"ok": true, "report": ...}`
-(`report.DroppedReport.to_dict`); `{"op": "status"}` answers what a power loss would drop now;
+(`report.DroppedReport.to_dict`); `{"op": "sync"}` makes every unsynced change durable, as
+sync(2) would on ext4 (model.Durability.sync_all), and answers `{"ok": true, "report": ...}`
+(`report.SyncedReport.to_dict`: what it wrote back); `{"op": "status"}` answers what a power
+loss would drop now;
 `{"op": "unmount"}` drops every unsynced change, answers its report, and ends the daemon.
 `{"op": "advance", "seconds": S}` (only with `--clock manual`, for tests: the model's clock
 then stands still but for these) moves the model's clock S seconds on, running the writeback
@@ -146,8 +149,8 @@ class Daemon:
         self.clock = clock
         self.final: DroppedReport | None = None
         self.commands: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
-            "power-loss": self._power_loss, "status": self._status, "unmount": self._unmount,
-            "advance": self._advance}
+            "power-loss": self._power_loss, "sync": self._sync, "status": self._status,
+            "unmount": self._unmount, "advance": self._advance}
 
     async def _advance(self, request: dict[str, Any]) -> dict[str, Any]:
         seconds = request.get("seconds")
@@ -162,6 +165,14 @@ class Daemon:
     async def _power_loss(self, _: dict[str, Any]) -> dict[str, Any]:
         report, inodes, names = self.ops.power_loss()
         await trio.to_thread.run_sync(self.ops.invalidate, inodes, names)
+        for line in report.lines():
+            log.info("%s", line)
+        return {"ok": True, "report": report.to_dict()}
+
+    async def _sync(self, _: dict[str, Any]) -> dict[str, Any]:
+        # Runs to its end without yielding: no request sees half of it (nothing the kernel
+        # caches changes, so there is nothing to invalidate).
+        report = self.ops.model.sync_all()
         for line in report.lines():
             log.info("%s", line)
         return {"ok": True, "report": report.to_dict()}

@@ -2,6 +2,7 @@
 loss now", and unmount it.
 
     fs = mount(backing, mountpoint)        # the daemon runs; the broker uses `mountpoint`
+    fs.sync()                              # everything so far durable, as sync(2) makes it
     report = fs.power_loss()               # kill the broker first, as Jepsen does
     fs.unmount()                           # the backing holds exactly the synced state
 
@@ -30,7 +31,7 @@ from typing import IO, Any
 
 from clusters.lazyfs.errors import LazyFSError
 from clusters.lazyfs.model import WRITEBACK_EXPIRE_S, Metadata
-from clusters.lazyfs.report import DroppedReport
+from clusters.lazyfs.report import DroppedReport, SyncedReport
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,11 @@ class LazyFS:
     def power_loss(self) -> DroppedReport:
         """Drops every write and namespace change not yet synced. Returns what was dropped."""
         return DroppedReport.from_dict(self.request("power-loss")["report"])
+
+    def sync(self) -> SyncedReport:
+        """Makes every unsynced write and namespace change durable, as sync(2) would on ext4
+        (the model's commit of everything). Returns what it wrote back."""
+        return SyncedReport.from_dict(self.request("sync")["report"])
 
     def pending(self) -> dict[str, int]:
         """Returns what a power loss would drop now (files, bytes, namespace changes)."""

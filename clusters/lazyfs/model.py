@@ -20,6 +20,9 @@ Namespace (creations, removals, renames, hard links; `journal.Journal`), by `MET
 
 Attribute changes (chmod, chown, times) and extended attributes are durable at once.
 
+A sync of the whole layer (`Durability.sync_all`, the daemon's `sync`: what sync(2) does on
+ext4) makes every file's data and every namespace change durable at once, in either model.
+
 `auto_da_alloc` (under "ext4" only; on by default, as ext4 mounts it): ext4's heuristic for
 programs that replace a file without fsync. A file truncated to size 0 (ftruncate, or an open
 with O_TRUNC) has its data flushed when it is closed, and a file renamed over an existing
@@ -61,9 +64,9 @@ the request.
 
 Times (`FileTimes`, on the model's clock): per file, its last write or truncation, its last
 fsync or fdatasync (asked, whether or not it had anything to make durable), and when and how its
-data last became durable (an fsync, or the commit of data tied to the journal by writeback or
-auto_da_alloc); per directory (by its path under the root), its last fsync; the journal's last
-commit. A power loss reports them as ages at the cut (report.Timing) for each file it dropped,
+data last became durable (an fsync, the commit of data tied to the journal by writeback or
+auto_da_alloc, or a sync of the whole layer); per directory (by its path under the root), its
+last fsync; the journal's last commit. A power loss reports them as ages at the cut (report.Timing) for each file it dropped,
 with the age of the oldest write it dropped and, if tied to the journal, when it was tied, and
 for each file written since the mount (or the last power loss) that it kept whole.
 """
@@ -80,7 +83,14 @@ from typing import Literal
 
 from clusters.lazyfs.journal import Entry, Journal, Trash, Vanished
 from clusters.lazyfs.record import FileRecord
-from clusters.lazyfs.report import DroppedFile, DroppedReport, KeptFile, Timing
+from clusters.lazyfs.report import (
+    DroppedFile,
+    DroppedReport,
+    KeptFile,
+    SyncedFile,
+    SyncedReport,
+    Timing,
+)
 from clusters.lazyfs.tree import Key, Link, Missing, Tree
 
 log = logging.getLogger(__name__)
@@ -107,7 +117,7 @@ def describe(metadata: Metadata, writeback_expire_s: float | None) -> str:
 class FileTimes:
     """What the model saw of one file, on its clock (None: not since the mount): its last write
     or truncation, its last fsync or fdatasync, and when and how its data last became durable
-    ("fsync", "writeback", "auto_da_alloc")."""
+    ("fsync", "writeback", "auto_da_alloc", "sync")."""
 
     last_write: float | None = None
     last_sync: float | None = None
@@ -270,15 +280,38 @@ class Durability:
     def file_synced(self, key: Key, upto: int) -> None:
         """Takes a file just fsynced on the backing filesystem and the journal's `seq` when the
         sync began. Makes its changes durable (under ext4, the journal up to there too)."""
-        record = self.records.pop(key, None)
-        if record is not None:
-            record.close()
-        for older in self.ordered.pop(key, (0, []))[1]:
-            older.close()
-        times = self._times(key)
-        times.durable, times.durable_by = self.clock(), "fsync"
+        self._data_durable(key, "fsync")
         if self.metadata == "ext4":
             self._commit(upto)
+
+    def _data_durable(self, key: Key, by: str) -> int:
+        """Takes a file and what makes its data durable now ("fsync", "sync"). Forgets its undo
+        records (its own and those tied to the journal) and notes when. Returns the unsynced
+        bytes they held."""
+        stack = [*self.ordered.pop(key, (0, []))[1]]
+        record = self.records.pop(key, None)
+        stack += [record] if record is not None else []
+        written = sum(r.written.total() for r in stack)
+        for held in stack:
+            held.close()
+        times = self._times(key)
+        times.durable, times.durable_by = self.clock(), by
+        return written
+
+    def sync_all(self) -> SyncedReport:
+        """As sync(2) on ext4 (the flusher writing back every dirty inode, then a journal
+        commit), in either metadata model: makes every file's unsynced data and every namespace
+        change durable, after the writeback and commits already due. Returns what it made
+        durable; a power loss after it drops only what is changed since. The backing directory
+        is not synced to the real disk: the model is the disk."""
+        self.catch_up()
+        files = [SyncedFile(self._path(key), self._data_durable(key, "sync"))
+                 for key in {*self.records, *self.ordered}]
+        namespace = tuple(e.text for e in self.journal.entries)
+        if files or namespace:
+            self._commit(self.journal.seq)
+        return SyncedReport(tuple(sorted(files, key=lambda f: (f.path is None, f.path or ""))),
+                            namespace, self.describe())
 
     def dir_synced(self, directory: int, upto: int) -> None:
         """Takes a directory inode just fsynced and the journal's `seq` when the sync began.

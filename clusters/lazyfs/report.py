@@ -1,5 +1,6 @@
 """What a power loss dropped, per file: the answer of `LazyFS.power_loss()` and of the daemon's
-control socket, as plain data that goes into a fault's efficacy entry unchanged.
+control socket, as plain data that goes into a fault's efficacy entry unchanged; and what a
+sync of the whole layer wrote back (`SyncedReport`: the answer of `LazyFS.sync()`).
 
 Each file comes with its `Timing`: when the layer saw it written and made durable, as seconds
 before the cut (ages), so that a file lost at a power loss can be told apart as written just
@@ -29,8 +30,9 @@ EVENTS: dict[str, str] = {
 class Timing:
     """When the layer saw one file change and become durable, each as seconds before the cut
     (EVENTS says what each is); None: not since the layer was mounted (or not at all).
-    `durable_by` says what made the data durable last: "fsync", "writeback", "auto_da_alloc"
-    ("" when nothing did since the mount)."""
+    `durable_by` says what made the data durable last: "fsync", "writeback", "auto_da_alloc",
+    "sync" (a sync of the whole layer, as sync(2): `LazyFS.sync`) ("" when nothing did since
+    the mount)."""
 
     first_unsynced: float | None = None
     last_write: float | None = None
@@ -209,3 +211,56 @@ class DroppedReport:
         return cls(files, tuple(str(t) for t in data.get("namespace", [])),
                    str(data.get("model") or ""), kept, float(data.get("cut_at_epoch_s") or 0.0),
                    seconds("mounted_s"), seconds("last_commit_s"))
+
+
+@dataclass(frozen=True)
+class SyncedFile:
+    """One file a sync of the whole layer wrote back: its path under the mount's root (None: it
+    has no name left, unlinked while open) and its unsynced bytes made durable (each byte once,
+    however often it was written; 0 for a truncation alone)."""
+
+    path: str | None
+    bytes: int
+
+
+@dataclass(frozen=True)
+class SyncedReport:
+    """What a sync of the whole layer (as sync(2) on ext4) made durable: every file whose data
+    was not (sorted by path, the nameless last), the namespace changes it committed (creations,
+    removals, renames, links), oldest first, and the durability model in force, in words."""
+
+    files: tuple[SyncedFile, ...] = ()
+    namespace: tuple[str, ...] = ()
+    model: str = ""
+
+    @property
+    def bytes(self) -> int:
+        """Returns the bytes written back, over every file."""
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def file_count(self) -> int:
+        """Returns how many files had data written back."""
+        return len(self.files)
+
+    def lines(self) -> list[str]:
+        """Returns the report in words: the totals, then a line per file written back."""
+        out = [f"sync ({self.model or 'model not said'}): {self.bytes} unsynced bytes in "
+               f"{self.file_count} files written back, {len(self.namespace)} namespace changes "
+               f"committed"]
+        out += [f"synced {f.path or '(unlinked)'}: {f.bytes} B" for f in self.files]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the report as JSON-ready data (totals included)."""
+        return {"bytes": self.bytes, "files": self.file_count,
+                "paths": [{"path": f.path, "bytes": f.bytes} for f in self.files],
+                "namespace": list(self.namespace), "model": self.model}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SyncedReport:
+        """Takes what `to_dict` returned. Returns the report."""
+        files = tuple(SyncedFile(None if f.get("path") is None else str(f["path"]),
+                                 int(f["bytes"])) for f in data.get("paths") or [])
+        return cls(files, tuple(str(t) for t in data.get("namespace") or []),
+                   str(data.get("model") or ""))

@@ -326,6 +326,14 @@ class NetnsCluster:
             raise LazyFSError("this cluster has no unsynced layer (backend.unsynced_fs)")
         return self.layers.power_loss(node.name)
 
+    def settle(self, node: Node) -> dict[str, Any]:
+        """Takes a node. Makes everything its layer holds unsynced durable, as sync(2) would.
+        Returns what was written back (clusters.base.UnsyncedDisks). Raises LazyFSError without
+        the layer."""
+        if self.layers is None:
+            raise LazyFSError("this cluster has no unsynced layer (backend.unsynced_fs)")
+        return self.layers.settle(node.name)
+
     @staticmethod
     def _make_home(tree: Path, home: str) -> None:
         try:

@@ -124,6 +124,15 @@ class Layers:
             raise LazyFSError(f"{name} has no unsynced layer mounted")
         return fs.power_loss().to_dict()
 
+    def settle(self, name: str) -> dict[str, Any]:
+        """Takes a node's name. Makes everything its layer holds unsynced durable (LazyFS.sync).
+        Returns the daemon's report (SyncedReport.to_dict). Raises LazyFSError when the node
+        has no layer or it fails."""
+        fs = self.mounted.get(name)
+        if fs is None:
+            raise LazyFSError(f"{name} has no unsynced layer mounted")
+        return fs.sync().to_dict()
+
     def copy_logs(self, dest: Path) -> list[Path]:
         """Takes the run's nodes/ directory. Copies each mounted layer's daemon log into
         dest/<node>/lazyfs.log (what the daemon has written so far: its unmount comes later, in

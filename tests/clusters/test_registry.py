@@ -32,7 +32,7 @@ def test_options_are_plain_json_data_without_secrets():
     assert json.loads(json.dumps(d)) == d
     assert set(d) == {"kind", "inventory", "accept_new_host_keys", "install_rabbitmq",
                       "docker_image", "docker_network", "docker_subnet", "unsynced_fs",
-                      "writeback_expire_s"}
+                      "writeback_expire_s", "settle_layers"}
     assert not any(w in k for k in d for w in ("password", "cookie", "secret"))
 
 

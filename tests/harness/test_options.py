@@ -43,7 +43,7 @@ NEMESIS = ["--nemesis", "--nemesis-order", "--nemesis-interval", "--nemesis-dura
            "--delay-ms"]
 BACKEND = ["--backend", "--inventory", "--accept-new-host-keys", "--install-rabbitmq",
            "--docker-image", "--docker-network", "--docker-subnet", "--unsynced-fs",
-           "--writeback-expire"]
+           "--writeback-expire", "--young-cluster"]
 RUN_GROUPS = {"test": TEST, "broker": BROKER, "queue": QUEUE, "workload": WORKLOAD,
               "nemesis": NEMESIS,
               "check": ["--spark-master", "--strict-order", "--unflagged-redeliveries-invalid"],

@@ -38,6 +38,9 @@ class LayeredCluster(FakeCluster):
             raise RuntimeError("daemon gone")
         return self.reports.get(node.name, {"bytes": 0, "files": 0, "paths": [], "namespace": []})
 
+    def settle(self, node: Node) -> dict[str, Any]:
+        raise AssertionError(f"a fault settled {node.name}'s layer: only the runner does")
+
 
 def report(n: int, size: int = 4096) -> dict[str, Any]:
     paths = [{"path": f"/quorum/seg{i}.wal", "bytes": size, "size_before": 9, "size_after": 0}

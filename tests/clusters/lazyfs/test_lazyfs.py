@@ -735,3 +735,106 @@ def test_strict_a_synced_file_whose_name_was_never_made_durable_is_dropped_not_k
     seg = by_path(report)["seg"]
     assert seg.vanished and (seg.timing.last_sync, seg.timing.durable_by) == (2.0, "fsync")
     assert [(k.path, k.size, k.timing.durable) for k in report.kept] == [("durable", 104, 2.0)]
+
+
+# -- sync: the whole layer made durable at once, as sync(2) does on ext4 (LazyFS.sync) ----------
+
+def _unsynced_changes(mnt: Path) -> None:
+    """Makes one of each kind of unsynced change: a directory and a file created and written,
+    an overwrite and an append inside a durable file, a truncation, a rename and a removal."""
+    (mnt / "dir").mkdir()
+    write(mnt / "dir" / "vhost.config", b"#{segment_entry_count => 2048}.", mode="w")
+    write(mnt / "gone", b"g", sync="fsync")
+    write(mnt / "cut", b"0123456789", sync="fsync")
+    write(mnt / "old-name", b"n", sync="fsync")
+    with open(mnt / "durable", "r+b") as f:
+        f.seek(10)
+        f.write(b"xxxx")
+    write(mnt / "durable", b"tail")
+    os.truncate(mnt / "cut", 4)
+    os.rename(mnt / "old-name", mnt / "new-name")
+    os.unlink(mnt / "gone")
+
+
+@pytest.mark.parametrize("fixture", ["layer", "strict", "no_writeback", "no_da_alloc"])
+def test_after_a_sync_a_power_loss_drops_nothing_written_before_it(request, fixture):
+    layer = request.getfixturevalue(fixture)
+    _unsynced_changes(layer.mnt)
+    before = tree(layer.mnt)
+    synced = layer.fs.sync()
+    assert layer.fs.pending() == {"files": 0, "bytes": 0, "namespace": 0, "saved_bytes": 0}
+    report = layer.fs.power_loss()
+    assert tree(layer.mnt) == before
+    assert report.files == () and report.namespace == ()
+    assert synced.model == report.model
+
+
+def test_after_a_sync_a_power_loss_drops_what_was_written_after_it(layer):
+    write(layer.mnt / "wal", b"before", mode="w")
+    layer.fs.sync()
+    write(layer.mnt / "wal", b"+after")
+    write(layer.mnt / "new", b"new")
+    os.rename(layer.mnt / "durable", layer.mnt / "moved")
+    report = layer.fs.power_loss()
+    assert tree(layer.mnt) == {"durable": b"D" * 100, "wal": b"before"}
+    assert {p: (f.bytes, f.vanished) for p, f in by_path(report).items()} == {
+        "wal": (6, False), "new": (3, True)}
+    assert report.namespace == ("rename durable -> moved", "create new")
+
+
+def test_sync_answers_the_bytes_and_files_it_wrote_back_and_the_changes_it_committed(layer):
+    (layer.mnt / "dir").mkdir()
+    write(layer.mnt / "dir" / "new", b"12345")
+    with open(layer.mnt / "durable", "r+b") as f:  # 4 bytes written twice: counted once
+        f.write(b"head")
+        f.seek(0)
+        f.write(b"HEAD")
+    write(layer.mnt / "durable", b"tail")
+    write(layer.mnt / "empty", b"")
+    report = layer.fs.sync()
+    assert (report.bytes, report.file_count) == (13, 2)
+    assert [(f.path, f.bytes) for f in report.files] == [("dir/new", 5), ("durable", 8)]
+    assert report.namespace == ("create dir", "create dir/new", "create empty")
+    assert report.model == "ext4, writeback 30 s"
+    assert report.to_dict()["bytes"] == 13 and report.to_dict()["files"] == 2
+    again = layer.fs.sync()  # nothing left to write back
+    assert (again.bytes, again.file_count, again.namespace) == (0, 0, ())
+    text = layer.fs.log_path.read_text()
+    assert "13 unsynced bytes in 2 files written back, 3 namespace changes committed" in text
+    assert "synced dir/new: 5 B" in text
+
+
+def test_sync_writes_back_data_auto_da_alloc_tied_to_the_journal(layer):
+    write(layer.mnt / "durable", b"[a].", mode="w")  # truncated to 0, rewritten, closed
+    assert layer.fs.pending()["files"] == 1  # tied to the next commit, not durable yet
+    report = layer.fs.sync()
+    assert [(f.path, f.bytes) for f in report.files] == [("durable", 4)]
+    layer.fs.power_loss()
+    assert (layer.mnt / "durable").read_bytes() == b"[a]."
+
+
+def test_a_synced_file_is_kept_and_says_the_sync_made_it_durable(layer):
+    layer.fs.advance(1)
+    write(layer.mnt / "ff", b"[a].", mode="w")
+    layer.fs.advance(2)
+    layer.fs.sync()  # at 3
+    layer.fs.advance(4)
+    report = layer.fs.power_loss()  # at 7
+    kept = {k.path: k for k in report.kept}
+    assert (kept["ff"].timing.durable, kept["ff"].timing.durable_by) == (4.0, "sync")
+    assert kept["ff"].timing.last_sync is None  # no fsync of it was asked
+    assert report.last_commit_s == 4.0
+
+
+def test_an_unlinked_file_still_open_is_written_back_without_a_name(layer):
+    fd = os.open(layer.mnt / "tmp", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"abc")
+        os.unlink(layer.mnt / "tmp")
+        report = layer.fs.sync()
+    finally:
+        os.close(fd)
+    assert [(f.path, f.bytes) for f in report.files] == [(None, 3)]
+    assert report.namespace == ("create tmp", "remove tmp")
+    assert layer.fs.power_loss().files == ()
+    assert tree(layer.mnt) == {"durable": b"D" * 100}

@@ -9,6 +9,8 @@ from clusters.lazyfs.report import (
     DroppedFile,
     DroppedReport,
     KeptFile,
+    SyncedFile,
+    SyncedReport,
     Timing,
     timing_text,
     wall_clock,
@@ -79,3 +81,19 @@ def test_the_lines_say_what_was_dropped_and_kept_and_when() -> None:
     assert len(lines) == 2 + KEPT_LINES + 1 and lines[-1] == "kept 2 more files"
     assert timing_text(Timing(durable=1.0, durable_by="fsync")).endswith(
         "data durable 1.0 s before the cut (fsync)")
+
+
+def test_the_sync_report_round_trips_and_counts_what_it_wrote_back() -> None:
+    report = SyncedReport((SyncedFile("feature_flags", 762), SyncedFile("vhosts/x/.config", 31),
+                           SyncedFile(None, 3)),
+                          ("create vhosts/x/.config", "rename a -> b"), "ext4, writeback 30 s")
+    assert (report.bytes, report.file_count) == (796, 3)
+    data = report.to_dict()
+    assert (data["bytes"], data["files"], data["model"]) == (796, 3, "ext4, writeback 30 s")
+    assert data["paths"][2] == {"path": None, "bytes": 3}
+    assert SyncedReport.from_dict(data) == report
+    assert SyncedReport.from_dict({}) == SyncedReport()
+    assert report.lines() == [
+        "sync (ext4, writeback 30 s): 796 unsynced bytes in 3 files written back, 2 namespace "
+        "changes committed",
+        "synced feature_flags: 762 B", "synced vhosts/x/.config: 31 B", "synced (unlinked): 3 B"]

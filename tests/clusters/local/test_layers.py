@@ -97,6 +97,11 @@ class FakeFS:
         from clusters.lazyfs import DroppedFile, DroppedReport
         return DroppedReport((DroppedFile("/quorum/x.wal", 10, 10, 0),))
 
+    def sync(self) -> Any:
+        from clusters.lazyfs import SyncedFile, SyncedReport
+        return SyncedReport((SyncedFile("vhosts/v/.config", 31),), ("create vhosts/v/.config",),
+                            "ext4, writeback 30 s")
+
     def unmount(self) -> Any:
         from clusters.lazyfs import DroppedReport
         self.unmounted = True
@@ -303,6 +308,9 @@ def test_power_loss_and_teardown_through_the_cluster(
     cluster.create()
     assert len(RunRecord.find(tmp_path, RECORD)) == 1
     assert cluster.power_loss(cluster.node("n3"))["bytes"] == 10
+    assert cluster.settle(cluster.node("n2")) == {
+        "bytes": 31, "files": 1, "paths": [{"path": "vhosts/v/.config", "bytes": 31}],
+        "namespace": ["create vhosts/v/.config"], "model": "ext4, writeback 30 s"}
     for fs in made:
         fs.log_path.write_text(f"INFO lazyfs on {fs.mountpoint}\n")
     collected: list[Path] = []
@@ -355,3 +363,40 @@ def test_the_local_backend_mounts_each_layer_with_the_runs_writeback(
     cluster.layers.mount_all()
     assert seen == [{"writeback_expire_s": expiry}] * 2
     cluster.layers.unmount_all()
+
+
+def test_a_node_without_a_layer_cannot_be_settled(tmp_path: Path) -> None:
+    import clusters.local.cluster as local
+    from clusters.backend import BackendOptions
+
+    layers = Layers(str(tmp_path / "d"), ("n1",), (tmp_path, "r1"))
+    with pytest.raises(LazyFSError, match="n1 has no unsynced layer mounted"):
+        layers.settle("n1")
+    plain = local.make(BackendOptions(), 1, "r1", tmp_path)
+    with pytest.raises(LazyFSError, match="this cluster has no unsynced layer"):
+        plain.settle(plain.node("n1"))
+
+
+@FUSE
+def test_a_settled_layer_drops_only_what_is_written_after_it(tmp_path: Path) -> None:
+    """Real layers: the files a broker writes at setup without fsync, settled, survive the power
+    loss; what it writes after the settle does not."""
+    data = str(tmp_path / "cluster" / "r4")
+    layers = Layers(data, ("n1",), (tmp_path, "r4"))
+    layers.mount_all()
+    try:
+        point = Path(layers.points["n1"])
+        (point / "vhosts").mkdir()
+        (point / "vhosts" / ".config").write_bytes(b"#{segment_entry_count => 2048}.")
+        (point / "feature_flags").write_bytes(b"[a,b].")
+        settled = layers.settle("n1")
+        assert (settled["bytes"], settled["files"]) == (37, 2)
+        assert "create vhosts/.config" in settled["namespace"]
+        (point / "wal").write_bytes(b"after")
+        dropped = layers.power_loss("n1")
+        assert [p["path"] for p in dropped["paths"]] == ["wal"]
+        assert (point / "vhosts" / ".config").read_bytes() == b"#{segment_entry_count => 2048}."
+        assert (point / "feature_flags").read_bytes() == b"[a,b]."
+        assert not (point / "wal").exists()
+    finally:
+        layers.unmount_all()
