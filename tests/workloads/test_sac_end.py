@@ -203,7 +203,7 @@ def test_the_drain_ends_its_consumer_as_the_queue_says(broker, sac, want):
         broker.put("q", f"0-{seq}")
     h = ListRecorder()
     opts = WorkloadOptions(client=ClientOptions(port=broker.port, heartbeat_s=0),
-                           drain_idle_s=0.3, drain_timeout_s=3.0)
+                           drain_idle_s=0.3, drain_timeout_s=20.0)
     w = QueueWorkload(QueueSpec(name="q", single_active_consumer=sac), opts, NODES, h)
     report = w.drain(Admin(broker))  # type: ignore[arg-type]
     assert report.complete is True
