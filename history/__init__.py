@@ -74,7 +74,13 @@ came in time, `fail` when the channel was no longer open (nothing was sent);
 then the channel's close, `f "close"` (CLOSE), likewise (`ok` on close-ok: the
 broker has the consumer's unacknowledged messages back). Both invocations
 carry `by "harness"` and `holding`, the ids the consumer then held (delivered,
-not acked). A cancel the broker sent (consumer cancel notification) is one op
+not acked). A consumer of a queue with a single active consumer is ended
+without a cancel: its channel's close alone, the close ops only, whose outcome
+carries `holding` too (what the close gave back: what the consumer held at
+the invocation, and any delivery recorded between the invocation and the
+outcome, one that reached it while the close was under way); a cancelled
+single active consumer keeps what it holds while the next one is activated.
+A cancel the broker sent (consumer cancel notification) is one op
 `type "ok"`, `f "cancel"`, `by "broker"`; a channel or connection the client
 saw closed without its asking (connection lost, heartbeat missed, channel
 closed by the broker) is one op `type "info"`, `f "close"`, `by "broker"`,

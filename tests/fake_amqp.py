@@ -46,7 +46,8 @@ class FakeBroker:
     and nothing more it sends is read (held) until `unblock` sends connection.unblocked and
     reads what was held. A consumer's basic.cancel is answered (cancel-ok) and its channel's
     close puts its unacked messages back, as RabbitMQ does (one channel per connection: the
-    harness's way). `cancel_consumers` sends every consumer a broker's basic.cancel (consumer
+    harness's way); `late_on_cancel` and `late_on_close` hand a consumer one more message as
+    its cancel or its channel's close arrives, before the answer. `cancel_consumers` sends every consumer a broker's basic.cancel (consumer
     cancel notification); `close_consumer_channels` closes every consumer's channel as a
     broker does (channel.close with a reply code and text; what the channel held goes back);
     `client_properties` lists each connection's client properties (connection.start-ok);
@@ -77,6 +78,9 @@ class FakeBroker:
         # (queue, body): a message handed to a consumer as its basic.cancel arrives, before the
         # cancel-ok, as a broker that had sent it before taking the cancel in does.
         self.late_on_cancel: tuple[str, str] | None = None
+        # (queue, body): likewise, a message handed to a consumer as its channel's channel.close
+        # arrives, before the close-ok; the close puts it back with the rest.
+        self.late_on_close: tuple[str, str] | None = None
         # (queue, reply code, reply text): a queue.declare of that queue is answered with
         # channel.close, as RabbitMQ refuses an argument it does not take.
         self.refuse_declare: tuple[str, int, str] | None = None
@@ -343,6 +347,11 @@ class _Connection:
                           pika.spec.Basic.CancelOk(consumer_tag=method.consumer_tag))
 
     def _channel_close(self, ch: int, method: Any) -> None:
+        mine = [c[2] for c in self.broker._consumers if c[:2] == (self.conn, ch)]
+        late, self.broker.late_on_close = self.broker.late_on_close, None
+        if late is not None and mine:
+            self.broker.put(*late)
+            self.broker._deliver(self.conn, ch, mine[0], late[0], self.out)
         self.broker._consumers = [c for c in self.broker._consumers
                                   if c[:2] != (self.conn, ch)]
         self._requeue()

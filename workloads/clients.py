@@ -14,16 +14,24 @@ A consumer ends recorded (history's CANCEL and CLOSE): `close` cancels it
 with its own basic.cancel, records that, then closes its channel and records
 that, so the history's order is the order things happened in (pika's channel
 close would send the cancel unseen, and RabbitMQ keeps a cancelled consumer's
-unacknowledged deliveries until the channel closes, while a single active
-consumer's cancel hands the queue to the next consumer at once). Before the
-cancel it dispatches the deliveries pika has read and not yet handed over, so
-they are recorded rather than rejected unseen by pika's cancel. A planted crash
-ends the same way; a cancel the broker sends, or a channel or connection the
-client sees closed, is one op of its own (a channel.close the broker sends
-with its reply code and text, and what the consumer held). One gap remains: a
-delivery that reaches the client between its basic.cancel and the cancel-ok is
-rejected (requeued) by pika and never reaches the history; it comes back
-flagged redelivered.
+unacknowledged deliveries until the channel closes). Before the cancel it
+dispatches the deliveries pika has read and not yet handed over, so they are
+recorded rather than rejected unseen by pika's cancel; a delivery pika rejects
+during the cancel is recorded, received and then rejected by pika. A planted
+crash ends the same way; a cancel the broker sends, or a channel or connection
+the client sees closed, is one op of its own (a channel.close the broker sends
+with its reply code and text, and what the consumer held).
+
+A consumer of a queue with a single active consumer (`single_active`) is ended
+without a basic.cancel: its channel's close alone, recorded as the CLOSE op.
+RabbitMQ's quorum queue (rabbit_fifo, 3.10.8 to 4.3.5) keeps a cancelled
+consumer's unacknowledged messages and activates the next consumer at once, so
+the next one was fed later messages before the held one came back; a channel
+that closes is a consumer gone down, whose messages go back to the front of
+the queue before the next consumer is activated. A delivery that reaches the
+client while its close is under way (pika drops it unseen) is recorded as
+received; the close gives it back with the rest, and the close's outcome
+carries `holding` too: everything it gave back.
 
 A publisher slot is one publishing thread's identity: its processes come and
 go (a process is retired after an unknown outcome), but the slot's sequence
@@ -311,15 +319,17 @@ class Consumer:
     a dead-letter queue: each message recorded with its death, its ack not
     recorded, as no delivery of the checker's precedes it) and the least
     seconds between two acks (0: as fast as deliveries come; the broker sends
-    no more than `prefetch` unacked, so this bounds the consume rate). How it
-    ends is recorded too (the module docstring): `close`, a planted crash, a
-    cancel from the broker, a channel or connection seen closed.
+    no more than `prefetch` unacked, so this bounds the consume rate), and
+    whether its queue has a single active consumer (then the harness ends it by
+    closing its channel, without a basic.cancel). How it ends is recorded too
+    (the module docstring): `close`, a planted crash, a cancel from the broker,
+    a channel or connection seen closed.
     """
 
     def __init__(
         self, history: Recorder, queue: str, node: str, host: str, process: int,
         opts: ClientOptions, f: str = "consume", phase: str = "main",
-        ack_interval_s: float = 0.0,
+        ack_interval_s: float = 0.0, single_active: bool = False,
     ) -> None:
         self.history = history
         self.queue = queue
@@ -355,6 +365,8 @@ class Consumer:
         # Whether the end of the consumer, or of its channel, is recorded.
         self._cancelled = False
         self._ended = False
+        # Ended by its channel's close alone (a queue with a single active consumer).
+        self.single_active = single_active
 
     def open(self) -> None:
         """Connects, sets prefetch and starts consuming. Raises ClientError."""
@@ -509,7 +521,8 @@ class Consumer:
 
     def close(self) -> None:
         """Ends the consumer, each step recorded (`_end`): its basic.cancel, then its channel's
-        close; then hands the connection to a background closer."""
+        close (for a single active consumer, the close alone); then hands the connection to a
+        background closer."""
         if self.conn is not None and self.channel is not None and not self._ended:
             self._end(dispatch=True)
         abandon(self.conn)
@@ -526,12 +539,12 @@ class Consumer:
                                error=error, extra=extra))
 
     def _end(self, dispatch: bool) -> None:
-        """Cancels the consumer, then closes its channel, each an invocation and its outcome in
-        the history, within the answer timeout (past it the connection is cut, and the step
-        waiting ends `info`). `dispatch`: first hand over, and record, the deliveries pika has
-        read and not dispatched (its cancel would reject them unseen); not from inside a
-        delivery's callback. When the channel ended otherwise, a close op says how
-        (`_lost`)."""
+        """Cancels the consumer, then closes its channel (a single active consumer: closes its
+        channel alone, `_close_alone`), each an invocation and its outcome in the history,
+        within the answer timeout (past it the connection is cut, and the step waiting ends
+        `info`). `dispatch`: first hand over, and record, the deliveries pika has read and not
+        dispatched (its cancel would reject them unseen); not from inside a delivery's callback.
+        When the channel ended otherwise, a close op says how (`_lost`)."""
         assert self.conn is not None
         error: str | None = None
         try:
@@ -539,17 +552,81 @@ class Consumer:
                                "basic.cancel or channel.close"):
                 if dispatch and self.channel.is_open:
                     self.conn.process_data_events(time_limit=0)
-                with self._recording_pikas_rejects():
-                    if self.channel.is_open and self.tag in self.channel.consumer_tags \
-                            and not self._ended:
-                        self._cancelled = True
-                        error = self._step(CANCEL, lambda: self.channel.basic_cancel(self.tag))
-                    if self.channel.is_open and not self._ended:
-                        self._ended = True
-                        self._step(CLOSE, self.channel.close)
+                end = self._close_alone if self.single_active else self._cancel_then_close
+                error = end()
         except AMQP_ERRORS as e:
             error = _describe(e)
         self._lost(error or f"the channel closed: {_describe(self._close_reason())}")
+
+    def _cancel_then_close(self) -> str | None:
+        """Sends the consumer's basic.cancel, then its channel's close, each a step of the
+        history (`_step`), recording what pika rejects meanwhile. Returns the cancel's error
+        (None: it ended ok, or was not sent)."""
+        error: str | None = None
+        with self._recording_pikas_rejects():
+            if self.channel.is_open and self.tag in self.channel.consumer_tags \
+                    and not self._ended:
+                self._cancelled = True
+                error = self._step(CANCEL, lambda: self.channel.basic_cancel(self.tag))
+            if self.channel.is_open and not self._ended:
+                self._ended = True
+                self._step(CLOSE, self.channel.close)
+        return error
+
+    def _close_alone(self) -> str | None:
+        """Ends a single active consumer by closing its channel without a basic.cancel (the
+        module docstring): the deliveries pika read and did not dispatch (a crash ends from
+        inside a callback) are recorded as received, then the close is a step of the history
+        whose outcome carries `holding`, everything the close gave back, with the deliveries
+        that came while it was under way (`_recording_deliveries_while_closing`). Returns the
+        close's error (None: it ended ok, or was not sent)."""
+        if not self.channel.is_open or self._ended:
+            return None
+        for e in self.channel._remove_pending_deliveries(self.tag):
+            self._record_delivery(e.method, e.properties, e.body)
+        self._ended = True
+        with self._recording_deliveries_while_closing():
+            return self._step(CLOSE, self._close_channel_without_cancel, holding_after=True)
+
+    def _close_channel_without_cancel(self) -> None:
+        """Closes the channel as pika's BlockingChannel.close does, but with no basic.cancel
+        before the channel.close: the consumer's tag counts as cancelled in pika's channel, whose
+        close cancels only the others (and drops a delivery for a cancelled tag once closing);
+        then waits for the close-ok. Raises what pika raises (NOT_SENT when the channel was no
+        longer open)."""
+        blocking = self.channel
+        impl = blocking._impl
+        impl._raise_if_not_open()
+        try:
+            if self.tag in impl._consumers:
+                impl._cancelled.add(self.tag)
+            impl.close()
+            blocking._flush_output(lambda: blocking.is_closed)
+        finally:
+            blocking._cleanup()
+
+    @contextlib.contextmanager
+    def _recording_deliveries_while_closing(self) -> Iterator[None]:
+        """Records the deliveries for this consumer that reach pika while its channel closes
+        without a cancel: pika drops them unseen, the broker gives them back with the channel's
+        close. Each is recorded as received (and so held by the close), or the broker's later,
+        flagged delivery of it would have no first delivery in the history (quorum-sac-fifo
+        on 4.0.5, seed 4008: 0-750 handed to the active consumer as the harness ended it,
+        flagged to the next one after the close)."""
+        impl = self.channel._impl
+        on_deliver = impl._on_deliver
+
+        def deliver(method_frame: Any, header_frame: Any, body: bytes) -> None:
+            method = method_frame.method
+            if method.consumer_tag == self.tag and impl.is_closing:
+                self._record_delivery(method, header_frame.properties, body)
+            on_deliver(method_frame, header_frame, body)
+
+        impl._on_deliver = deliver
+        try:
+            yield
+        finally:
+            del impl._on_deliver
 
     @contextlib.contextmanager
     def _recording_pikas_rejects(self) -> Iterator[None]:
@@ -596,20 +673,26 @@ class Consumer:
         self.history.append(replace(delivery, f=settle, index=-1, time=-1,
                                     extra={**delivery.extra, **extra}))
 
-    def _step(self, f: str, call: Callable[[], Any]) -> str | None:
+    def _step(self, f: str, call: Callable[[], Any], holding_after: bool = False) -> str | None:
         """Records the invocation of f (with what the consumer holds), makes the call, and
-        records its outcome: ok, fail when pika sent nothing (NOT_SENT), else info. Returns
-        the error of a step that did not end ok, else None."""
+        records its outcome: ok, fail when pika sent nothing (NOT_SENT), else info; with
+        `holding_after`, the outcome carries what the consumer holds then too. Returns the
+        error of a step that did not end ok, else None."""
         self._record("invoke", f, by=BY_HARNESS, holding=list(self._unacked.values()))
+
+        def outcome(type_: OpType, error: str | None = None) -> None:
+            held = {"holding": list(self._unacked.values())} if holding_after else {}
+            self._record(type_, f, error=error, **held)
+
         try:
             call()
         except NOT_SENT as e:
-            self._record("fail", f, error=_describe(e))
+            outcome("fail", _describe(e))
             return _describe(e)
         except AMQP_ERRORS as e:
-            self._record("info", f, error=_describe(e))
+            outcome("info", _describe(e))
             return _describe(e)
-        self._record("ok", f)
+        outcome("ok")
         return None
 
     def _lost(self, error: str) -> None:

@@ -564,7 +564,8 @@ class QueueWorkload:
                 continue
             node = self.nodes[node_ix % len(self.nodes)]
             con = Consumer(self.history, self.spec.name, node.name, node.ip, self.pids.next(),
-                           self.consumer_opts, ack_interval_s=ack_interval)
+                           self.consumer_opts, ack_interval_s=ack_interval,
+                           single_active=self.spec.single_active_consumer)
             try:
                 con.open()
                 while not stop.is_set() and not self._paused():
@@ -587,7 +588,8 @@ class QueueWorkload:
         whether the others can prove it empty without them (QueueKind.proof_without). Returns a
         DrainReport; a node that cannot be reached is noted and skipped.
         """
-        report = self._drain_queue(admin, self.spec.name, self.kind, "drain", down)
+        report = self._drain_queue(admin, self.spec.name, self.kind, "drain", down,
+                                   single_active=self.spec.single_active_consumer)
         dlq = self._dead_letter_spec()
         if dlq is not None:
             # The queue is proven empty (or the drain gave up on it): nothing more can die in
@@ -603,18 +605,18 @@ class QueueWorkload:
         return report
 
     def _drain_queue(self, admin: RabbitAdmin, queue: str, kind: QueueKind, f: str,
-                     down: Collection[str] = ()) -> DrainReport:
-        """Takes the admin, a queue, its kind, the op name of its deliveries and the nodes that
-        would not boot. Reads it from every other node in turn until the broker proves it
-        empty, or it cannot be proven without those nodes, or the drain's time is up. Returns
-        its DrainReport."""
+                     down: Collection[str] = (), single_active: bool = False) -> DrainReport:
+        """Takes the admin, a queue, its kind, the op name of its deliveries, the nodes that
+        would not boot and whether the queue has a single active consumer. Reads it from every
+        other node in turn until the broker proves it empty, or it cannot be proven without
+        those nodes, or the drain's time is up. Returns its DrainReport."""
         report = DrainReport(without=[n.name for n in self.nodes if n.name in down])
         serving = [n for n in self.nodes if n.name not in down]
         deadline = time.monotonic() + self.opts.drain_timeout_s
         while True:
             read_to: dict[str, int | None] = {}
             for node in serving:
-                n, err, offset = self._drain_node(node, deadline, queue, f)
+                n, err, offset = self._drain_node(node, deadline, queue, f, single_active)
                 report.delivered[node.name] = report.delivered.get(node.name, 0) + n
                 read_to[node.name] = offset
                 if err:
@@ -672,14 +674,15 @@ class QueueWorkload:
             return False, f"no depth from {', '.join(unanswered)}: the queue's emptiness is unproven"
         return kind.drained(depths, read_to)
 
-    def _drain_node(self, node: Node, deadline: float, queue: str,
-                    f: str) -> tuple[int, str | None, int | None]:
-        """Drains a queue through one node until idle, recording its deliveries as `f`.
+    def _drain_node(self, node: Node, deadline: float, queue: str, f: str,
+                    single_active: bool = False) -> tuple[int, str | None, int | None]:
+        """Drains a queue through one node until idle, recording its deliveries as `f` (with a
+        single active consumer, its consumer is ended by its channel's close alone).
         Returns (deliveries, error, highest offset)."""
         drain_opts = dataclasses.replace(self.consumer_opts, prefetch=DRAIN_PREFETCH,
                                          crash_after=0)
         con = Consumer(self.history, queue, node.name, node.ip, self.pids.next(),
-                       drain_opts, f=f, phase="drain")
+                       drain_opts, f=f, phase="drain", single_active=single_active)
         try:
             con.open()
             while time.monotonic() < deadline:
