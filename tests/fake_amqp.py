@@ -146,6 +146,15 @@ class FakeBroker:
         with self._lock:
             return len(self._ready[queue]), self._unacked[queue]
 
+    def wait_for_depth(self, queue: str, want: tuple[int, int],
+                       seconds: float = 2.0) -> tuple[int, int]:
+        """Waits until `queue` holds `want` (`depth`) or the time is up. Returns what it holds
+        then (a message a client gave back reaches the queue after the client's call returns)."""
+        deadline = time.monotonic() + seconds
+        while self.depth(queue) != want and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.depth(queue)
+
     def _accept(self) -> None:
         with contextlib.suppress(OSError):
             while True:

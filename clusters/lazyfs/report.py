@@ -127,8 +127,25 @@ class KeptFile:
     timing: Timing = field(default_factory=Timing)
 
 
+class _Totals:
+    """A report's totals over its files, each with its `bytes`: what a power loss dropped from
+    them (DroppedReport) or a sync wrote back (SyncedReport)."""
+
+    files: tuple[DroppedFile, ...] | tuple[SyncedFile, ...]
+
+    @property
+    def bytes(self) -> int:
+        """Returns the bytes, over every file."""
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def file_count(self) -> int:
+        """Returns how many files it names."""
+        return len(self.files)
+
+
 @dataclass(frozen=True)
-class DroppedReport:
+class DroppedReport(_Totals):
     """Every file a power loss changed (sorted by path), the namespace changes it took back
     (creations, removals, renames, links), newest first, and the durability model in force, in
     words (model.describe: e.g. "ext4, writeback 30 s"); the files it kept (the most recently
@@ -142,16 +159,6 @@ class DroppedReport:
     cut_at: float = 0.0
     mounted_s: float | None = None
     last_commit_s: float | None = None
-
-    @property
-    def bytes(self) -> int:
-        """Returns the unsynced bytes dropped, over every file."""
-        return sum(f.bytes for f in self.files)
-
-    @property
-    def file_count(self) -> int:
-        """Returns how many files lost unsynced data or vanished."""
-        return len(self.files)
 
     @property
     def oldest_unsynced_s(self) -> float | None:
@@ -224,7 +231,7 @@ class SyncedFile:
 
 
 @dataclass(frozen=True)
-class SyncedReport:
+class SyncedReport(_Totals):
     """What a sync of the whole layer (as sync(2) on ext4) made durable: every file whose data
     was not (sorted by path, the nameless last), the namespace changes it committed (creations,
     removals, renames, links), oldest first, and the durability model in force, in words."""
@@ -232,16 +239,6 @@ class SyncedReport:
     files: tuple[SyncedFile, ...] = ()
     namespace: tuple[str, ...] = ()
     model: str = ""
-
-    @property
-    def bytes(self) -> int:
-        """Returns the bytes written back, over every file."""
-        return sum(f.bytes for f in self.files)
-
-    @property
-    def file_count(self) -> int:
-        """Returns how many files had data written back."""
-        return len(self.files)
 
     def lines(self) -> list[str]:
         """Returns the report in words: the totals, then a line per file written back."""

@@ -59,10 +59,7 @@ def test_close_cancels_then_closes_the_channel_each_recorded_in_order(broker):
     # The broker saw the cancel before the close, and has the held message back.
     reqs = broker.requests
     assert reqs.index("Basic.Cancel") < reqs.index("Channel.Close")
-    deadline = time.monotonic() + 2
-    while broker.depth("q") != (1, 0) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert broker.depth("q") == (1, 0)
+    assert broker.wait_for_depth("q", (1, 0)) == (1, 0)
 
 
 def test_a_delivery_between_the_cancel_and_its_cancel_ok_is_recorded_with_pikas_reject(broker):

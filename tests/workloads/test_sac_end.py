@@ -36,13 +36,6 @@ def sac_consumer(broker: FakeBroker, h: ListRecorder, **opts: Any) -> Consumer:
     return Consumer(h, "q", "n1", "127.0.0.1", 7, o, ack_interval_s=100.0, single_active=True)
 
 
-def wait_for_depth(broker: FakeBroker, want: tuple[int, int], seconds: float = 2.0) -> None:
-    """Waits until queue "q" holds `want` (ready, unacked) or the time is up."""
-    deadline = time.monotonic() + seconds
-    while broker.depth("q") != want and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def test_a_single_active_consumer_is_ended_by_its_channels_close_alone(broker):
     for seq in range(3):
         broker.put("q", f"0-{seq}")
@@ -63,8 +56,7 @@ def test_a_single_active_consumer_is_ended_by_its_channels_close_alone(broker):
                                                                      "main")
     # No basic.cancel went out, and the close gave the held message back.
     assert "Basic.Cancel" not in broker.requests and "Channel.Close" in broker.requests
-    wait_for_depth(broker, (1, 0))
-    assert broker.depth("q") == (1, 0)
+    assert broker.wait_for_depth("q", (1, 0)) == (1, 0)
 
 
 def test_a_delivery_during_the_close_is_recorded_received_and_the_close_gives_it_back(broker):
@@ -87,8 +79,7 @@ def test_a_delivery_during_the_close_is_recorded_received_and_the_close_gives_it
     assert h.ops[2].extra["holding"] == [] and h.ops[4].extra["holding"] == ["0-1"]
     # Nothing settled it: no reject, no cancel; the broker has it back, ready.
     assert not {"Basic.Cancel", "Basic.Reject", "Basic.Nack"} & set(broker.requests)
-    wait_for_depth(broker, (1, 0))
-    assert broker.depth("q") == (1, 0)
+    assert broker.wait_for_depth("q", (1, 0)) == (1, 0)
     assert con.channel is None  # handed over; nothing of the close's recording is left behind
 
 
@@ -111,8 +102,7 @@ def test_a_planted_crash_of_a_single_active_consumer_records_what_pika_had_not_d
     assert ends[0].extra["holding"] == delivered
     assert not [o for o in h.ops if o.f in ("reject", "ack")]
     assert "Basic.Cancel" not in broker.requests and "Basic.Reject" not in broker.requests
-    wait_for_depth(broker, (4, 0))
-    assert broker.depth("q") == (4, 0)
+    assert broker.wait_for_depth("q", (4, 0)) == (4, 0)
 
 
 def test_a_close_never_answered_ends_info_with_what_the_consumer_held():
