@@ -614,19 +614,8 @@ class Consumer:
         on 4.0.5, seed 4008: 0-750 handed to the active consumer as the harness ended it,
         flagged to the next one after the close)."""
         impl = self.channel._impl
-        on_deliver = impl._on_deliver
-
-        def deliver(method_frame: Any, header_frame: Any, body: bytes) -> None:
-            method = method_frame.method
-            if method.consumer_tag == self.tag and impl.is_closing:
-                self._record_delivery(method, header_frame.properties, body)
-            on_deliver(method_frame, header_frame, body)
-
-        impl._on_deliver = deliver
-        try:
+        with self._seeing_own_deliveries(lambda: impl.is_closing, self._record_delivery):
             yield
-        finally:
-            del impl._on_deliver
 
     @contextlib.contextmanager
     def _recording_pikas_rejects(self) -> Iterator[None]:
@@ -638,14 +627,7 @@ class Consumer:
         have no first delivery in the history (quorum-sac-fifo on 4.3, seed 4001: 0-744 was
         handed to the active consumer as it cancelled, and came back flagged 9 s later)."""
         impl = self.channel._impl
-        on_deliver, pending = impl._on_deliver, self.channel._remove_pending_deliveries
-
-        def deliver(method_frame: Any, header_frame: Any, body: bytes) -> None:
-            method = method_frame.method
-            if method.consumer_tag == self.tag and self.tag in impl._cancelled \
-                    and impl.is_open:
-                self._rejected_by_pika(method, header_frame.properties, body)
-            on_deliver(method_frame, header_frame, body)
+        pending = self.channel._remove_pending_deliveries
 
         def remove_pending(tag: str) -> list[Any]:
             events = pending(tag)
@@ -653,11 +635,36 @@ class Consumer:
                 self._rejected_by_pika(e.method, e.properties, e.body)
             return events
 
-        impl._on_deliver, self.channel._remove_pending_deliveries = deliver, remove_pending
+        self.channel._remove_pending_deliveries = remove_pending
+        try:
+            with self._seeing_own_deliveries(
+                    lambda: self.tag in impl._cancelled and impl.is_open, self._rejected_by_pika):
+                yield
+        finally:
+            del self.channel._remove_pending_deliveries
+
+    @contextlib.contextmanager
+    def _seeing_own_deliveries(self, when: Callable[[], bool],
+                               see: Callable[[Any, Any, bytes], Any]) -> Iterator[None]:
+        """Takes a condition and what to do with a delivery (its method, properties and body).
+        Within it, every delivery for this consumer that reaches pika's channel while `when()`
+        holds is handed to `see` before pika handles it (pika drops or rejects such a delivery
+        without dispatching it: `_recording_pikas_rejects`, `_recording_deliveries_while_
+        closing`)."""
+        impl = self.channel._impl
+        on_deliver = impl._on_deliver
+
+        def deliver(method_frame: Any, header_frame: Any, body: bytes) -> None:
+            method = method_frame.method
+            if method.consumer_tag == self.tag and when():
+                see(method, header_frame.properties, body)
+            on_deliver(method_frame, header_frame, body)
+
+        impl._on_deliver = deliver
         try:
             yield
         finally:
-            del impl._on_deliver, self.channel._remove_pending_deliveries
+            del impl._on_deliver
 
     def _rejected_by_pika(self, method: Any, props: Any, body: bytes) -> None:
         """Records a delivery pika rejects (requeue) for this consumer as it ends: received,
