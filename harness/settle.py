@@ -19,22 +19,14 @@ a log line, "lazyfs: settled n1 (N bytes in M files written back)".
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 from clusters.base import Cluster, Node, UnsyncedDisks
-from history import HARNESS, LAYER_SETTLED, Op
+from history import HARNESS, LAYER_SETTLED, Op, Recorder
 
 log = logging.getLogger(__name__)
 
 PATHS_KEPT = 50  # the files of a settle the history names (the others are counted)
-
-
-class Recorder(Protocol):
-    """What the settle needs of the history: appending an op."""
-
-    def append(self, op: Op) -> Any:
-        """Records one op."""
-        ...
 
 
 def settled_value(node: Node, report: dict[str, Any]) -> dict[str, Any]:
