@@ -24,9 +24,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers.model import CANCEL, CLOSE, DEAD_LETTER, DELIVERY_FS, END_FS, PUBLISH
+from checkers.model import ACK, CANCEL, CLOSE, DEAD_LETTER, DELIVERY_FS, END_FS, PUBLISH
 from checkers.spark_retry import CLIENT_OP_FIELDS, TIMELINE_LIMIT
 from checkers.timeouts import (
+    ACKED_AFTER_END,
     CANCELLED,
     CLOSED_406,
     DEAD_LETTERED,
@@ -68,7 +69,8 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
     repeated = client.where((F.col("type") == "info") & (F.col("f") == CANCEL)
                             & (F.col("by") == BY_BROKER)).count()
     cancels = timed_out_ends(client).cache()
-    msgs = ops.where(F.col("value").isNotNull() & F.col("f").isin(*DELIVERY_FS, DEAD_LETTER))
+    msgs = ops.where(F.col("value").isNotNull()
+                     & F.col("f").isin(*DELIVERY_FS, DEAD_LETTER, ACK))
     dlv = F.col("f").isin(*DELIVERY_FS)
     after = msgs.join(cancels, (msgs["index"] > cancels["c_index"]) & dlv
                       & (msgs["process"] == cancels["c_process"])
@@ -79,10 +81,12 @@ def consumer_timeout_check(spark: SparkSession, source: Path, settings: Mapping[
     later = since_held(held, msgs)
     first = later.groupBy("c_index", "id").agg(
         F.min(F.when(dlv, F.struct("index", "redelivered"))).alias("nxt"),
-        F.max(F.when(F.col("f") == DEAD_LETTER, True)).alias("dead"))
+        F.max(F.when(F.col("f") == DEAD_LETTER, True)).alias("dead"),
+        F.max(F.when(F.col("f") == ACK, True)).alias("acked"))
     outcome = (F.when(F.col("nxt").isNotNull() & F.col("nxt.redelivered"), F.lit(REDELIVERED))
                .when(F.col("nxt").isNotNull(), F.lit(UNFLAGGED))
                .when(F.col("dead"), F.lit(DEAD_LETTERED))
+               .when(F.col("acked"), F.lit(ACKED_AFTER_END))
                .otherwise(F.lit(LOST if drain_complete else NOT_JUDGED_DRAIN)))
     judged = first.select("c_index", "id", outcome.alias("outcome"))
     counts = {r["outcome"]: r["n"] for r in

@@ -25,7 +25,16 @@ consumer (its process and tag: one channel per process) after the end
 flagged redelivered (`redelivered`), or dead-lettered, after the delivery the
 consumer held it by (its last delivery to that consumer before the end), else
 `unflagged` or `lost` (lost judged only when the drain completed, else not
-judged). After that delivery, not after the end: the broker returns the held
+judged). A held message that was never delivered again but that its consumer
+acknowledged after the end is `acked_after_end`, counted apart and not judged
+as returned: RabbitMQ 4.3 returns only the messages whose timeout passed
+(`rabbit_fifo`'s `evaluate_consumer_timeout` filters the consumer's checked-out
+messages by their deadline) and sends the cancel; the others stay checked out
+to the consumer, whose channel is still open, and its ack settles them
+(`complete_and_checkout`). The harness's `holding` names every unacknowledged
+delivery at the end, including one that arrived a moment before it
+(quorum-consumer-timeout-khepri-minority on 4.3.6, seed 4003: 2-176 delivered
+0.09 ms before the cancel was recorded, acked 2 ms after it, never back). After that delivery, not after the end: the broker returns the held
 messages as it sends the cancel, and another client process may record a
 redelivery before the cancelled consumer's process records the cancel
 (quorum-consumer-timeout-healthy on 4.3.6, seed 4001: 0.4 ms before, twice in
@@ -66,6 +75,9 @@ SECTION: Final = "consumer_timeout"
 DELIVERED_AFTER_CANCEL, UNFLAGGED, LOST = "delivered_after_cancel", "unflagged", "lost"
 VIOLATIONS: Final = (DELIVERED_AFTER_CANCEL, UNFLAGGED, LOST)
 REDELIVERED, DEAD_LETTERED, NOT_JUDGED_DRAIN = "redelivered", "dead_lettered", "drain_incomplete"
+# A held message its consumer acknowledged after the end, never delivered again: the broker
+# kept it checked out and took the ack (4.3 returns only the messages past their timeout).
+ACKED_AFTER_END: Final = "acked_after_end"
 # How the broker ended a timed-out consumer: basic.cancel, or its channel closed with 406.
 CANCELLED, CLOSED_406 = "cancel", "channel_close_406"
 PRECONDITION_FAILED: Final = 406
@@ -224,6 +236,7 @@ def section(settings: Mapping[str, Any], ends: Mapping[str, int], counts: Mappin
            "held_judged": judged,
            "redelivered": counts.get(REDELIVERED, 0),
            "dead_lettered": counts.get(DEAD_LETTERED, 0),
+           ACKED_AFTER_END: counts.get(ACKED_AFTER_END, 0),
            "not_judged": {NOT_JUDGED_DRAIN: counts.get(NOT_JUDGED_DRAIN, 0)},
            "violation_count": bad,
            "violations": {**violations, STALLED: stalled, CANCEL_UNADVERTISED: uninvited},

@@ -35,8 +35,8 @@ COUNTS: dict[str, tuple[str, ...]] = {
     "delayed_retry": ("returns", "judged", "redelivered", "dead_lettered", "violation_count",
                       "violations", "not_judged"),
     "consumer_timeout": ("broker_cancels", "broker_channel_closes", "held_judged",
-                         "redelivered", "dead_lettered", "violation_count", "violations",
-                         "not_judged"),
+                         "redelivered", "dead_lettered", "acked_after_end", "violation_count",
+                         "violations", "not_judged"),
 }
 # What each section says of its run whatever it judged.
 SETTINGS: dict[str, tuple[str, ...]] = {
@@ -134,7 +134,15 @@ def why_sentence(name: str, s: Mapping[str, Any]) -> str:
     return (f"{_n(s.get('violation_count'))} violation(s) after {_n(s.get('broker_cancels'))} "
             f"broker cancel(s){closes}: {_n(s.get('held_judged'))} held message(s) judged "
             f"({_n(s.get('redelivered'))} back flagged, {_n(s.get('dead_lettered'))} "
-            f"dead-lettered).{hand_over_sentence(s.get('hand_over'))}")
+            f"dead-lettered){_acked_after_end(s)}.{hand_over_sentence(s.get('hand_over'))}")
+
+
+def _acked_after_end(s: Mapping[str, Any]) -> str:
+    """Takes the consumer-timeout section. Returns the clause on held messages their consumer
+    acked after its end (kept checked out by the broker, not returned), or ""."""
+    n = s.get("acked_after_end")
+    return (f"; {_n(n)} acked by their consumer after its end and never back (not past their "
+            f"timeout: kept, not returned)") if n else ""
 
 
 def hand_over_sentence(h: Any) -> str:

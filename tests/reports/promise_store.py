@@ -66,7 +66,8 @@ TIMEOUT: dict[str, Any] = {
     "valid": True, "settings": {"queue": "q", "timeout_ms": 5000},
     "broker_cancels": 2, "broker_channel_closes": 0,
     "ended_by": {"cancel": 2, "channel_close_406": 0}, "held_judged": 3, "redelivered": 2,
-    "dead_lettered": 1, "not_judged": {"drain_incomplete": 0}, "violation_count": 0,
+    "dead_lettered": 1, "acked_after_end": 1, "not_judged": {"drain_incomplete": 0},
+    "violation_count": 0,
     "violations": {"delivered_after_cancel": 0, "unflagged": 0, "lost": 0, "stalled": 0,
                    "cancel_without_capability": 0}, "examples": [],
     "held": {"of": 3, "limit": 1000, "sample": [
