@@ -89,7 +89,8 @@ class Release:
     no_delayed_retry: why the line's quorum queues have no delayed retry (x-delayed-retry-type,
       -min, -max: came in 4.3), or None when they have it.
     no_consumer_timeout_argument: why the line takes no per-consumer timeout
-      (x-consumer-timeout: 3.11.15 and 3.12 on; 3.10 has only rabbitmq.conf's consumer_timeout), or None.
+      (x-consumer-timeout as a basic.consume argument: 4.3; 3.10 and 4.0 read only the queue's
+      argument or policy, or rabbitmq.conf's consumer_timeout), or None.
     no_disconnected_timeout: why the line's quorum queues take no
       x-consumer-disconnected-timeout (came in 4.3: before it, a consumer's messages were
       returned as soon as its node was disconnected), or None.
@@ -224,9 +225,9 @@ RELEASES: dict[str, Release] = {
     "3.10": Release(
         "3.10", rootfs=None,
         no_consumer_timeout_argument=(
-            "RabbitMQ 3.10 takes no x-consumer-timeout consumer argument (3.11.15 and 3.12 added it; 3.10 "
+            "RabbitMQ 3.10 takes no x-consumer-timeout consumer argument (3.10 "
             "has only rabbitmq.conf's consumer_timeout) and would ignore it. Choose "
-            "--rabbitmq 4.0 or 4.3")),
+            "--rabbitmq 4.3")),
     "4.0": Release(
         "4.0", rootfs="4.0",
         removed_kinds=(("mirrored", "classic queue mirroring was removed in RabbitMQ 4.0; "
@@ -236,6 +237,12 @@ RELEASES: dict[str, Release] = {
         placement_columns=("name", "type", "leader", "members", "pid"),
         joiners_wait_for_first=True,
         priority_levels=2,
+        no_consumer_timeout_argument=(
+            "RabbitMQ 4.0 takes no x-consumer-timeout consumer argument: its channel reads a "
+            "consumer timeout from the queue's x-consumer-timeout argument or consumer-timeout "
+            "policy, else rabbitmq.conf's consumer_timeout (rabbit_channel:"
+            "get_queue_consumer_timeout, v4.0.5), and would ignore it (seed 4001 of the "
+            "consumer-timeout scenarios: no consumer ended). Choose --rabbitmq 4.3"),
     ),
     "4.3": Release(
         "4.3", rootfs="4.3",

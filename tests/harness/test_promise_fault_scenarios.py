@@ -43,7 +43,8 @@ ADDED = {
 NOT_ON = {("priorities", False): ["3.10"], ("priorities", True): ["3.10", "4.0"],
           ("delayed-retry", False): ["3.10", "4.0", "4.0 with --metadata-store khepri"],
           ("delayed-retry", True): ["3.10", "4.0", "4.0 with --metadata-store khepri"],
-          ("consumer-timeout", False): ["3.10"], ("consumer-timeout", True): ["3.10", "4.0"]}
+          ("consumer-timeout", False): ["3.10", "4.0", "4.0 with --metadata-store khepri"],
+          ("consumer-timeout", True): ["3.10", "4.0", "4.0 with --metadata-store khepri"]}
 # The leader's kill (kill@leader) and each shape's fault on 4.3.
 SHAPES = {"kill@leader", "partition-leader", "partition-one@follower"}
 

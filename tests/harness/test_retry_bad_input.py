@@ -34,11 +34,15 @@ def test_delayed_retry_on_a_line_without_it_is_refused(line):
     assert spec("4.3", {"delayed_retry_type": "all"}).refusal() is None
 
 
-def test_a_consumer_timeout_on_3_10_is_refused_and_taken_from_4_0_on():
-    why = spec("3.10", client={"consumer_timeout_ms": 5000}).refusal()
-    assert why is not None and why.startswith("--consumer-timeout-ms: RabbitMQ 3.10")
-    for line in ("4.0", "4.3"):
-        assert spec(line, client={"consumer_timeout_ms": 5000}).refusal() is None
+def test_a_consumer_timeout_argument_is_refused_on_3_10_and_4_0_and_taken_on_4_3():
+    # 4.0.5's channel reads a consumer timeout from the queue's argument or policy only
+    # (rabbit_channel:get_queue_consumer_timeout): seed 4001 of the five consumer-timeout
+    # shapes on 4.0.5 ended no consumer.
+    for line in ("3.10", "4.0"):
+        why = spec(line, client={"consumer_timeout_ms": 5000}).refusal()
+        assert why is not None and why.startswith(f"--consumer-timeout-ms: RabbitMQ {line}")
+        assert "Choose --rabbitmq 4.3" in why
+    assert spec("4.3", client={"consumer_timeout_ms": 5000}).refusal() is None
 
 
 @pytest.mark.parametrize("queue, msg", [
@@ -100,7 +104,8 @@ def test_the_4_3_scenarios_validate_and_are_refused_on_lines_without_the_feature
                  "quorum-consumer-timeout-close", "quorum-consumer-timeout-close-healthy"):
         spec = SCENARIOS[name].spec
         assert spec.broker.rabbitmq == "4.3" and spec.refusal() is None
-        assert [line for line, _ in not_applicable(spec)] == ["3.10"]
+        assert [line for line, _ in not_applicable(spec)] == [
+            "3.10", "4.0", "4.0 with --metadata-store khepri"]
 
 
 # x-consumer-disconnected-timeout (4.3): how long a consumer cut off keeps its messages.
