@@ -25,7 +25,13 @@ consumer (its process and tag: one channel per process) after the end
 flagged redelivered (`redelivered`), or dead-lettered, after the delivery the
 consumer held it by (its last delivery to that consumer before the end), else
 `unflagged` or `lost` (lost judged only when the drain completed, else not
-judged). A held message that was never delivered again but that its consumer
+judged). After that delivery, not after the end: the broker returns the held
+messages as it sends the cancel, and another client process may record a
+redelivery before the cancelled consumer's process records the cancel
+(quorum-consumer-timeout-healthy on 4.3.6, seed 4001: 0.4 ms before, twice in
+29 cancels).
+
+A held message that was never delivered again but that its consumer
 acknowledged after the end is `acked_after_end`, counted apart and not judged
 as returned: RabbitMQ 4.3 returns only the messages whose timeout passed
 (`rabbit_fifo`'s `evaluate_consumer_timeout` filters the consumer's checked-out
@@ -34,11 +40,7 @@ to the consumer, whose channel is still open, and its ack settles them
 (`complete_and_checkout`). The harness's `holding` names every unacknowledged
 delivery at the end, including one that arrived a moment before it
 (quorum-consumer-timeout-khepri-minority on 4.3.6, seed 4003: 2-176 delivered
-0.09 ms before the cancel was recorded, acked 2 ms after it, never back). After that delivery, not after the end: the broker returns the held
-messages as it sends the cancel, and another client process may record a
-redelivery before the cancelled consumer's process records the cancel
-(quorum-consumer-timeout-healthy on 4.3.6, seed 4001: 0.4 ms before, twice in
-29 cancels).
+0.09 ms before the cancel was recorded, acked 2 ms after it, never back).
 
 The hand-over (a queue with a single active consumer, `single_active_consumer`
 in the observation): RabbitMQ's consumers guide says that when the active
