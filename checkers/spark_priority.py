@@ -9,12 +9,31 @@ consumer's prefetch. Returned messages (rejected, nacked, or left unacked
 when a consumer's channel closed) do not keep their priority: they are
 redelivered in the order they were returned, ahead of fresh messages. 4.0 to
 4.2 had two levels (0-4 and no priority normal, above 4 high) served at a
-ratio (high:normal 2:1), so no strict order is promised there, and 3.x
-quorum queues have none. The harness's `priorities` observation
+ratio (high:normal 2:1), so no strict order is promised there (the two-level
+rule below judges what they do promise), and 3.x quorum queues have none. The
+harness's `priorities` observation
 (workloads.queue_workload.priorities_observation) says which the run's line
-is: a line without strict priorities gets the section "not applicable", never
+is: a line without priorities gets the section "not applicable", never
 false; a run without the observation (no priorities, or an older run) gets
 no section.
+
+The two-level rule (4.0 to 4.2). The documentation favours high messages
+2:1 and promises normal ones progress; 4.0.5's rabbit_fifo_q says how: a
+dequeue takes the high queue's head, except every third one, which takes
+the normal queue's head if that was enqueued first (a lower Raft index).
+So a normal message enqueued after a ready high one never goes ahead of it,
+whatever the turn; a normal one enqueued before may (the ratio), and is
+not held against it. The rule is the strict one below on two levels (1
+high: a priority above TWO_LEVEL_NORMAL; 0 normal: one at or below it, or
+none), with one more condition on m: its confirm came before d's message
+was first published (its publish invoke), so the broker had enqueued m
+before it took d in. The events are counted up to the earlier of d's
+previous settlement and that publish (by index); ripe, they are confirmed
+more than the margin before it, or, when d's publish came more than the
+margin before the settlement, merely before the publish (the publish is
+recorded before its write, after the confirm was read: an order of cause,
+not of two threads' records). A delivery of a message whose publish is not
+in the history is not judged (`priority_unknown`: its age is unknown).
 
 The rule. A delivery's *level* is its priority, 4 without one; a priority
 at or past the line's levels is unknown. A *consumer* is a process and a
@@ -30,7 +49,8 @@ Each delivery d of the queue is, the first that applies:
   came back, whatever their priority (documented);
 - not judged, `prefetch`: its consumer's prefetch is not 1 (the broker may
   hand it a lower message while a higher one is in flight elsewhere);
-- not judged, `priority_unknown`: its level is unknown;
+- not judged, `priority_unknown`: its level is unknown (or, under the
+  two-level rule, its message's age);
 - not judged, `no_settlement`: its consumer settled nothing before it (when
   the consumer subscribed, and so what was ready then, is not recorded).
 
@@ -138,6 +158,9 @@ log = logging.getLogger(__name__)
 SECTION: Final = "priority"
 # A message published without a priority counts as this level (RabbitMQ 4.3).
 DEFAULT_LEVEL: Final = 4
+# Two levels (4.0 to 4.2's rabbit_fifo:priority_tag): a priority above this one is high, any
+# other (or none) normal.
+TWO_LEVEL_NORMAL: Final = 4
 # How much earlier than a consumer's previous settlement a higher message's confirm must be
 # recorded for it to count as ready when the broker took the settlement in (the module
 # docstring): the clients' recording skew. The ack is recorded after its socket write and the
@@ -159,26 +182,47 @@ ON_ITS_OWN: Final = PRIORITY_NOT_JUDGED[:4]
 
 def not_applicable(observed: Mapping[str, Any]) -> str | None:
     """Takes the harness's `priorities` observation. Returns why the rule does not apply to the
-    run (a line without priorities, or unknown; a line that serves them at a ratio), or None
-    when it does. (Only a quorum queue's run records one: the spec refuses priorities for
-    the other kinds.)"""
+    run (a line without priorities, or unknown; a line that serves more than two levels at a
+    ratio), or None when it does: strict levels, or the two-level rule (`two_level`). (Only a
+    quorum queue's run records one: the spec refuses priorities for the other kinds.)"""
     line, levels = observed.get("line"), observed.get("levels")
     if line is None:
         return "the broker's release line is unknown"
     if not isinstance(levels, int):
         return f"RabbitMQ {line}'s quorum queues have no message priorities"
-    if not observed.get("strict"):
-        many = "two" if levels == 2 else str(levels)
-        return f"{many}-level priorities are served at a ratio (RabbitMQ {line}), not strictly"
+    if not observed.get("strict") and not two_level(observed):
+        return f"{levels}-level priorities are served at a ratio (RabbitMQ {line}), not strictly"
     return None
 
 
-def _level(priority: Column, levels: int) -> Column:
-    """Returns a priority's level: the priority below `levels`, DEFAULT_LEVEL without one (when
-    the line has it), else null (unknown)."""
+def two_level(observed: Mapping[str, Any]) -> bool:
+    """Takes the `priorities` observation. Returns whether the run's line serves two levels at
+    a ratio (4.0 to 4.2), which the two-level rule judges (the module docstring)."""
+    return not observed.get("strict") and observed.get("levels") == 2
+
+
+def _level(priority: Column, observed: Mapping[str, Any]) -> Column:
+    """Returns a priority's level. Strict levels: the priority below the line's levels,
+    DEFAULT_LEVEL without one (when the line has it), else null (unknown). Two levels: 1
+    (high) above TWO_LEVEL_NORMAL, 0 (normal) at or below it or without one, null below 0."""
+    if two_level(observed):
+        return F.when(priority.isNull(), F.lit(0)).when(priority > TWO_LEVEL_NORMAL, F.lit(1)) \
+            .when(priority >= 0, F.lit(0))
+    levels = int(observed["levels"])
     default = F.lit(DEFAULT_LEVEL) if levels > DEFAULT_LEVEL else F.lit(None).cast("long")
     return F.when(priority.isNull(), default).when(
         (priority >= 0) & (priority < levels), priority)
+
+
+def level_of(priority: int | None, observed: Mapping[str, Any]) -> int | None:
+    """Takes a priority (None: none) and the observation. Returns its level as `_level` does."""
+    if two_level(observed):
+        return 0 if priority is None else 1 if priority > TWO_LEVEL_NORMAL else (
+            0 if priority >= 0 else None)
+    levels = int(observed["levels"])
+    if priority is None:
+        return DEFAULT_LEVEL if levels > DEFAULT_LEVEL else None
+    return priority if 0 <= priority < levels else None
 
 
 def _in_queue(queue: str | None) -> Column:
@@ -196,7 +240,6 @@ def deliveries(h: History, observed: Mapping[str, Any], drain_start: int | None)
     (the index it was surely dispatched after: see the module docstring), `returned`, `level`,
     and `why` (the reason it is not judged on its own, null for one to judge against the
     messages that overtook it). (What examples show of a few is read again by index.)"""
-    levels = int(observed["levels"])
     prefetch = observed.get("prefetch") or {}
     main = F.col("f") == "consume"
     pf = F.when(main, F.lit(int(prefetch.get("consume", 0)))).otherwise(
@@ -216,7 +259,7 @@ def deliveries(h: History, observed: Mapping[str, Any], drain_start: int | None)
         F.greatest(F.when(pf == 1, last(is_delivery(), "index")), drained.cast("long"))
         .alias("bound"), pf.alias("prefetch"),
         (F.col("redelivered") | (F.coalesce(F.col("acquired"), F.lit(0)) > 0)).alias("returned"),
-        _level(F.col("priority"), levels).alias("level")).where(is_delivery())
+        _level(F.col("priority"), observed).alias("level")).where(is_delivery())
     why = (F.when(F.col("returned"), F.lit("returned"))
            .when(F.col("prefetch") != 1, F.lit("prefetch"))
            .when(F.col("level").isNull(), F.lit("priority_unknown"))
@@ -250,7 +293,7 @@ def messages(h: History, d: DataFrame, observed: Mapping[str, Any]) -> DataFrame
         F.min(first).alias("first_index"), F.min_by("returned", first).alias("first_returned"),
         F.min_by("bound", first).alias("first_bound"))
     level = F.when(F.col("inv_index").isNotNull(),
-                   _level(F.col("inv_priority"), int(observed["levels"])))
+                   _level(F.col("inv_priority"), observed))
     return grouped.where((F.col("n_pub") > 0) & F.col("first_index").isNotNull()).select(
         "id", level.alias("level"), "inv_index", "inv_time", "ok_index", "ok_time", "first_index",
         "first_returned", "first_bound")
@@ -306,13 +349,15 @@ def _maxima(level: int) -> list[tuple[str, Column]]:
 
 
 def judged(ev: DataFrame, queries: DataFrame, levels: list[int]) -> DataFrame:
-    """Takes the events, the deliveries to judge (`key` and `s_time`: their settlement's index
-    and time, `index`, `level`) and the levels the events have. Returns the deliveries with
-    `verdict` ("violation", "within_skew", "competing" or "in_order") and `unconfirmed` (a
-    never confirmed message overtook it)."""
+    """Takes the events, the deliveries to judge (`key` and `key_time`: the index and time of
+    the op the events are counted up to, their settlement's or, under the two-level rule, the
+    earlier of it and their publish's; `causal`: whether a message confirmed before that
+    publish counts as ripe; `index`, `level`) and the levels the events have. Returns the
+    deliveries with `verdict` ("violation", "within_skew", "competing" or "in_order") and
+    `unconfirmed` (a never confirmed message overtook it)."""
     bucket = F.floor(F.col("t") / BUCKET_NS).cast("long")
     ev = ev.select(bucket.alias("bucket"), "t", "sub", "kind", "level", "K", "D")
-    q = queries.select("*", F.col("s_time").alias("t"), F.col("key").alias("sub")).select(
+    q = queries.select("*", F.col("key_time").alias("t"), F.col("key").alias("sub")).select(
         bucket.alias("bucket"), "*", F.lit(QUERY).alias("kind"))
     maxima = [m for lvl in levels for m in _maxima(lvl)]
     # What the buckets before each one carried: each bucket's maxima (query buckets included,
@@ -335,8 +380,10 @@ def judged(ev: DataFrame, queries: DataFrame, levels: list[int]) -> DataFrame:
             [F.col(f"{prefix}{lvl}"), F.col(f"p{prefix}{lvl}")])) for lvl in levels])
 
     index = F.col("index")
-    verdict = (F.when(F.coalesce(over("R") >= index, F.lit(False)), F.lit("violation"))
-               .when(F.coalesce(over("K") >= index, F.lit(False)), F.lit("within_skew"))
+    sure = F.coalesce(over("K") >= index, F.lit(False))
+    verdict = (F.when(F.coalesce(over("R") >= index, F.lit(False)) | (F.col("causal") & sure),
+                      F.lit("violation"))
+               .when(sure, F.lit("within_skew"))
                .when(F.coalesce(over("D") > index, F.lit(False)), F.lit("competing"))
                .otherwise(F.lit("in_order")))
     return at.select(*queries.columns, verdict.alias("verdict"),
@@ -371,12 +418,27 @@ def _judge(h: History, d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any
            example_size: int, margin_ns: int) -> dict[str, Any]:
     """Takes the History, the annotated deliveries and messages, the observation, the
     example size and the skew margin (ns). Returns the judged section."""
+    two = two_level(observed)
+    if two:  # a delivery's age is its message's publish: unknown without one
+        d = d.join(msgs.select("id", "inv_index", "inv_time"), "id", "left").withColumn(
+            "why", F.when((F.col("why").isNull() | (F.col("why") == "no_settlement"))
+                          & F.col("inv_index").isNull(),
+                          F.lit("priority_unknown")).otherwise(F.col("why")))
     why = F.col("why")
     counts = d.agg(F.count(F.lit(1)).alias("n"), *(
         F.count_if(why == k).alias(k) for k in ON_ITS_OWN)).collect()[0]
     not_judged = {k: int(counts[k]) for k in ON_ITS_OWN}
-    queries = d.where(why.isNull()).select(F.col("s_index").alias("key"), "s_time", "index",
-                                           "level")
+    queries = d.where(why.isNull()).select("s_index", "s_time", "index", "level", *(
+        ("inv_index", "inv_time") if two else ()))
+    if two:  # counted up to the earlier of the settlement and the publish (module docstring)
+        earlier = F.col("inv_index") < F.col("s_index")
+        queries = queries.select(
+            "*", F.when(earlier, F.col("inv_index")).otherwise(F.col("s_index")).alias("key"),
+            F.when(earlier, F.col("inv_time")).otherwise(F.col("s_time")).alias("key_time"),
+            (F.col("inv_time") + F.lit(margin_ns) < F.col("s_time")).alias("causal"))
+    else:
+        queries = queries.select("*", F.col("s_index").alias("key"),
+                                 F.col("s_time").alias("key_time"), F.lit(False).alias("causal"))
     sac = bool(observed.get("single_active_consumer"))
     ev = events(msgs, sac, margin_ns)
     levels = sorted(r["level"] for r in ev.select("level").distinct().collect())
@@ -413,18 +475,20 @@ def _judge(h: History, d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any
 
 def witnesses(ev: DataFrame, found: Sequence[Row], margin_ns: int | None) -> dict[int, str]:
     """Takes the events, a few deliveries judged violations (or set aside by the margin) and
-    the skew margin (ns; None: any confirm before the settlement counts). Returns, by
+    the skew margin (ns; None: any confirm before the op counted up to counts). Returns, by
     delivery index, the id of the message that overtook it: of the confirmed ones of a
-    higher level confirmed before its settlement (and more than the margin before it) and
-    sure to be ready, the one whose key, then id, is greatest."""
+    higher level confirmed before the op counted up to (its settlement, or the earlier of it
+    and its publish: `judged`), ripe (more than the margin before that op, or a causal
+    delivery's) and sure to be ready, the one whose key, then id, is greatest."""
     spark = ev.sparkSession
-    wanted = literal_rows(spark, [(r["index"], r["key"], r["s_time"], r["level"])
-                                  for r in found],
-                          "w_index bigint, w_key bigint, w_time bigint, w_level bigint")
+    wanted = literal_rows(spark, [(r["index"], r["key"], r["key_time"], r["level"],
+                                   bool(r["causal"])) for r in found],
+                          "w_index bigint, w_key bigint, w_time bigint, w_level bigint, "
+                          "w_causal boolean")
     cond = ((F.col("kind") == CONFIRMED) & (F.col("level") > F.col("w_level"))
             & (F.col("sub") < F.col("w_key")) & (F.col("K") >= F.col("w_index")))
     if margin_ns is not None:
-        cond = cond & (F.col("t") + F.lit(margin_ns) < F.col("w_time"))
+        cond = cond & ((F.col("t") + F.lit(margin_ns) < F.col("w_time")) | F.col("w_causal"))
     rows = (ev.join(F.broadcast(wanted), cond).groupBy("w_index")
             .agg(F.max(F.struct("K", "id")).alias("best")).collect())
     return {r["w_index"]: r["best"]["id"] for r in rows}
@@ -433,27 +497,32 @@ def witnesses(ev: DataFrame, found: Sequence[Row], margin_ns: int | None) -> dic
 def examples(h: History, ev: DataFrame, found: Sequence[Row], observed: Mapping[str, Any],
              margin_ns: int | None) -> list[dict[str, Any]]:
     """Takes the History, the events, the first violating (or set aside) deliveries (key,
-    s_time, index, level), the observation and the margin their witnesses were confirmed by
-    (`witnesses`). Returns them as results.json's examples: each with the message that
-    overtook it and the timelines of both, read from the history (the deliveries and their
-    settlements by index, the messages' publish ops and deliveries by id)."""
+    key_time, causal, s_index, index, level, and inv_index under the two-level rule), the
+    observation and the margin their witnesses were confirmed by (`witnesses`). Returns them
+    as results.json's examples: each with the message that overtook it and the timelines of
+    both, read from the history (the deliveries, their settlements and, under the two-level
+    rule, their publishes by index; the overtaking messages' publish ops and deliveries by
+    id)."""
     who = witnesses(ev.select("t", "sub", "kind", "level", "K", "id"), found, margin_ns)
     ids = sorted(set(who.values()))
-    at = sorted({r["index"] for r in found} | {r["key"] for r in found})
+    two = two_level(observed)
+    at = sorted({r["index"] for r in found} | {r["s_index"] for r in found}
+                | ({r["inv_index"] for r in found} if two else set()))
     mine = F.col("value").isin(ids) & _in_queue(observed.get("queue")) & (
         is_publish() | is_delivery())
     ops = (h.df.where(F.col("index").isin(at) | mine)
            .select("value", "cls", "code", "index", "time", "node", "priority", "pid",
                    "consumer").orderBy("index").collect())
     by_index = {r["index"]: r for r in ops}
-    return [example(by_index[r["index"]], r["level"], by_index[r["key"]],
-                    _timeline(ops, who[r["index"]])) for r in found]
+    return [example(by_index[r["index"]], r["level"], by_index[r["s_index"]],
+                    _timeline(ops, who[r["index"]], observed),
+                    by_index[r["inv_index"]] if two else None) for r in found]
 
 
-def _timeline(ops: Sequence[Row], mid: str) -> dict[str, Any]:
-    """Takes the publish ops and deliveries of a few messages, in index order, and the id of
-    one that overtook a delivery. Returns that message's publish, confirm and first
-    delivery."""
+def _timeline(ops: Sequence[Row], mid: str, observed: Mapping[str, Any]) -> dict[str, Any]:
+    """Takes the publish ops and deliveries of a few messages, in index order, the id of one
+    that overtook a delivery and the observation. Returns that message's publish, confirm and
+    first delivery."""
     mine = [r for r in ops if r["value"] == mid]
     inv = next(r for r in mine if is_row(r, "publish") and r["code"] == 0)
     ok = next(r for r in mine if is_row(r, "publish") and r["code"] == OUTCOME_CODES["ok"])
@@ -461,7 +530,7 @@ def _timeline(ops: Sequence[Row], mid: str) -> dict[str, Any]:
     priority = inv["priority"]
     return {
         "id": mid, "priority": priority,
-        "level": DEFAULT_LEVEL if priority is None else priority,  # a known one: an event's
+        "level": level_of(priority, observed),  # a known one: an event's
         "published": {"index": inv["index"], "time_ms": ns_to_ms(inv["time"]),
                       "node": inv["node"]},
         "confirmed": {"index": ok["index"], "time_ms": ns_to_ms(ok["time"])},
@@ -475,15 +544,21 @@ def is_row(r: Row, kind: str) -> bool:
     return r["cls"] == (PUBLISH_ROW if kind == "publish" else DELIVERY_ROW)
 
 
-def example(d: Row, level: int, settled: Row, overtaken_by: dict[str, Any]) -> dict[str, Any]:
+def example(d: Row, level: int, settled: Row, overtaken_by: dict[str, Any],
+            published: Row | None = None) -> dict[str, Any]:
     """Takes a violating delivery (its history row), its level, its previous settlement (the
-    ack's row) and the timeline of the message that overtook it. Returns the example as
-    results.json shows it: the consumer, the delivery, its previous settlement, and the
-    overtaking message's publish, confirm and first delivery."""
+    ack's row), the timeline of the message that overtook it and, under the two-level rule,
+    the delivered message's first publish invoke (its row). Returns the example as
+    results.json shows it: the consumer, the delivery (and its message's publish), its
+    previous settlement, and the overtaking message's publish, confirm and first delivery."""
+    mine = {} if published is None else {"published": {
+        "index": published["index"], "time_ms": ns_to_ms(published["time"]),
+        "node": published["node"]}}
     return {
         "consumer": consumer_identity(d["pid"], d["consumer"]),
         "delivery": {"id": d["value"], "priority": d["priority"], "level": level,
-                     "index": d["index"], "time_ms": ns_to_ms(d["time"]), "node": d["node"]},
+                     "index": d["index"], "time_ms": ns_to_ms(d["time"]), "node": d["node"],
+                     **mine},
         "settled": {"index": settled["index"], "time_ms": ns_to_ms(settled["time"])},
         "overtaken_by": overtaken_by,
     }

@@ -113,8 +113,8 @@ TIMEOUT_CLOSE_EXPECT = (
     "consumer_timeout: ended_by says how each consumer was ended; a cancel is a violation)")
 
 # Message priorities (issue 31): a quorum queue on RabbitMQ 4.3, whose 32 levels are strict (on
-# 4.0, asked with --rabbitmq 4.0, two levels served at a ratio: the priority check says it does
-# not apply; 3.10 has none and refuses the scenario, clusters.releases.refuses_priorities).
+# 4.0, asked with --rabbitmq 4.0, two levels served at a ratio: the priority check judges its
+# two-level rule; 3.10 has none and refuses the scenario, clusters.releases.refuses_priorities).
 # The priority check judges deliveries to consumers of prefetch 1 that settled something before
 # (checkers.spark_priority): so one consumer of prefetch 1, never competing with another, acking
 # at most 40 a second. Publishers offer 100 a second, 10 of them at 9, 20 at 5, 20 without a
@@ -132,7 +132,8 @@ PRIORITIES_EXPECT = (
     "a confirmed message of a higher priority was ready (its judged_count, designed to exceed "
     "1,000, is for the reader to check: the matrix judges the verdict only); returned "
     "messages, which do not keep their priority and come back ahead of fresh ones, are not "
-    "judged; on 4.0 (two levels served at a ratio) the section says it does not apply")
+    "judged; on 4.0 (two levels served 2:1) it finds no normal message published after a "
+    "ready high one was confirmed handed out ahead of it")
 PRIORITIES_JUDGED = (
     "results.json's priority section finds no delivery handed out while a confirmed message of "
     "a higher priority was ready (its judged_count is for the reader to check)")
@@ -361,7 +362,7 @@ _CATALOGUE: list[tuple[str, str, str, Expectation, str | None, dict[str, object]
      "leader dispatches by the same strict priorities as the old (the queue's ready messages "
      "by priority are its replicated state), subject to the consumer's prefetch: "
      + PRIORITIES_JUDGED + "; the message the consumer held through the cut, and any returned "
-     "one, are not judged; on 4.0 the section says it does not apply", VALID, None,
+     "one, are not judged; on 4.0 its two-level rule is judged the same way", VALID, None,
      {**PRIORITIES, "nemesis": _faults("partition-leader", interval=20)}),
     ("quorum-priorities-khepri-minority",
      "as quorum-priorities on a Khepri minority (as khepri-minority): a node that does not "

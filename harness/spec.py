@@ -338,8 +338,9 @@ class TestSpec:
 
     def priority_warnings(self) -> list[str]:
         """Returns a sentence for each reason the priority check will not judge a run whose
-        publishers give priorities: a release line whose quorum queues serve priorities at a
-        ratio rather than strictly, consumers with a prefetch other than 1."""
+        publishers give priorities, or judge it only in part: a release line whose quorum
+        queues serve priorities at a ratio rather than strictly (two levels: their rule only;
+        more: not at all), consumers with a prefetch other than 1."""
         try:
             if not priority_levels(self.workload.priorities):
                 return []
@@ -347,7 +348,12 @@ class TestSpec:
             return []
         line = release(self.broker.rabbitmq)
         out = []
-        if line.priority_levels is not None and not line.strict_priority:
+        if line.priority_levels == 2 and not line.strict_priority:
+            out.append(f"RabbitMQ {line.line}'s quorum queues have 2 priority levels served at "
+                       f"a ratio, not strictly: the priority check judges the two-level rule "
+                       f"only (a normal message published after a ready high one was "
+                       f"confirmed must not go first)")
+        elif line.priority_levels is not None and not line.strict_priority:
             out.append(f"RabbitMQ {line.line}'s quorum queues have {line.priority_levels} "
                        f"priority levels served at a ratio, not strictly: the priority check "
                        f"will say it does not apply")

@@ -184,10 +184,13 @@ def priority_examples(s: Mapping[str, Any]) -> list[Any]:
     out: list[Any] = []
     for ex in list(s.get("examples") or [])[:MAX_EXAMPLES]:
         d, by = ex.get("delivery") or {}, ex.get("overtaken_by") or {}
+        before = ("the consumer's previous settlement and before "
+                  f"{_plain(d.get('id'))} was published (the two-level rule)"
+                  if d.get("published") else "the consumer's previous settlement")
         out.append(Para(f"Consumer {_plain(ex.get('consumer'))} was handed {_plain(d.get('id'))} "
                         f"(level {_plain(d.get('level'))}) while {_plain(by.get('id'))} (level "
-                        f"{_plain(by.get('level'))}), confirmed before the consumer's previous "
-                        "settlement, was still to come:"))
+                        f"{_plain(by.get('level'))}), confirmed before {before}, was still to "
+                        "come:"))
         out.append(_priority_timeline(ex))
     for ex in list(s.get("within_skew_examples") or [])[:MAX_EXAMPLES]:
         d, by = ex.get("delivery") or {}, ex.get("overtaken_by") or {}
@@ -218,7 +221,10 @@ def _priority_timeline(ex: Mapping[str, Any]) -> Table:
     """Takes a priority example. Returns its timeline's table, by history index."""
     d, by = ex.get("delivery") or {}, ex.get("overtaken_by") or {}
     mine = {"consumer": ex.get("consumer")}
+    mine_published = [{"event": "published (overtaken)", "id": d.get("id"),
+                       **d["published"]}] if isinstance(d.get("published"), Mapping) else []
     events = [
+        *mine_published,
         {"event": "published", "id": by.get("id"), **(by.get("published") or {})},
         {"event": "confirmed", "id": by.get("id"), **(by.get("confirmed") or {})},
         {"event": "consumer's previous ack", **mine, **(ex.get("settled") or {})},

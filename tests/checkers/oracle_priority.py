@@ -6,8 +6,9 @@ priorities and issue 31):
 
 - The section exists only when the history holds a harness observation f "priorities" (the
   last one counts). It is "not applicable" (valid "unknown") for an unknown line, a line
-  without priority levels, a line that does not serve them strictly, or when no publish or
-  delivery of the queue carries a priority.
+  without priority levels, a line that serves more than two levels at a ratio, or when no
+  publish or delivery of the queue carries a priority. A line with two levels not served
+  strictly (4.0) is judged by the two-level rule (the last point).
 - Only publishes and ok consume/drain deliveries of the observed queue count (an op naming no
   queue counts); acks count whatever their queue. A consumer is (process, consumer tag).
 - A level is the priority when below the line's levels, 4 without one (when the line has a
@@ -33,6 +34,15 @@ priorities and issue 31):
   could be judged"); it composes only when false. Examples: the first violations by index;
   within_skew_examples: the first deliveries set aside by the margin, by index. The section
   states the margin (skew_margin_ms) and why (skew_margin_reason, the checker's sentence).
+- The two-level rule (4.0's rabbit_fifo_q: a normal message enqueued after a ready high one
+  never goes first). Levels: 1 for a priority above 4, 0 for one from 0 to 4 or none, unknown
+  below 0. A delivery whose message has no publish invoke is not judged, priority_unknown
+  (after returned and prefetch, before no_settlement). Its point is its message's first
+  publish invoke when that comes before its settlement, else the settlement; m counts only
+  when confirmed before the point (so before the settlement and before d's publish), and is
+  ripe when its confirm's time is more than the margin before the point's, or when d's
+  publish's time is more than the margin before the settlement's. Each example's delivery
+  also gives its message's publish (index, time_ms, node).
 """
 
 from __future__ import annotations
@@ -60,21 +70,26 @@ def _client(process: Any) -> bool:
         isinstance(process, str) and re.fullmatch(r"-?[0-9]+", process) is not None)
 
 
+def _two(obs: dict[str, Any]) -> bool:
+    return not obs.get("strict") and obs.get("levels") == 2
+
+
 def _why_not(obs: dict[str, Any], ops: list[dict[str, Any]], mine: Any) -> str | None:
     line, levels = obs.get("line"), obs.get("levels")
     if line is None:
         return "the broker's release line is unknown"
     if not isinstance(levels, int):
         return f"RabbitMQ {line}'s quorum queues have no message priorities"
-    if not obs.get("strict"):
-        many = "two" if levels == 2 else str(levels)
-        return f"{many}-level priorities are served at a ratio (RabbitMQ {line}), not strictly"
+    if not obs.get("strict") and levels != 2:
+        return f"{levels}-level priorities are served at a ratio (RabbitMQ {line}), not strictly"
     if not any(mine(op) and op.get("priority") is not None for op in ops):
         return "no message carried a priority"
     return None
 
 
-def _level(priority: Any, levels: int) -> int | None:
+def _level(priority: Any, levels: int, two: bool = False) -> int | None:
+    if two:
+        return 0 if priority is None else 1 if priority > 4 else 0 if priority >= 0 else None
     if priority is None:
         return 4 if levels > 4 else None
     return priority if 0 <= priority < levels else None
@@ -86,6 +101,7 @@ class _Read:
     def __init__(self, obs: dict[str, Any], ops: list[dict[str, Any]], mine: Any,
                  drain_start: int | None) -> None:
         self.levels = int(obs["levels"])
+        self.two = _two(obs)
         prefetch = obs.get("prefetch") or {}
         self.invoked: dict[str, dict[str, Any]] = {}
         self.confirmed: dict[str, dict[str, Any]] = {}
@@ -107,7 +123,7 @@ class _Read:
                     [drain_start] if op["f"] == "drain" and drain_start is not None else [])
                 d = {"op": op, "consumer": consumer, "prefetch": p, "s": acked.get(consumer),
                      "bound": max(bounds) if bounds else None,
-                     "level": _level(op.get("priority"), self.levels),
+                     "level": _level(op.get("priority"), self.levels, self.two),
                      "returned": op.get("redelivered") is True or max(
                          op.get("delivery_count") or 0, op.get("acquired_count") or 0) > 0}
                 before.append(op["index"])
@@ -124,15 +140,15 @@ class _Read:
 
     def level_of(self, mid: str) -> int | None:
         inv = self.invoked.get(mid)
-        return None if inv is None else _level(inv.get("priority"), self.levels)
+        return None if inv is None else _level(inv.get("priority"), self.levels, self.two)
 
 
-def _why(d: dict[str, Any]) -> str | None:
+def _why(r: _Read, d: dict[str, Any]) -> str | None:
     if d["returned"]:
         return "returned"
     if d["prefetch"] != 1:
         return "prefetch"
-    if d["level"] is None:
+    if d["level"] is None or (r.two and d["op"]["value"] not in r.invoked):
         return "priority_unknown"
     return "no_settlement" if d["s"] is None else None
 
@@ -141,6 +157,12 @@ def _judge(r: _Read, d: dict[str, Any], sac: bool) -> tuple[str, bool, str | Non
     """Returns a delivery's verdict, whether an unconfirmed message overtook it, and the
     witness of a violation."""
     at, settled, settled_at = d["op"]["index"], d["s"]["index"], d["s"]["time"]
+    causal = False
+    if r.two:  # counted up to the earlier of the settlement and d's publish
+        inv = r.invoked[d["op"]["value"]]
+        causal = settled_at - inv["time"] > MARGIN_NS
+        if inv["index"] < settled:
+            settled, settled_at = inv["index"], inv["time"]
     sure: list[tuple[int, str]] = []
     ripe: list[tuple[int, str]] = []
     confirmed = unconfirmed = False
@@ -156,7 +178,7 @@ def _judge(r: _Read, d: dict[str, Any], sac: bool) -> tuple[str, bool, str | Non
                 first["bound"] if first["bound"] is not None else -1)
             if key >= at:
                 sure.append((key, mid))
-                if settled_at - ok["time"] > MARGIN_NS:
+                if causal or settled_at - ok["time"] > MARGIN_NS:
                     ripe.append((key, mid))
         elif ok is None and mid in r.invoked and r.invoked[mid]["index"] < settled:
             unconfirmed = True
@@ -169,10 +191,15 @@ def _judge(r: _Read, d: dict[str, Any], sac: bool) -> tuple[str, bool, str | Non
 
 def _example(r: _Read, d: dict[str, Any], mid: str) -> dict[str, Any]:
     op, first, inv, ok = d["op"], r.first[mid], r.invoked[mid], r.confirmed[mid]
+    delivery = {"id": op["value"], "priority": op.get("priority"), "level": d["level"],
+                "index": op["index"], "time_ms": _ms(op["time"]), "node": op.get("node")}
+    if r.two:
+        mine = r.invoked[op["value"]]
+        delivery["published"] = {"index": mine["index"], "time_ms": _ms(mine["time"]),
+                                 "node": mine.get("node")}
     return {
         "consumer": f"{d['consumer'][0]}/{d['consumer'][1]}",
-        "delivery": {"id": op["value"], "priority": op.get("priority"), "level": d["level"],
-                     "index": op["index"], "time_ms": _ms(op["time"]), "node": op.get("node")},
+        "delivery": delivery,
         "settled": {"index": d["s"]["index"], "time_ms": _ms(d["s"]["time"])},
         "overtaken_by": {
             "id": mid, "priority": inv.get("priority"), "level": r.level_of(mid),
@@ -215,7 +242,7 @@ def priority(ops: list[dict[str, Any]], example_size: int = 20) -> dict[str, Any
     set_aside = 0
     examples: dict[str, list[dict[str, Any]]] = {"violation": [], "within_skew": []}
     for d in r.deliveries:
-        reason = _why(d)
+        reason = _why(r, d)
         if reason is None:
             reason, unconfirmed, witness = _judge(r, d, bool(obs.get("single_active_consumer")))
             set_aside += reason == "in_order" and unconfirmed

@@ -266,7 +266,9 @@ def test_with_a_single_active_consumer_the_next_one_came_after(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("line", "levels", "strict", "reason"), [
-    ("4.0", 2, False, "two-level priorities are served at a ratio (RabbitMQ 4.0), not strictly"),
+    # (4.0's two levels are judged by the two-level rule: below; a line serving more at a
+    # ratio has none)
+    ("4.x", 3, False, "3-level priorities are served at a ratio (RabbitMQ 4.x), not strictly"),
     ("3.10", None, False, "RabbitMQ 3.10's quorum queues have no message priorities"),
     (None, None, False, "the broker's release line is unknown"),
 ])
@@ -325,6 +327,95 @@ def test_a_priority_beyond_the_lines_levels_is_not_judged(tmp_path: Path) -> Non
     assert r["priority"]["judged_count"] == 1 and r["priority"]["violation_count"] == 0
 
 
+# -- the two-level rule (4.0 to 4.2) ------------------------------------------------------------
+
+TWO = {"line": "4.0", "levels": 2, "strict": False}
+
+
+def two_level(path: Path, *, normal_first: bool, settle_after_publish_ns: int = 200 * MS) -> None:
+    """4.0's shape: consumer 5 holds 2-0; 1-1 (priority 9: high) is published and confirmed,
+    and 1-0 (priority 1: normal) published after that confirm (`normal_first`: before 1-1's
+    publish); 5 settles 2-0 `settle_after_publish_ns` after 1-0's publish and is handed 1-0,
+    then 1-1."""
+    with Builder(path) as b:
+        b.priorities(**TWO)
+        b.publish(2, 0, priority=1)
+        b.deliver(5, "2-0", priority=1)
+        if normal_first:
+            b.publish(1, 0, priority=1)
+        b.publish(1, 1, priority=9)
+        if not normal_first:
+            b.publish(1, 0, priority=1)
+        b.later(settle_after_publish_ns - 2 * MS)  # 1-0's publish took 2 ms of the clock
+        b.ack(5, "2-0")
+        take(b, 5, "1-0", 1)
+        take(b, 5, "1-1", 9)
+        b.drained()
+
+
+def test_two_levels_a_younger_normal_message_before_a_ready_high_one_is_a_violation(
+        tmp_path: Path) -> None:
+    # 4.0.5's rabbit_fifo_q takes the high queue's head on every dequeue but every third, and
+    # then the normal one's only if it was enqueued first: 1-0, published after 1-1's confirm,
+    # could never go first.
+    p = tmp_path / "h.jsonl"
+    two_level(p, normal_first=False)
+    r = check(p)
+    assert r["valid"] is False and r["queue"]["valid"] is True
+    s = r["priority"]
+    assert (s["applicable"], s["line"], s["levels"], s["strict"]) == (True, "4.0", 2, False)
+    assert (s["judged_count"], s["violation_count"]) == (2, 1)
+    ex = s["examples"][0]
+    assert ex["delivery"]["id"] == "1-0" and ex["delivery"]["level"] == 0
+    assert ex["delivery"]["published"]["index"] == 6  # after 1-1's confirm (index 5)
+    assert ex["overtaken_by"]["id"] == "1-1" and ex["overtaken_by"]["level"] == 1
+    assert ex["overtaken_by"]["confirmed"]["index"] == 5
+
+
+def test_two_levels_an_older_normal_message_may_take_its_turn(tmp_path: Path) -> None:
+    # 1-0 was published (and confirmed) before 1-1: the ratio's third turn may take it first.
+    p = tmp_path / "h.jsonl"
+    two_level(p, normal_first=True)
+    r = check(p)
+    assert r["valid"] is True
+    assert (r["priority"]["judged_count"], r["priority"]["violation_count"]) == (2, 0)
+
+
+@pytest.mark.parametrize(("settle_after_publish_ns", "verdict"), [
+    (SKEW_MARGIN_NS + 50 * MS, "violation"),  # the publish was recorded after the confirm
+    (SKEW_MARGIN_NS - 50 * MS, "within_skew"),  # and the confirm is within the ack's margin
+])
+def test_two_levels_a_confirm_read_before_the_publish_counts_whatever_the_gap(
+        tmp_path: Path, settle_after_publish_ns: int, verdict: str) -> None:
+    # 1-1's confirm (index 5) is recorded 1 ms before 1-0's publish (index 6): the publish is
+    # recorded before its write, so the broker had 1-1 before 1-0; that is an order of cause,
+    # and the margin is not needed for it when the publish came more than the margin before
+    # the ack. Closer, the ack's margin decides as in the strict rule.
+    p = tmp_path / "h.jsonl"
+    two_level(p, normal_first=False, settle_after_publish_ns=settle_after_publish_ns)
+    s = check(p)["priority"]
+    if verdict == "violation":
+        assert s["violation_count"] == 1 and s["not_judged"]["within_skew"] == 0
+    else:
+        assert s["violation_count"] == 0 and s["not_judged"]["within_skew"] == 1
+        assert s["within_skew_examples"][0]["delivery"]["published"]["index"] == 6
+
+
+def test_two_levels_a_message_without_its_publish_is_not_judged(tmp_path: Path) -> None:
+    p = tmp_path / "h.jsonl"
+    with Builder(p) as b:
+        b.priorities(**TWO)
+        b.publish(2, 0, priority=1)
+        b.publish(1, 1, priority=9)
+        take(b, 5, "2-0", 1)
+        take(b, 5, "3-0", 1)  # its publish is not in the history: its age is unknown
+        take(b, 5, "1-1", 9)
+        b.drained()
+    s = check(p)["priority"]
+    assert s["not_judged"] == {**NONE_JUDGED, "no_settlement": 1, "priority_unknown": 1}
+    assert (s["judged_count"], s["violation_count"]) == (1, 0)
+
+
 # -- random priority histories: the engine says what the oracle says -------------------------
 
 
@@ -335,7 +426,7 @@ def priority_histories(draw: st.DrawFn) -> dict[str, Any]:
     priorities and outcomes, delivered in any order to two main consumers and the drain's
     (mostly acked at once), flagged or counted returned now and then, the clock moving on by
     1 ms an op and now and then by tens of ms more (so that pairs fall on both sides of the
-    skew margin)."""
+    skew margin), on 4.3's strict levels or 4.0's two."""
     n = draw(st.integers(3, 9))
     prios = draw(st.lists(st.sampled_from([None, 1, 1, 9, 9, 31, 40]), min_size=n, max_size=n))
     steps: list[tuple[Any, ...]] = []
@@ -373,13 +464,14 @@ def priority_histories(draw: st.DrawFn) -> dict[str, Any]:
     gaps = draw(st.lists(st.sampled_from([0, 0, 0, 0, 40, 70, 120]), min_size=len(steps),
                          max_size=len(steps)))
     return {"prios": prios, "steps": steps, "gaps": gaps,
-            "consume": draw(st.sampled_from([1, 1, 1, 2])), "sac": draw(st.booleans())}
+            "consume": draw(st.sampled_from([1, 1, 1, 2])), "sac": draw(st.booleans()),
+            "two": draw(st.booleans())}
 
 
 def write_priority_history(path: Path, h: dict[str, Any]) -> Path:
     prios = h["prios"]
     with Builder(path) as b:
-        b.priorities(consume=h["consume"], sac=h["sac"])
+        b.priorities(consume=h["consume"], sac=h["sac"], **(TWO if h["two"] else {}))
         for step, gap in zip(h["steps"], h["gaps"], strict=True):
             b.later(gap * MS)
             kind, *args = step

@@ -20,8 +20,9 @@ from matplotlib.figure import Figure
 
 from reports import plots_promises
 from reports.history_scan import HistoryScan
+from reports.page import NA
 from reports.report import render
-from reports.report_promises import COUNTS, PROMISES, promises_data
+from reports.report_promises import COUNTS, PROMISES, priority_examples, promises_data
 from tests.reports.browser import CHROMIUM, Browser
 from tests.reports.promise_store import RETRY, make_run, results
 from tests.reports.test_report_browser import WIDTH, problems
@@ -262,3 +263,20 @@ def test_the_consumer_timeout_part_says_how_consumers_were_ended_and_shows_a_sta
     assert cells[0][:2] == ["500", "5,200.0"] and cells[1][4] == "7 c7"
     assert cells[2][1] == "9,000.0" and cells[3][1] == "15,200.0"
     assert cells[4][:2] == ["900", "20,000.0"] and cells[4][4] == "c6"
+
+
+def test_a_two_level_example_says_the_delivered_message_was_published_after_the_confirm() -> None:
+    # 4.0's rule holds a normal message against a ready high one only when it was published
+    # after that one's confirm: its example shows that publish first in the timeline.
+    ex = copy.deepcopy(results()["priority"]["examples"][0])
+    ex["delivery"].update(level=0, published={"index": 405, "time_ms": 2320.0, "node": "n3"})
+    ex["overtaken_by"]["level"] = 1
+    para, timeline = priority_examples({"examples": [ex]})
+    assert para.text == ("Consumer 5/c5 was handed 1-40 (level 0) while 1-41 (level 1), "
+                         "confirmed before the consumer's previous settlement and before 1-40 "
+                         "was published (the two-level rule), was still to come:")
+    rows = [[c.text for c in r.cells] for r in timeline.rows]
+    assert [(r[0], r[2], r[3]) for r in rows] == [
+        ("400", "published", "1-41"), ("402", "confirmed", "1-41"),
+        ("405", "published (overtaken)", "1-40"), ("418", "consumer's previous ack", NA),
+        ("420", "delivered (overtaken)", "1-40"), ("430", "delivered (overtaking)", "1-41")]

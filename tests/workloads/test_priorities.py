@@ -162,6 +162,7 @@ def test_a_strict_line_refuses_a_priority_beyond_its_levels():
 
 def test_the_spec_warns_when_the_priority_check_will_not_judge():
     said = spec("4.0", "0,9").warnings()
-    assert any("served at a ratio" in w for w in said)
+    assert any("served at a ratio, not strictly: the priority check judges the two-level rule"
+               in w for w in said)
     assert any("prefetch 10" in w for w in said)
     assert spec("4.0", None).warnings() == []
