@@ -89,6 +89,10 @@ class BrokerConfig:
     # The deprecated feature transient_nonexcl_queues permitted on every node (4.3 denies it by
     # default; refused on lines that take such queues without a permission).
     permit_transient_queues: bool = False
+    # rabbit's channel_tick_interval (ms; advanced.config: not a rabbitmq.conf key), None: the
+    # broker's own (60 s). RabbitMQ 4.0's channel evaluates a consumer timeout on this tick, so
+    # a consumer-timeout run on 4.0 sets it (harness.spec.TestSpec.resolved).
+    channel_tick_interval_ms: int | None = None
 
     @property
     def line(self) -> Release:
@@ -134,6 +138,9 @@ class BrokerConfig:
             )
         if not 1 <= self.net_ticktime <= 3600:
             raise ValueError(f"net_ticktime must be 1..3600 s, got {self.net_ticktime}")
+        tick = self.channel_tick_interval_ms
+        if tick is not None and not (isinstance(tick, int) and 100 <= tick <= 3_600_000):
+            raise ValueError(f"channel_tick_interval must be 100..3600000 ms, got {tick}")
 
 
 def render_config(cfg: BrokerConfig, address: str, peers: Sequence[str] = ()) -> str:
@@ -167,11 +174,15 @@ def render_config(cfg: BrokerConfig, address: str, peers: Sequence[str] = ()) ->
     return "\n".join(lines) + "\n"
 
 
-def render_advanced_config(address: str) -> str:
-    """Takes the node's IPv4 address. Returns advanced.config, which binds Erlang distribution
-    (clustering and the CLI tools) to that address only."""
+def render_advanced_config(address: str, cfg: BrokerConfig | None = None) -> str:
+    """Takes the node's IPv4 address and the broker config. Returns advanced.config, which
+    binds Erlang distribution (clustering and the CLI tools) to that address only, and sets
+    rabbit's channel_tick_interval when the config has one."""
     octets = ipaddress.IPv4Address(address).packed
-    return f"[{{kernel, [{{inet_dist_use_interface, {{{','.join(map(str, octets))}}}}}]}}].\n"
+    apps = [f"{{kernel, [{{inet_dist_use_interface, {{{','.join(map(str, octets))}}}}}]}}"]
+    if cfg is not None and cfg.channel_tick_interval_ms is not None:
+        apps.append(f"{{rabbit, [{{channel_tick_interval, {int(cfg.channel_tick_interval_ms)}}}]}}")
+    return f"[{', '.join(apps)}].\n"
 
 
 @dataclass(frozen=True)
@@ -400,7 +411,7 @@ class RabbitBroker:
         r.write_file(p.config_file, render_config(self.config, node.ip, peers))
         r.write_file(f"{p.etc}/enabled_plugins", f"[{','.join(ENABLED_PLUGINS)}].\n")
         r.write_file(f"{p.etc}/rabbitmq-env.conf", "")
-        r.write_file(f"{p.etc}/advanced.config", render_advanced_config(node.ip))
+        r.write_file(f"{p.etc}/advanced.config", render_advanced_config(node.ip, self.config))
         r.write_file(f"{p.home}/.erlang.cookie", self._cookie, mode=0o400)
         r.run(["mkdir", "-p", p.mnesia, p.log_dir], timeout=10)
         if node.name not in self._epmd:

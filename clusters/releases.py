@@ -88,9 +88,15 @@ class Release:
       runs on is one RabbitMQ does not list as supported), or None.
     no_delayed_retry: why the line's quorum queues have no delayed retry (x-delayed-retry-type,
       -min, -max: came in 4.3), or None when they have it.
-    no_consumer_timeout_argument: why the line takes no per-consumer timeout
-      (x-consumer-timeout as a basic.consume argument: 4.3; 3.10 and 4.0 read only the queue's
-      argument or policy, or rabbitmq.conf's consumer_timeout), or None.
+    no_consumer_timeout_argument: why the line takes no consumer timeout the harness can set
+      per run (3.10: rabbitmq.conf's consumer_timeout only), or None.
+    consumer_timeout_on_queue: whether the line reads a consumer timeout from the queue's
+      x-consumer-timeout argument (or policy) only, not from the consumer's basic.consume
+      argument (4.0: rabbit_channel:get_queue_consumer_timeout, v4.0.5): the harness then
+      declares the queue with it (harness.spec.TestSpec.resolved).
+    consumer_timeout_tick_ms: how often the line's channel evaluates a consumer timeout, by
+      default (4.0: rabbit_channel's tick, channel_tick_interval, 60 s; not a rabbitmq.conf
+      key), or None where the queue evaluates it (4.3's rabbit_fifo, at once).
     no_disconnected_timeout: why the line's quorum queues take no
       x-consumer-disconnected-timeout (came in 4.3: before it, a consumer's messages were
       returned as soon as its node was disconnected), or None.
@@ -117,6 +123,8 @@ class Release:
         "delayed retry (x-delayed-retry-type, -min, -max) came with RabbitMQ 4.3's quorum "
         "queues; an older broker ignores the arguments. Choose --rabbitmq 4.3")
     no_consumer_timeout_argument: str | None = None
+    consumer_timeout_on_queue: bool = False
+    consumer_timeout_tick_ms: int | None = None
     no_disconnected_timeout: str | None = (
         "x-consumer-disconnected-timeout came with RabbitMQ 4.3's quorum queues (before it, a "
         "consumer's messages were returned as soon as its node was disconnected: the "
@@ -237,12 +245,12 @@ RELEASES: dict[str, Release] = {
         placement_columns=("name", "type", "leader", "members", "pid"),
         joiners_wait_for_first=True,
         priority_levels=2,
-        no_consumer_timeout_argument=(
-            "RabbitMQ 4.0 takes no x-consumer-timeout consumer argument: its channel reads a "
-            "consumer timeout from the queue's x-consumer-timeout argument or consumer-timeout "
-            "policy, else rabbitmq.conf's consumer_timeout (rabbit_channel:"
-            "get_queue_consumer_timeout, v4.0.5), and would ignore it (seed 4001 of the "
-            "consumer-timeout scenarios: no consumer ended). Choose --rabbitmq 4.3"),
+        # Its channel reads a consumer timeout from the queue's x-consumer-timeout argument or
+        # consumer-timeout policy, else rabbitmq.conf's consumer_timeout, never from the
+        # consumer's argument (seed 4001 of the consumer-timeout scenarios sent only that: no
+        # consumer ended), and evaluates it on its tick.
+        consumer_timeout_on_queue=True,
+        consumer_timeout_tick_ms=60_000,
     ),
     "4.3": Release(
         "4.3", rootfs="4.3",

@@ -49,12 +49,20 @@ from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
 MAX_NODES = 9
 # A fault nobody timed lasts this many net_ticktimes: detection by 1.25, then time to act.
 DETECTION_FACTOR = 2.0
+# The channel tick (ms) a consumer-timeout run sets on a line whose channel evaluates consumer
+# timeouts on its tick (4.0: channel_tick_interval, 60 s by default): a delivery held past a
+# 5 s timeout is then caught within a second, as 4.3's queue catches it, not up to a minute
+# late (or never, when its consumer acks it first). Recorded in test.json's spec.broker.
+CONSUMER_TIMEOUT_TICK_MS = 1000
 # RabbitMQ's own defaults where the harness sets its own, and why it does.
 RABBITMQ_DEFAULTS: dict[str, tuple[Any, str]] = {
     "partition_handling": ("ignore", "pause_minority is RabbitMQ's recommended setting for "
                            "three or more nodes and heals the cluster without an operator"),
     "net_ticktime": (60, "a partition is noticed in 7.5-12.5 s instead of 45-75 s, so runs "
                      "stay minutes long"),
+    "channel_tick_interval_ms": (60_000, "RabbitMQ 4.0's channel evaluates a consumer timeout "
+                                 "on this tick: a consumer-timeout run's held deliveries are "
+                                 "then caught within a second, as 4.3's queue catches them"),
 }
 
 
@@ -259,11 +267,27 @@ class TestSpec:
         when a fault needs it (a power loss: `backend_as_run`); idempotent."""
         spec = dataclasses.replace(self, broker=self.broker.resolved(),
                                    backend=self.backend_as_run())
+        spec = spec.consumer_timeout_as_run()
         if spec.nemesis.duration_s is not None:
             return spec
         auto = DETECTION_FACTOR * spec.broker.net_ticktime
         return dataclasses.replace(spec, nemesis=dataclasses.replace(spec.nemesis,
                                                                      duration_s=auto))
+
+    def consumer_timeout_as_run(self) -> TestSpec:
+        """Returns the spec with its consumer timeout where the release line reads it: on a line
+        that reads only the queue's (4.0), the queue declared with it (queue.consumer_timeout_ms;
+        the consumers then send none) and, where the line's channel evaluates it on a tick,
+        that tick CONSUMER_TIMEOUT_TICK_MS unless set; else as it is. Idempotent."""
+        ms = self.workload.client.consumer_timeout_ms
+        line = release(self.broker.rabbitmq)
+        if ms is None or not line.consumer_timeout_on_queue or self.queue.consumer_timeout_ms:
+            return self
+        broker = self.broker
+        if line.consumer_timeout_tick_ms is not None and broker.channel_tick_interval_ms is None:
+            broker = dataclasses.replace(broker, channel_tick_interval_ms=CONSUMER_TIMEOUT_TICK_MS)
+        return dataclasses.replace(self, broker=broker,
+                                   queue=dataclasses.replace(self.queue, consumer_timeout_ms=ms))
 
     def backend_as_run(self) -> BackendOptions:
         """Returns the backend options the run uses: `unsynced_fs` on when asked for or when a

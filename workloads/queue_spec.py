@@ -75,6 +75,10 @@ class QueueSpec:
     # messages before they are returned (x-consumer-disconnected-timeout, ms; the broker's
     # default 60 s). 0 returns them at once, as every line before 4.3 did.
     consumer_disconnected_timeout_ms: int | None = None
+    # The queue's own consumer timeout (x-consumer-timeout, ms), which RabbitMQ 4.0's channel
+    # reads (rabbit_channel:get_queue_consumer_timeout, v4.0.5) where 4.3 takes the consumer's
+    # argument: set by harness.spec.TestSpec.resolved from --consumer-timeout-ms on such a line.
+    consumer_timeout_ms: int | None = None
     # x-max-priority (1-255), sent to the queue as given whatever its kind: a classic queue
     # orders by message priority up to it; a quorum queue's broker answers what it does with it
     # (RabbitMQ's documentation describes it for classic queues only). The priority check does
@@ -111,13 +115,23 @@ class QueueSpec:
                 raise QueueConfigError("an overflow behaviour needs a max length")
         self._check_delayed_retry(kind.takes_delayed_retry, kind.name)
         self._check_max_priority()
-        ms = self.consumer_disconnected_timeout_ms
-        if ms is not None and not kind.takes_delayed_retry:
+        self._check_timeouts(kind.takes_delayed_retry, kind.name)
+        kind.validate(self, node_count)
+
+    def _check_timeouts(self, quorum_4_3: bool, kind: str) -> None:
+        """Takes whether the queue's kind takes 4.3's quorum-queue arguments, and its name.
+        Raises QueueConfigError for a consumer timeout not above 0, or a disconnected timeout
+        below 0 or on another kind, naming the option."""
+        if self.consumer_timeout_ms is not None and (
+                not isinstance(self.consumer_timeout_ms, int) or self.consumer_timeout_ms < 1):
             raise QueueConfigError(
-                f"--consumer-disconnected-timeout applies to quorum queues, not {kind.name}")
+                f"the queue's consumer timeout must be > 0 ms, got {self.consumer_timeout_ms}")
+        ms = self.consumer_disconnected_timeout_ms
+        if ms is not None and not quorum_4_3:
+            raise QueueConfigError(
+                f"--consumer-disconnected-timeout applies to quorum queues, not {kind}")
         if ms is not None and (not isinstance(ms, int) or ms < 0):
             raise QueueConfigError(f"--consumer-disconnected-timeout must be >= 0 ms, got {ms}")
-        kind.validate(self, node_count)
 
     def _check_delayed_retry(self, takes: bool, kind: str) -> None:
         """Takes whether the queue's kind has delayed retry, and its name. Raises
@@ -249,4 +263,5 @@ def dead_letter_queue_spec(spec: QueueSpec) -> QueueSpec:
         spec, name=dead_letter_names(spec.name)[1], durable=True, delivery_limit=None,
         max_length=None, overflow=None, single_active_consumer=False,
         dead_letter_exchange=None, delayed_retry_type=None, delayed_retry_min_ms=None,
-        delayed_retry_max_ms=None, consumer_disconnected_timeout_ms=None, max_priority=None)
+        delayed_retry_max_ms=None, consumer_disconnected_timeout_ms=None, consumer_timeout_ms=None,
+        max_priority=None)

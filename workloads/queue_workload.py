@@ -347,6 +347,8 @@ class QueueWorkload:
         offset = self.kind.consumer_offset()
         self.consumer_opts = (dataclasses.replace(opts.client, stream_offset=offset)
                               if offset is not None else opts.client)
+        if spec.consumer_timeout_ms is not None:  # the queue's argument carries it (4.0)
+            self.consumer_opts = dataclasses.replace(self.consumer_opts, consumer_timeout_ms=None)
         # Where the queue dead-letters, once setup knows the broker's release line.
         self.dead_letters: DeadLettering | None = None
 
@@ -416,7 +418,9 @@ class QueueWorkload:
                 "queue": self.spec.name, "timeout_ms": self.opts.client.consumer_timeout_ms,
                 "hold_share": self.opts.client.hold_share, "hold_s": self.opts.client.hold_s,
                 "single_active_consumer": self.spec.single_active_consumer,
-                "consumer_cancel_notify": self.opts.client.consumer_cancel_notify}))
+                "consumer_cancel_notify": self.opts.client.consumer_cancel_notify,
+                "via": ("queue argument" if self.spec.consumer_timeout_ms is not None
+                        else "consumer argument")}))
         if self.spec.delayed_retry_set():
             self.history.append(Op(type="info", process=HARNESS, f="delayed-retry",
                                    value=self._delayed_retry(line)))

@@ -11,9 +11,11 @@ import pytest
 
 import harness.options
 import harness.runner
+from clusters.rabbitmq import render_advanced_config
 from harness.cli import main
-from harness.spec import SpecError, TestSpec
+from harness.spec import CONSUMER_TIMEOUT_TICK_MS, SpecError, TestSpec
 from workloads.clients import ClientOptions
+from workloads.kinds import kind_of
 from workloads.kinds.quorum import Quorum
 from workloads.queue_spec import QueueSpec, queue_arguments
 from workloads.queue_workload import WorkloadOptions
@@ -34,15 +36,33 @@ def test_delayed_retry_on_a_line_without_it_is_refused(line):
     assert spec("4.3", {"delayed_retry_type": "all"}).refusal() is None
 
 
-def test_a_consumer_timeout_argument_is_refused_on_3_10_and_4_0_and_taken_on_4_3():
+def test_a_consumer_timeout_is_refused_on_3_10_and_taken_on_4_0_and_4_3():
+    why = spec("3.10", client={"consumer_timeout_ms": 5000}).refusal()
+    assert why is not None and why.startswith("--consumer-timeout-ms: RabbitMQ 3.10")
+    assert "Choose --rabbitmq 4.3" in why
+    for line in ("4.0", "4.3"):
+        assert spec(line, client={"consumer_timeout_ms": 5000}).refusal() is None
+
+
+def test_on_4_0_the_consumer_timeout_is_the_queues_argument_on_a_one_second_channel_tick():
     # 4.0.5's channel reads a consumer timeout from the queue's argument or policy only
-    # (rabbit_channel:get_queue_consumer_timeout): seed 4001 of the five consumer-timeout
-    # shapes on 4.0.5 ended no consumer.
-    for line in ("3.10", "4.0"):
-        why = spec(line, client={"consumer_timeout_ms": 5000}).refusal()
-        assert why is not None and why.startswith(f"--consumer-timeout-ms: RabbitMQ {line}")
-        assert "Choose --rabbitmq 4.3" in why
-    assert spec("4.3", client={"consumer_timeout_ms": 5000}).refusal() is None
+    # (rabbit_channel:get_queue_consumer_timeout; seed 4001 of the five consumer-timeout shapes
+    # sent only the consumer's argument and ended no consumer) and evaluates it on its tick
+    # (channel_tick_interval, 60 s by default).
+    on_4_0 = spec("4.0", client={"consumer_timeout_ms": 5000}).resolved()
+    assert on_4_0.queue.consumer_timeout_ms == 5000
+    assert kind_of(on_4_0.queue).arguments(on_4_0.queue)["x-consumer-timeout"] == 5000
+    assert on_4_0.broker.channel_tick_interval_ms == CONSUMER_TIMEOUT_TICK_MS == 1000
+    assert render_advanced_config("10.0.0.1", on_4_0.broker) == (
+        "[{kernel, [{inet_dist_use_interface, {10,0,0,1}}]}, "
+        "{rabbit, [{channel_tick_interval, 1000}]}].\n")
+    assert {"setting": "channel_tick_interval_ms", "harness": 1000, "rabbitmq": 60_000} \
+        .items() <= on_4_0.broker_differences()[-1].items()
+    assert on_4_0.resolved() == on_4_0  # idempotent
+    on_4_3 = spec("4.3", client={"consumer_timeout_ms": 5000}).resolved()
+    assert on_4_3.queue.consumer_timeout_ms is None  # 4.3 takes the consumer's argument
+    assert on_4_3.broker.channel_tick_interval_ms is None
+    assert spec("4.0").resolved().queue.consumer_timeout_ms is None  # none asked
 
 
 @pytest.mark.parametrize("queue, msg", [
@@ -92,7 +112,7 @@ def test_the_command_line_exits_2_naming_the_option(argv, msg, capsys, nothing_s
     assert msg in capsys.readouterr().err
 
 
-def test_the_4_3_scenarios_validate_and_are_refused_on_lines_without_the_feature():
+def test_the_promise_scenarios_validate_and_are_refused_on_lines_without_the_feature():
     from harness.scenarios import SCENARIOS, not_applicable
     for name in ("quorum-delayed-retry", "quorum-delayed-retry-healthy"):
         spec = SCENARIOS[name].spec
@@ -104,8 +124,7 @@ def test_the_4_3_scenarios_validate_and_are_refused_on_lines_without_the_feature
                  "quorum-consumer-timeout-close", "quorum-consumer-timeout-close-healthy"):
         spec = SCENARIOS[name].spec
         assert spec.broker.rabbitmq == "4.3" and spec.refusal() is None
-        assert [line for line, _ in not_applicable(spec)] == [
-            "3.10", "4.0", "4.0 with --metadata-store khepri"]
+        assert [line for line, _ in not_applicable(spec)] == ["3.10"]  # 4.0: the queue's
 
 
 # x-consumer-disconnected-timeout (4.3): how long a consumer cut off keeps its messages.

@@ -14,7 +14,8 @@ from tests.fake_amqp import FakeBroker, poll_until
 from tests.fakes import ListRecorder
 from workloads import clients
 from workloads.clients import ClientOptions, Consumer
-from workloads.queue_workload import WorkloadConfigError, WorkloadOptions
+from workloads.queue_spec import QueueSpec
+from workloads.queue_workload import QueueWorkload, WorkloadConfigError, WorkloadOptions
 
 pytestmark = pytest.mark.timeout(30)
 FIELDS = ("value", "publisher", "seq", "consumer", "process", "node", "queue", "phase")
@@ -151,3 +152,14 @@ def test_settling_without_consumers_is_refused():
                            client=ClientOptions(reject_share=0.1))
     with pytest.raises(WorkloadConfigError, match="need consumers"):
         opts.validate()
+
+
+def test_with_the_queues_own_consumer_timeout_the_consumers_send_none():
+    # On 4.0 the harness declares the queue with the timeout (harness.spec.TestSpec
+    # .consumer_timeout_as_run): its consumers' argument would be ignored, so none is sent.
+    opts = WorkloadOptions(client=ClientOptions(consumer_timeout_ms=5000))
+    on_queue = QueueWorkload(QueueSpec(consumer_timeout_ms=5000), opts, [], ListRecorder())
+    assert on_queue.consumer_opts.consumer_timeout_ms is None
+    assert on_queue.opts.client.consumer_timeout_ms == 5000  # the run's setting, as observed
+    on_consumer = QueueWorkload(QueueSpec(), opts, [], ListRecorder())
+    assert on_consumer.consumer_opts.consumer_timeout_ms == 5000

@@ -76,6 +76,9 @@ class QueueSettings(Protocol):
     def consumer_disconnected_timeout_ms(self) -> int | None: ...
 
     @property
+    def consumer_timeout_ms(self) -> int | None: ...
+
+    @property
     def max_priority(self) -> int | None: ...
 
 
@@ -126,6 +129,8 @@ class QueueKind:
             args["x-overflow"] = spec.overflow
         if spec.max_priority is not None:
             args["x-max-priority"] = spec.max_priority
+        if spec.consumer_timeout_ms is not None:
+            args["x-consumer-timeout"] = spec.consumer_timeout_ms
         return args
 
     def policy(self, spec: QueueSettings, erlang_names: Mapping[str, str]) -> dict[str, Any] | None:
