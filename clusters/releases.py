@@ -233,9 +233,9 @@ RELEASES: dict[str, Release] = {
     "3.10": Release(
         "3.10", rootfs=None,
         no_consumer_timeout_argument=(
-            "RabbitMQ 3.10 takes no x-consumer-timeout consumer argument (3.10 "
-            "has only rabbitmq.conf's consumer_timeout) and would ignore it. Choose "
-            "--rabbitmq 4.3")),
+            "RabbitMQ 3.10 takes no x-consumer-timeout, as a consumer's or a queue's "
+            "argument (3.10 has only rabbitmq.conf's consumer_timeout) and would ignore it. "
+            "Choose --rabbitmq 4.0 or 4.3")),
     "4.0": Release(
         "4.0", rootfs="4.0",
         removed_kinds=(("mirrored", "classic queue mirroring was removed in RabbitMQ 4.0; "
