@@ -214,17 +214,6 @@ def _level(priority: Column, observed: Mapping[str, Any]) -> Column:
         (priority >= 0) & (priority < levels), priority)
 
 
-def level_of(priority: int | None, observed: Mapping[str, Any]) -> int | None:
-    """Takes a priority (None: none) and the observation. Returns its level as `_level` does."""
-    if two_level(observed):
-        return 0 if priority is None else 1 if priority > TWO_LEVEL_NORMAL else (
-            0 if priority >= 0 else None)
-    levels = int(observed["levels"])
-    if priority is None:
-        return DEFAULT_LEVEL if levels > DEFAULT_LEVEL else None
-    return priority if 0 <= priority < levels else None
-
-
 def _in_queue(queue: str | None) -> Column:
     """Returns whether a row is of the observed queue (a row naming none counts)."""
     if queue is None:
@@ -473,10 +462,11 @@ def _judge(h: History, d: DataFrame, msgs: DataFrame, observed: Mapping[str, Any
         within_skew_examples=examples(h, ev, skewed, observed, None) if skewed else [])
 
 
-def witnesses(ev: DataFrame, found: Sequence[Row], margin_ns: int | None) -> dict[int, str]:
+def witnesses(ev: DataFrame, found: Sequence[Row],
+              margin_ns: int | None) -> dict[int, tuple[str, int]]:
     """Takes the events, a few deliveries judged violations (or set aside by the margin) and
     the skew margin (ns; None: any confirm before the op counted up to counts). Returns, by
-    delivery index, the id of the message that overtook it: of the confirmed ones of a
+    delivery index, the id and level of the message that overtook it: of the confirmed ones of a
     higher level confirmed before the op counted up to (its settlement, or the earlier of it
     and its publish: `judged`), ripe (more than the margin before that op, or a causal
     delivery's) and sure to be ready, the one whose key, then id, is greatest."""
@@ -490,8 +480,8 @@ def witnesses(ev: DataFrame, found: Sequence[Row], margin_ns: int | None) -> dic
     if margin_ns is not None:
         cond = cond & ((F.col("t") + F.lit(margin_ns) < F.col("w_time")) | F.col("w_causal"))
     rows = (ev.join(F.broadcast(wanted), cond).groupBy("w_index")
-            .agg(F.max(F.struct("K", "id")).alias("best")).collect())
-    return {r["w_index"]: r["best"]["id"] for r in rows}
+            .agg(F.max(F.struct("K", "id", "level")).alias("best")).collect())
+    return {r["w_index"]: (r["best"]["id"], r["best"]["level"]) for r in rows}
 
 
 def examples(h: History, ev: DataFrame, found: Sequence[Row], observed: Mapping[str, Any],
@@ -504,7 +494,7 @@ def examples(h: History, ev: DataFrame, found: Sequence[Row], observed: Mapping[
     rule, their publishes by index; the overtaking messages' publish ops and deliveries by
     id)."""
     who = witnesses(ev.select("t", "sub", "kind", "level", "K", "id"), found, margin_ns)
-    ids = sorted(set(who.values()))
+    ids = sorted({mid for mid, _level in who.values()})
     two = two_level(observed)
     at = sorted({r["index"] for r in found} | {r["s_index"] for r in found}
                 | ({r["inv_index"] for r in found} if two else set()))
@@ -515,14 +505,14 @@ def examples(h: History, ev: DataFrame, found: Sequence[Row], observed: Mapping[
                    "consumer").orderBy("index").collect())
     by_index = {r["index"]: r for r in ops}
     return [example(by_index[r["index"]], r["level"], by_index[r["s_index"]],
-                    _timeline(ops, who[r["index"]], observed),
+                    _timeline(ops, *who[r["index"]]),
                     by_index[r["inv_index"]] if two else None) for r in found]
 
 
-def _timeline(ops: Sequence[Row], mid: str, observed: Mapping[str, Any]) -> dict[str, Any]:
-    """Takes the publish ops and deliveries of a few messages, in index order, the id of one
-    that overtook a delivery and the observation. Returns that message's publish, confirm and
-    first delivery."""
+def _timeline(ops: Sequence[Row], mid: str, level: int) -> dict[str, Any]:
+    """Takes the publish ops and deliveries of a few messages, in index order, and the id and
+    level (its event's: `_level` of its first publish's priority) of one that overtook a
+    delivery. Returns that message's publish, confirm and first delivery."""
     mine = [r for r in ops if r["value"] == mid]
     inv = next(r for r in mine if is_row(r, "publish") and r["code"] == 0)
     ok = next(r for r in mine if is_row(r, "publish") and r["code"] == OUTCOME_CODES["ok"])
@@ -530,7 +520,7 @@ def _timeline(ops: Sequence[Row], mid: str, observed: Mapping[str, Any]) -> dict
     priority = inv["priority"]
     return {
         "id": mid, "priority": priority,
-        "level": level_of(priority, observed),  # a known one: an event's
+        "level": level,
         "published": {"index": inv["index"], "time_ms": ns_to_ms(inv["time"]),
                       "node": inv["node"]},
         "confirmed": {"index": ok["index"], "time_ms": ns_to_ms(ok["time"])},
