@@ -226,15 +226,20 @@ def test_the_probe_of_every_node_runs_until_stopped_each_invoke_completed(broker
     rec = ListRecorder()
     nodes = [Node(n, "127.0.0.1", None) for n in ("n1", "n2")]  # type: ignore[arg-type]
     pids = ProcessIds(100)
-    mp = MetadataProbe(nodes, rec, settings(b.port, interval_s=0.1), pids)
+    # a generous timeout and a wait for each node's first declare, not a fixed sleep: on a
+    # loaded machine a handshake with the fake broker has taken over a second
+    mp = MetadataProbe(nodes, rec, settings(b.port, timeout_s=10.0, interval_s=0.1), pids)
     stop = threading.Event()
     mp.start(stop)
-    time.sleep(0.6)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and {o.node for o in list(rec.ops)
+                                           if o.f == "declare" and o.type == "ok"} != {"n1", "n2"}:
+        time.sleep(0.05)
     stop.set()
-    mp.join(5)
+    mp.join(15)
     first = rec.ops[0]
     assert (first.process, first.f, first.type) == (HARNESS, METADATA_PROBE, "info")
-    assert first.value == {"nodes": ["n1", "n2"], "interval_s": 0.1, "timeout_s": 1.0,
+    assert first.value == {"nodes": ["n1", "n2"], "interval_s": 0.1, "timeout_s": 10.0,
                            "queue_prefix": "harness-probe-", "exchange": EXCHANGE}
     client = rec.ops[1:]
     for node in ("n1", "n2"):
