@@ -158,7 +158,9 @@ def test_off_a_terminal_the_status_is_a_plain_line_every_interval():
     out = io.StringIO()
     live = LiveStatus(p, out, tty=False, plain_every_s=0.02)
     live.start()
-    time.sleep(0.15)
+    deadline = time.monotonic() + 30  # two plain lines, however loaded the machine
+    while out.getvalue().count("progress: main") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
     live.write("12:00:00 INFO harness.runner: phase heal\n")
     live.stop()
     lines = out.getvalue().splitlines()
