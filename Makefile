@@ -101,6 +101,12 @@ bench-cluster: setup
 bench-lazyfs: setup
 	$(PY) -m bench.lazyfs $(LAZYFS_BENCH_ARGS)
 
+# What the layer costs a real run: healthy without and with --unsynced-fs, alternating
+# (bench/lazyfs_run.py), e.g. LAZYFS_RUN_BENCH_ARGS="--rounds 3 --rate 600 --json out.json".
+.PHONY: bench-lazyfs-run
+bench-lazyfs-run: setup
+	$(PY) -m bench.lazyfs_run $(LAZYFS_RUN_BENCH_ARGS)
+
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy history harness workloads nemesis checkers reports clusters bench
