@@ -43,7 +43,7 @@ from typing import Final, Literal
 
 log = logging.getLogger(__name__)
 
-Detector = Literal["distribution", "raft", "alarm", "operation"]
+Detector = Literal["distribution", "raft", "alarm", "operation", "recovery"]
 NS: Final = 1_000_000_000
 
 # A 3.10 log line: wall-clock time with its offset, level, Erlang pid, message. A multi-line
@@ -127,6 +127,20 @@ PATTERNS_3_10: Final[tuple[Pattern, ...]] = (
        r"WAL(?: in [^:]+)?: record failed CRC check during recovery"),
     _p("segment-checksum-failed", None,
        r"ra_log_segment_(?:crc_check_failure|unexpected_eof)"),
+    # A node's own recovery at boot (detector "recovery"): its persistent message store found no
+    # file summary, which rabbit_msg_store writes only as it stops cleanly and deletes as it
+    # loads it, so the node had not stopped cleanly (a kill, a power loss) - or this is its
+    # first boot, which comes before any fault. The one-line form only: the store's other
+    # "rebuilding indices from scratch" (recovery terms that differ, as after an autoheal
+    # restart) follows a message of its own on the line before. Written from rabbit_msg_store
+    # (3.10.8, 4.0.5, 4.3.5: recover_index_and_client_refs) and captured from 4.3.6 runs. A
+    # classic queue's index recovering after an unclean stop says what it dropped (v2 index:
+    # rabbit_classic_queue_index_v2:recover), an effect.
+    _p("unclean-restart", "recovery",
+       r'^Message store "?[^":]+/msg_store_persistent"?: rebuilding indices from scratch$'),
+    _p("queue-recovered-unclean", None,
+       r"^Queue (?P<queue>.+) in vhost \S+ dropped \d+/\d+/\d+ persistent messages and \d+ "
+       r"transient messages after unclean shutdown"),
 )
 # RabbitMQ 4.0 logs the same distribution, partition-handling and quorum-queue lines (same
 # format; captured from real 4.0.5 runs), and its Raft metadata store (Khepri, and the

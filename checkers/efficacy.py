@@ -13,7 +13,11 @@ module says (results.json `faults`, shared/DESIGN.md "Test strength"):
   fault on nodes (kill, stop, pause, packet faults, RabbitMQ's own operations),
   about one of them; so must a resource alarm ("alarm") and an operation carried
   out ("operation": a drain, a member deleted). A Raft election (or a leader
-  handing over or leaving) in the window counts whatever the fault. `unknown`
+  handing over or leaving) in the window counts whatever the fault, and so does
+  a node's own recovery finding at its next boot that it had not stopped
+  cleanly ("recovery": its message store rebuilt for want of a clean stop's
+  file summary; the one notice a power loss of every node leaves, where no peer
+  is up to log it). `unknown`
   when no node's log covers the fault's start (logs missing), never `noticed`;
 - `effects`: what it caused, each with its time, node and evidence: pauses and
   autoheal restarts, leader elections (a failover when another node leads
@@ -76,6 +80,7 @@ EFFECT_KINDS: Final[Mapping[str, str]] = {
     "leader-handover": "leader-handover",
     "wal-checksum-failed": "wal-checksum-failed",
     "segment-checksum-failed": "segment-checksum-failed",
+    "queue-recovered-unclean": "queue-recovered-after-unclean-shutdown",
 }
 PLURAL: Final[Mapping[str, str]] = {
     "partition": "partitions", "kill": "kills", "stop": "stops", "pause": "pauses",
@@ -202,7 +207,8 @@ def _noticed(window: FaultWindow, span: _Span, ev: Evidence
     for e in ev.events:
         if e.detector is None or not span.begin <= e.time_ns <= span.late_end:
             continue
-        if e.detector not in first and (e.detector == "raft" or cut(e.node, e.peer)):
+        if e.detector not in first and (e.detector in ("raft", "recovery")
+                                        or cut(e.node, e.peer)):
             first[e.detector] = e
     if not first:
         return False, None, None, []

@@ -110,3 +110,67 @@ def test_the_entry_lists_each_dropped_file_with_its_ages_and_the_oldest() -> Non
         "kept_paths": [{"path": "k", "size": 1, "last_write_s": 40.0}]}
     assert f["dropped"]["nodes"]["n2"] == {"bytes": 64, "files": 1, "oldest_unsynced_s": 0.1,
                                            "paths": [wal], "kept": 0}
+
+
+# Lines as RabbitMQ 4.3.6 logged them (store/classic-power-loss-all, 2026-11-28), and the two
+# other shapes of "rebuilding indices from scratch" that say nothing of an unclean stop: the
+# continuation line of the store's message about recovery terms (3.10.8 after an autoheal
+# restart, tests/checkers/fixtures/broker_logs/mirrored-autoheal) and that message's first line.
+STORE_REBUILT = ('Message store "628WB79CIFDYO9LJI6DKMI09L/msg_store_persistent": rebuilding '
+                 'indices from scratch')
+QUEUE_RECOVERED = ("Queue jepsen.queue in vhost / dropped 0/0/0 persistent messages and 0 "
+                   "transient messages after unclean shutdown")
+
+
+def test_a_node_s_own_recovery_after_an_unclean_stop_is_read_on_every_line() -> None:
+    from checkers.broker_log import PATTERNS, parse_line
+    for line, patterns in PATTERNS.items():
+        store = parse_line(STORE_REBUILT, patterns)
+        assert store is not None and (store[0].kind, store[0].detector) == (
+            "unclean-restart", "recovery"), line
+        queue = parse_line(QUEUE_RECOVERED, patterns)
+        assert queue is not None and queue[0].kind == "queue-recovered-unclean", line
+        assert queue[0].detector is None and queue[1].group("queue") == "jepsen.queue"
+        assert parse_line("rebuilding indices from scratch", patterns) is None
+        assert parse_line('Message store "628WB79CIFDYO9LJI6DKMI09L/msg_store_persistent" : '
+                          "recovery terms differ from present", patterns) is None
+
+
+def booted(*at: tuple[int, str], queue_on: str | None = None) -> Evidence:
+    """Every node's own log and nothing else: each node's store rebuilt at its first boot (1 s)
+    and at each boot given, the queue's index recovering on `queue_on`."""
+    events = []
+    for node in ("n1", "n2", "n3"):
+        events.append(LogEvent(1 * S, node, "unclean-restart", "recovery", f"{node}/rabbit.log:141",
+                               STORE_REBUILT))
+    for t, node in at:
+        events.append(LogEvent(t * S, node, "unclean-restart", "recovery",
+                               f"{node}/rabbit.log:306", STORE_REBUILT))
+        if node == queue_on:
+            events.append(LogEvent(t * S + S // 10, node, "queue-recovered-unclean", None,
+                                   f"{node}/rabbit.log:307", QUEUE_RECOVERED,
+                                   queue="jepsen.queue"))
+    cover = {n: LogCoverage(n, 0, 200 * S) for n in ("n1", "n2", "n3")}
+    return Evidence(sorted(events, key=lambda e: e.time_ns), cover, 10.0)
+
+
+def test_a_power_loss_of_every_node_is_noticed_by_the_nodes_own_recovery_at_boot() -> None:
+    ops = power_loss(10, {"n1": (956226, 2), "n2": (0, 0), "n3": (0, 0)})
+    ev = booted((21, "n1"), (21, "n2"), (22, "n3"), queue_on="n1")
+    [f] = judged(ops, ev)
+    assert f["noticed"] is True and f["noticed_when"] == "after_heal"
+    assert f["noticed_ms"] == 11_000.0
+    assert [(d["detector"], d["kind"], d["node"]) for d in f["detections"]] == [
+        ("recovery", "unclean-restart", "n1")]
+    assert [(e["kind"], e["node"], e["evidence"]) for e in f["effects"]
+            if e["kind"] == "queue-recovered-after-unclean-shutdown"] == [
+        ("queue-recovered-after-unclean-shutdown", "n1", "n1/rabbit.log:307")]
+    st = strength([f], ev)
+    assert st["weak"] is False and st["noticed"] == 1 and st["noticed_after_heal"] == 1
+
+
+def test_the_store_rebuilt_at_a_node_s_first_boot_notices_no_fault() -> None:
+    [f] = judged(power_loss(10, {"n1": (4096, 1)}), booted())
+    assert f["noticed"] is False and f["detections"] == []
+    st = strength([f], booted())
+    assert st["weak"] is True and st["reason"] == "none of 1 power-loss was noticed by RabbitMQ"
