@@ -378,7 +378,9 @@ def make(options: BackendOptions, nodes: int, run_id: str, state_dir: Path) -> M
     layer per node when `options.unsynced_fs` asks for it (clusters.local.layers), writing back
     as `options.writeback_expire_s` says."""
     plan = make_plan(nodes)
-    data_root = str(state_dir / "cluster" / run_id)
+    # The real path: the kernel names a mount by it, so a state directory reached through a
+    # symlink would hide the layers from the check that each node sees its own (not_visible).
+    data_root = os.path.realpath(state_dir / "cluster" / run_id)
     mounter = functools.partial(mount, writeback_expire_s=options.writeback_expire_s)
     layers = (Layers(data_root, plan.names, (state_dir, run_id), mounter)
               if options.unsynced_fs else None)

@@ -73,7 +73,18 @@ def test_local_cluster_is_today_s_namespaces_with_data_in_the_state_dir(tmp_path
     c = make_cluster(BackendOptions(), 3, "20260101T000000Z", tmp_path)
     assert isinstance(c, NetnsCluster) and c.kind == "local"
     assert [n.name for n in c.nodes] == ["n1", "n2", "n3"]
-    assert c.data_root == str(tmp_path / "cluster" / "20260101T000000Z")
+    assert c.data_root == str(tmp_path.resolve() / "cluster" / "20260101T000000Z")
+
+
+def test_local_cluster_data_is_named_by_its_real_path_when_the_state_dir_is_a_link(tmp_path):
+    # mountinfo names a mount by its real path: through a link the layer check found nothing
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    c = make_cluster(BackendOptions(unsynced_fs=True), 3, "20260101T000000Z", tmp_path / "link")
+    want = str(tmp_path.resolve() / "real" / "cluster" / "20260101T000000Z")
+    assert isinstance(c, NetnsCluster) and c.data_root == want
+    assert c.layers is not None and all(p.startswith(want + "/")
+                                        for p in c.layers.points.values())
 
 
 def test_clean_leftovers_runs_every_backend_even_when_one_fails(monkeypatch, tmp_path):
