@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import store
+
 PLAIN, LAYER = "plain", "lazyfs"
 
 
@@ -105,9 +107,7 @@ def one_run(args: argparse.Namespace, side: str) -> dict[str, Any]:
     rc = subprocess.call(cmd)
     wall = time.monotonic() - started
     run_dir = newest_run(args.store, args.scenario, before)
-    results = json.loads((run_dir / "results.json").read_text())
-    test = json.loads((run_dir / "test.json").read_text())
-    got = figures(results, test)
+    got = figures(store.read_json(run_dir / store.RESULTS), store.read_json(run_dir / store.TEST))
     if got["unsynced_fs"] != (side == LAYER):
         raise RuntimeError(f"{run_dir}: unsynced_fs is {got['unsynced_fs']}, expected the {side} side")
     return {"side": side, "run_dir": str(run_dir), "exit_code": rc, "wall_s": round(wall, 1), **got}
