@@ -12,8 +12,11 @@ the start of the next fault after it, B the liveness bound and M the main
 phase's end:
 
 - every publish in flight at H (invoked before it, not completed by it) or
-  invoked after it and before N belongs to H (the first heal it crosses); its
-  deadline is max(invoke, H) + B. It is *settled* when the broker settled it
+  invoked after it and before N crosses H; its deadline there is
+  max(invoke, H) + B. A publish is judged at the first heal it crosses, unless
+  it is interrupted there and still in flight at a later heal: then at the
+  next heal it crosses, and so on (a publish a fault cut off from its heal's
+  bound is judged again at the heal after that fault). It is *settled* when the broker settled it
   by the deadline: a confirm (`ok`), a nack or a return (`fail`), or its
   connection closed (`info` with the connection's error). It is *stuck* (a
   finding: the run is invalid) when it was still unsettled at the deadline on
@@ -24,7 +27,8 @@ phase's end:
   *unknown* when the main phase ended before the deadline or the history has
   no completion of it (cut short: every client ends what it sent, `info` at
   the latest, so nothing is guessed), *interrupted* when
-  the next fault began before it, *not judged* on a blocked connection (a
+  the next fault began before it and no later heal found it in flight,
+  *not judged* on a blocked connection (a
   resource alarm) or with confirms off;
 - a consumer process *stayed subscribed* through H when it was fed before H
   and no cancel or close of it (checkers.model's consumer ends) came before

@@ -21,14 +21,10 @@ from pyspark.sql import functions as F
 from checkers import settlement as S
 from checkers.model import END_FS, OUTCOME_CODES
 from checkers.phases import HarnessEvent
-from checkers.spark_io import History, is_ack, is_delivery, is_publish
+from checkers.spark_io import History, is_ack, is_delivery, is_publish, literal_rows
 from history.faults import FaultWindow
 
 OK, FAIL, INVOKE = OUTCOME_CODES["ok"], OUTCOME_CODES["fail"], OUTCOME_CODES["invoke"]
-
-
-def _lits(values: Sequence[int | None]) -> Column:
-    return F.array(*[F.lit(v).cast("bigint") for v in values])
 
 
 def kind_column() -> Column:
@@ -62,18 +58,16 @@ def publishes(h: History) -> DataFrame:
 
 
 def across(pubs: DataFrame, heals: Sequence[S.Heal], bound: int) -> DataFrame:
-    """Takes the publishes, the heals and the bound (ns). Returns those
-    that crossed a heal, with `heal` (its number) and `status` (checkers.settlement's rules)."""
+    """Takes the publishes, the heals and the bound (ns). Returns those that crossed a heal, each
+    once with `heal` (the number of the heal it is judged at), `heal_at` and `status`
+    (checkers.settlement's rules: the first heal it crosses where it is not interrupted, else
+    the last it crosses)."""
+    spark = pubs.sparkSession
+    frame = literal_rows(spark, [(i, h.at, h.next_fault) for i, h in enumerate(heals)],
+                         "heal int, heal_at bigint, heal_next bigint")
     end, invoke = F.col("end"), F.col("invoke")
-    ix: Column = F.lit(None).cast("int")
-    for i, h in reversed(list(enumerate(heals))):
-        crossed = (end.isNull() | (end >= F.lit(h.at)))
-        if h.next_fault is not None:
-            crossed = crossed & (invoke < F.lit(h.next_fault))
-        ix = F.when(crossed, F.lit(i)).otherwise(ix)
-    rows = pubs.select("*", ix.alias("heal")).where(F.col("heal").isNotNull())
-    at = _lits([h.at for h in heals])[F.col("heal")]
-    nxt = _lits([h.next_fault for h in heals])[F.col("heal")]
+    at, nxt = F.col("heal_at"), F.col("heal_next")
+    crossed = (end.isNull() | (end >= at)) & (nxt.isNull() | (invoke < nxt))
     deadline = F.greatest(invoke, at) + F.lit(bound)
     kind = F.col("kind")
     in_time = end.isNotNull() & (end <= deadline)
@@ -84,7 +78,13 @@ def across(pubs: DataFrame, heals: Sequence[S.Heal], bound: int) -> DataFrame:
               .when(nxt.isNotNull() & (deadline > nxt), F.lit(S.INTERRUPTED))
               .when(end.isNull(), F.lit(S.UNKNOWN))
               .otherwise(F.lit(S.STUCK)))
-    return rows.select("*", at.alias("heal_at"), status.alias("status"))
+    rows = pubs.join(F.broadcast(frame), crossed).select("*", status.alias("status"))
+    # The first heal where it is not interrupted; failing that, the last (interrupted there).
+    interrupted = F.col("status") == S.INTERRUPTED
+    order = Window.partitionBy("pid", "value").orderBy(
+        interrupted.asc(), F.when(interrupted, -F.col("heal")).otherwise(F.col("heal")).asc())
+    return (rows.withColumn("_n", F.row_number().over(order)).where(F.col("_n") == 1)
+            .drop("_n", "heal_next"))
 
 
 def _fate(r: Any) -> S.Fate:

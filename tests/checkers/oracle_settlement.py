@@ -90,24 +90,38 @@ def publishes(ops: list[dict[str, Any]]) -> dict[tuple[int, str], dict[str, Any]
     return {k: p for k, p in out.items() if p["invoke"] is not None}
 
 
-def _heal_of(p: dict[str, Any], hs: list[S.Heal]) -> int | None:
+def _crosses(p: dict[str, Any], h: S.Heal) -> bool:
+    """Whether a publish crossed a heal: in flight at it, or sent after it before the next
+    fault."""
+    return (p["end"] is None or p["end"] >= h.at) and (h.next_fault is None
+                                                       or p["invoke"] < h.next_fault)
+
+
+def judged_at(p: dict[str, Any], kind: str, hs: list[S.Heal],
+              bound: int) -> tuple[int, str] | None:
+    """Takes a publish, how it completed, the heals and the bound (ns). Returns the heal it is
+    judged at and its status there: the first heal it crosses where it is not interrupted, else
+    the last it crosses (interrupted); None when it crossed none."""
+    out = None
     for i, h in enumerate(hs):
-        if (p["end"] is None or p["end"] >= h.at) and (h.next_fault is None
-                                                       or p["invoke"] < h.next_fault):
-            return i
-    return None
+        if not _crosses(p, h):
+            continue
+        out = (i, publish_status(p["invoke"], p["end"], kind, h, bound))
+        if out[1] != S.INTERRUPTED:
+            return out
+    return out
 
 
 def crossed(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int) -> list[dict[str, Any]]:
     """Returns the publishes that crossed a heal, each with pid, value, heal, kind, status."""
     out = []
     for (pid, value), p in publishes(ops).items():
-        i = _heal_of(p, hs)
-        if i is None:
-            continue
         kind = completion_kind(p["code"], p["error"])
-        out.append({**p, "pid": pid, "value": value, "heal": i, "kind": kind,
-                    "status": publish_status(p["invoke"], p["end"], kind, hs[i], bound)})
+        at = judged_at(p, kind, hs, bound)
+        if at is None:
+            continue
+        out.append({**p, "pid": pid, "value": value, "heal": at[0], "kind": kind,
+                    "status": at[1]})
     return out
 
 

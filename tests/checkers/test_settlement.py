@@ -229,22 +229,29 @@ def test_consumers_are_judged_only_where_any_idle_consumer_is_fed(observed, why)
 
 @pytest.mark.spark
 @pytest.mark.usefixtures("spark")
-def test_spark_two_heals_each_publish_judged_at_the_first_it_crosses(tmp_path: Path) -> None:
-    # Heals at 1000.5 and 4000.5 ms; the second fault begins at 3000, before the first heal's
-    # bound (5000.5): what crossed the first heal is interrupted, not judged. 1-2, sent after the
-    # second heal and closed unconfirmed with the run at 10 s, is stuck; so is consumer 9.
-    ops = [clients(), *partition(100, 1000), *partition(3000, 4000, "n2"),
+def test_spark_two_heals_a_publish_interrupted_at_one_is_judged_at_the_next(tmp_path: Path
+                                                                           ) -> None:
+    # Heals at 1000.5 and 8000.5 ms; the second fault begins at 3000, before the first heal's
+    # bound (5000.5): nothing is judged at the first heal. 1-1, sent before it and closed
+    # unconfirmed with the run at 20 s, is still in flight at the second: stuck there, as is
+    # 1-2, sent after it. 2-0, confirmed at 6 s (inside the second fault), is interrupted; 3-0,
+    # confirmed at 9 s, 1 s after the second heal, settled. Consumer 9 is stuck at the second.
+    ops = [clients(), *partition(100, 1000), *partition(3000, 8000, "n2"),
            *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
-           *pub(1, 1, 900, "info", 10_000, CLOSED_AT_END),
-           *pub(1, 2, 4200, "info", 10_000, ABANDONED_AT_END),
-           depth(5000, 2), depth(7000, 2), *cancel(9, 10_000)]
-    r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000))
-    assert [h["at_ms"] for h in sec["heals"]] == [1000.5, 4000.5]
+           *pub(1, 1, 900, "info", 20_000, CLOSED_AT_END),
+           *pub(2, 0, 900, "ok", 6000, node="n2"), *pub(3, 0, 900, "ok", 9000, node="n3"),
+           *pub(1, 2, 8200, "info", 20_000, ABANDONED_AT_END),
+           depth(9000, 2), depth(11_000, 2), *cancel(9, 20_000)]
+    r, sec = judged(history(tmp_path / "h.jsonl", ops, 20_000))
+    assert [h["at_ms"] for h in sec["heals"]] == [1000.5, 8000.5]
     assert sec["heals"][0]["next_fault_ms"] == 3000.5 and sec["heals"][1]["next_fault_ms"] is None
-    assert sec["publishes"] == {"interrupted": 1, "stuck": 1}
+    assert sec["publishes"] == {"interrupted": 1, "settled": 1, "stuck": 2}
     assert sec["consumers"] == {"interrupted": 1, "stuck": 1}
     assert [(f["what"], f["heal_ms"]) for f in sec["findings"]] == [
-        ("publish", 4000.5), ("consumer", 4000.5)]
+        ("publish", 8000.5), ("consumer", 8000.5)]
+    tl = sec["findings"][0]["timeline"]
+    assert (tl["stuck"]["id"], [x["id"] for x in tl["later"]]) == ("1-1", ["1-2"])
+    assert tl["last_confirm_before_ms"] == 51.0
     assert r["valid"] is False
 
 
