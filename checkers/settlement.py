@@ -48,7 +48,9 @@ phase's end:
 Each finding names the queue, the process, its node, the publisher, the
 queue's leader at H where the history has placement observations, and a
 timeline (ms of the run): the channel's last confirm before H, H, the stuck
-publish, and the channel's later publishes with their fates. The section's
+publish, and the channel's later publishes with their fates; the section's
+`explanations` quote what RabbitMQ documents of each kind of stuck client it
+found (EXPLANATIONS), and join the liveness section's when it is false. The section's
 `valid` is false with any stuck client, "unknown" with any unknown one or
 when nothing was settled or fed (nothing judged the broker), else true; it joins the liveness section (`merged`), which composes with the run's
 verdict only when false.
@@ -97,6 +99,27 @@ IDLE: Final = "idle"
 HOLDING: Final = "holding"
 ENDED: Final = "ended"
 
+# What RabbitMQ documents of each kind of stuck client, quoted (the publisher confirms guide,
+# "Negative Acknowledgments for Publishes"; the consumers guide, "The Basics" and
+# "Registering a Consumer"), with the harness's rule beside it.
+EXPLANATIONS: Final = {
+    "stuck_publish": (
+        "A publish on a channel in confirm mode that the broker neither confirmed nor nacked "
+        "(nor returned, nor closed the channel or connection of) within the liveness bound "
+        "after a heal, though the channel stayed open. RabbitMQ's publisher confirms guide: "
+        "\"After a channel is put into confirm mode, all subsequently published messages will "
+        "be confirmed or nack'd once. No guarantees are made as to how soon a message is "
+        "confirmed.\" The bound is the harness's, not RabbitMQ's (detection of the partition "
+        "plus the grace it gives a node to serve again after the heal): each finding says how "
+        "long its publish stayed unsettled, to the run's end when it never settled."),
+    "stuck_consumer": (
+        "A consumer that stayed subscribed through a heal and was fed nothing within the "
+        "liveness bound after it, holding nothing unacknowledged, while every sample of its "
+        "queue's depth showed ready messages. RabbitMQ's consumers guide: \"When a new consumer "
+        "is added, assuming there are already messages ready in the queue, deliveries will start "
+        "immediately\", and \"After a subscription is in place, RabbitMQ will begin delivering "
+        "messages.\""),
+}
 # A finding's timeline shows this many of the channel's later publishes (all are counted).
 LATER_SHOWN: Final = 10
 # At most this many findings of each kind are written out (all are counted).
@@ -335,7 +358,10 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
             "stuck_channels": len(channels), "stuck_consumers": len(stuck_consumers),
             "consumers_not_judged": "; ".join(f"queue {q}: {w}" for q, w in
                                               sorted(unjudged.items(), key=str)) or None,
-            "findings": findings, "summary": _summary(valid, publishes, tally)}
+            "findings": findings, "summary": _summary(valid, publishes, tally),
+            "explanations": {k: EXPLANATIONS[k] for k, n in (
+                ("stuck_publish", publishes.get(STUCK)), ("stuck_consumer", tally.get(STUCK)))
+                if n}}
 
 
 def _summary(valid: bool | str, publishes: Mapping[str, int], consumers: Mapping[str, int]
@@ -354,5 +380,6 @@ def merged(liveness: dict[str, Any], settlement: dict[str, Any]) -> dict[str, An
         out["valid"] = False
         out["status"] = STALLED
         out["findings"] = [*liveness.get("findings", []), *settlement["findings"]]
+        out["explanations"] = {**liveness.get("explanations", {}), **settlement["explanations"]}
         out["summary"] = summary_line(out)
     return out

@@ -34,11 +34,14 @@ from typing import Any
 
 from history.files import write_atomic
 from reports import finding_hand_over as hand_over
+from reports import finding_stuck
 from reports import markdown as md
 from reports.finding_examples import SUSPECT, Example, example_lines, example_suspects, examples
 from reports.finding_history import (
     DELIVERIES,
+    SUSPECT_NS,
     Scan,
+    boundary_label,
     history_file,
     leader_samples,
     nearest_boundary,
@@ -140,17 +143,18 @@ def render(run: StoredRun, replays: Sequence[dict[str, Any]] | None = None,
     kinds = finding_kinds(run.results)
     exs, left_out = examples(run.results, kinds)
     stalled, more = hand_over.stalled(run.results) if "consumer_timeout" in kinds else ([], [])
+    stuck, more_stuck = finding_stuck.stuck(run.results) if "liveness" in kinds else ([], [])
     path = history_file(run.dir)
-    s = scan_file(path, {i for ex in exs for i in ex.ids},
+    s = scan_file(path, {i for ex in exs for i in ex.ids} | finding_stuck.ids(stuck),
                   hand_over.indices(stalled)) if path is not None else None
     held = _incidents_holding(run.results, exs)
     rates = None if replays is None else replay_rates(replays, _own(run), kinds[0])
     head = broken(kinds[0], run.results, run.spec)
     lines = [f"# {head[0].upper()}{head[1:]}: {md.text(run.name)} on RabbitMQ "
              f"{md.text(_version(run))}", ""]
-    lines += _summary(run, kinds, exs, s, rates)
+    lines += _summary(run, kinds, exs, s, rates, stuck)
     lines += _documented(run, kinds)
-    lines += _history(run, exs, s, held, [*left_out, *more], stalled)
+    lines += _history(run, exs, s, held, [*left_out, *more, *more_stuck], stalled, stuck)
     lines += log_section(run.dir / "nodes", run.results,
                          {pos for found in held.values() for pos, _t in found},
                          [i for ex in exs for i in ex.incident_ids])
@@ -179,7 +183,7 @@ def _own(run: StoredRun) -> Own:
 
 
 def _summary(run: StoredRun, kinds: Sequence[str], exs: Sequence[Example], s: Scan | None,
-             rates: Sequence[Any] | None) -> list[str]:
+             rates: Sequence[Any] | None, stuck: Sequence[dict[str, Any]] = ()) -> list[str]:
     seed = run.test.get("seed", run.spec.get("seed"))
     desc = run.spec.get("description")
     started = run.test.get("start_time") or "at an unknown time"
@@ -190,7 +194,8 @@ def _summary(run: StoredRun, kinds: Sequence[str], exs: Sequence[Example], s: Sc
         n = count_of(k, run.results)
         lines.append(f"- {md.code(k)}" + (f" ({n:,})" if n is not None else "")
                      + f": {md.text(broken(k, run.results, run.spec))}")
-    lines += ["", f"Phase boundaries: {_boundary_sentence(exs, s)}", "",
+    lines += ["", f"Phase boundaries: {_boundary_sentence(exs, s)}{_stuck_sentence(stuck, s)}",
+              "",
               f"Replay rate: {_rate_words(rates)}", ""]
     return lines
 
@@ -211,6 +216,24 @@ def _boundary_sentence(exs: Sequence[Example], s: Scan | None) -> str:
     closest = min(nearest)[1] / 1e6
     return (f"no example's delivery lies within 1 s of one (the closest is {abs(closest):,.1f} ms "
             f"{'before' if closest < 0 else 'after'} its boundary).")
+
+
+def _stuck_sentence(stuck: Sequence[dict[str, Any]], s: Scan | None) -> str:
+    """Returns how far the stuck publishes' sends lie from the nearest phase boundary, in words
+    ("" without a stuck publish or a history)."""
+    sent = [as_dict(as_dict(f.get("timeline")).get("stuck")).get("sent_ms") for f in stuck
+            if f.get("what") == "publish"]
+    near = [found for ms in sent if isinstance(ms, int | float) and s is not None
+            and (found := nearest_boundary(int(ms * 1e6), s.phases)) is not None]
+    if not near:
+        return ""
+    gap, boundary = min(near, key=lambda x: abs(x[0]))
+    where = "before" if gap < 0 else "after"
+    flag = f" **{SUSPECT}**" if abs(gap) <= SUSPECT_NS else ""
+    return (f" Stuck publishes: the send closest to a phase boundary lies {abs(gap) / 1e6:,.1f} ms "
+            f"{where} {boundary_label(boundary)}{flag}; the harness's own close of a channel at "
+            "the run's end comes after the deadline the publish was judged by, so it is not what "
+            "the finding counts.")
 
 
 def _rate_words(rates: Sequence[Any] | None) -> str:
@@ -237,7 +260,8 @@ def _documented(run: StoredRun, kinds: Sequence[str]) -> list[str]:
 
 def _history(run: StoredRun, exs: Sequence[Example], s: Scan | None,
              held: dict[str, list[tuple[int, str]]], left_out: Sequence[str],
-             stalled: Sequence[dict[str, Any]] = ()) -> list[str]:
+             stalled: Sequence[dict[str, Any]] = (),
+             stuck: Sequence[dict[str, Any]] = ()) -> list[str]:
     start = run.test.get("history_start_unix")
     start_unix = float(start) if isinstance(start, int | float) else None
     lines = ["## What the history shows", "",
@@ -253,6 +277,8 @@ def _history(run: StoredRun, exs: Sequence[Example], s: Scan | None,
         lines += example_lines(ex, s, start_unix, [t for _p, t in held.get(ex.heading, [])])
     for x in stalled:
         lines += hand_over.lines(x, run.results, s, start_unix)
+    for x in stuck:
+        lines += finding_stuck.lines(x, run.results, s, start_unix)
     lines += [f"- {md.text(n)}" for n in left_out]
     return [*lines, ""] if left_out else lines
 

@@ -68,6 +68,16 @@ ORDERING_BROKEN: dict[tuple[bool, bool], str] = {
 # A consumer-timeout finding whose only violation is a stalled hand-over, in words.
 HAND_OVER_BROKEN = ("a single active consumer's queue not handed over within the bound after "
                     "the broker ended its active consumer")
+# The liveness section's rules, in words: a stuck publish, a stuck consumer, or the cluster not
+# serving again after the last heal.
+LIVENESS_BROKEN: dict[str, str] = {
+    "publish": "a publish left neither confirmed nor nacked past the bound after a heal on a "
+               "channel that stayed open",
+    "consumer": "a consumer that stayed subscribed not fed again past the bound after a heal "
+                "while its queue held ready messages",
+    "resumed": "the cluster did not confirm or deliver again within the bound after the last "
+               "heal",
+}
 # Sections that judge the harness's own run, not the broker.
 NOT_BROKER = ("run",)
 
@@ -104,8 +114,21 @@ def broken(kind: str, results: Any, spec: Any) -> str:
             return found
     if kind == "consumer_timeout" and _only_stalled(results):
         return HAND_OVER_BROKEN
+    if kind == "liveness":
+        return _liveness_broken(results)
     rule = RULES.get(kind)
     return rule.broken if rule else f"the {kind.replace('_', ' ')} check failed"
+
+
+def _liveness_broken(results: Any) -> str:
+    """Takes results.json's content. Returns the liveness rule it broke in words: a stuck
+    publish or consumer after a heal (its settlement part), else the cluster not serving again
+    within the bound."""
+    settlement = as_dict(as_dict(as_dict(results).get("liveness")).get("settlement"))
+    found = [k for k, key in (("publish", "stuck_channels"), ("consumer", "stuck_consumers"))
+             if isinstance(settlement.get(key), int) and settlement[key] > 0]
+    words = [LIVENESS_BROKEN[k] for k in found]
+    return " and ".join(words) if words else LIVENESS_BROKEN["resumed"]
 
 
 def _only_stalled(results: Any) -> bool:

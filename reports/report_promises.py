@@ -1,5 +1,6 @@
 """The newer promises' part of the report, read from results.json: priority, delayed retry,
-consumer timeout, metadata after the heal.
+consumer timeout, metadata after the heal, and the settlement of publishes and staying consumers
+across a heal (the liveness section's `settlement`).
 
 One section of the page per results.json section present, each drawn by
 templates/report/promises.html.j2 from a `Promise`: its verdict and the
@@ -27,6 +28,7 @@ PROMISES: tuple[tuple[str, str, str], ...] = (
     ("delayed_retry", "Delayed retry", "retry.png"),
     ("consumer_timeout", "Consumer timeout", "timeout.png"),
     ("metadata", "Metadata after the heal (Khepri minority probe)", "metadata.png"),
+    ("settlement", "Settlement after a heal (clients that stay)", ""),
 )
 # The counts each section shows, in its own names and order (a mapping shows each key).
 COUNTS: dict[str, tuple[str, ...]] = {
@@ -37,6 +39,7 @@ COUNTS: dict[str, tuple[str, ...]] = {
     "consumer_timeout": ("broker_cancels", "broker_channel_closes", "held_judged",
                          "redelivered", "dead_lettered", "acked_after_end", "violation_count",
                          "violations", "not_judged"),
+    "settlement": ("publishes", "consumers", "stuck_channels", "stuck_consumers"),
 }
 # What each section says of its run whatever it judged.
 SETTINGS: dict[str, tuple[str, ...]] = {
@@ -45,6 +48,7 @@ SETTINGS: dict[str, tuple[str, ...]] = {
     "delayed_retry": ("settings", "tolerance_ms"),
     "consumer_timeout": ("settings",),
     "metadata": ("probe", "bound_ms", "last_heal_ms", "main_after_heal_ms", "judged"),
+    "settlement": ("bound_ms", "consumers_not_judged"),
 }
 MAX_EXAMPLES = 5
 
@@ -103,7 +107,9 @@ def counts_table(name: str, s: Mapping[str, Any]) -> Table | None:
         for sub, n in items:
             field = key if sub is None else f"{key}.{sub}"
             rows.append([td(field), td(_n(n), num=True)])
-            bad = (key in ("violations", "violation_count") and isinstance(n, int) and n > 0)
+            bad = ((key in ("violations", "violation_count", "stuck_channels",
+                            "stuck_consumers") or sub == "stuck")
+                   and isinstance(n, int) and n > 0)
             classes.append("bad" if bad else None)
     return table(["results.json", "count"], rows, num_cols=[1], row_classes=classes) \
         if rows else None
@@ -351,8 +357,59 @@ def _windows_table(s: Mapping[str, Any]) -> list[Any]:
                    "most frequent error"], rows, num_cols=[1, 2, 4, 5, 6], wide=True)]
 
 
+SETTLEMENT_COLUMNS = (("time (ms)", "ms"), ("event", "event"), ("message", "id"),
+                      ("completion", "completion"), ("status", "status"))
+
+
+def _at_ms(e: Mapping[str, Any]) -> float:
+    """Takes a timeline event. Returns its time (ms), 0 when it has none."""
+    t = e.get("ms")
+    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else 0.0
+
+
+def settlement_parts(s: Mapping[str, Any]) -> list[Any]:
+    """Takes the liveness section's settlement part. Returns its heals and each stuck client's
+    statement and timeline as the checker stored them (a publish: the channel's last confirm
+    before the heal, the heal, the stuck publish's send and completion, the channel's later
+    publishes; a consumer: its last delivery before the heal, the heal, its first after it and
+    its end)."""
+    heals = [as_dict(h) for h in s.get("heals") or []]
+    out: list[Any] = []
+    if heals:
+        out.append(Para("Heals judged (a fault window's end no other window covers): " + "; ".join(
+            f"{_ms(h.get('at_ms'))} ms ({_plain(h.get('fault'))}"
+            + (f", next fault at {_ms(h.get('next_fault_ms'))} ms)" if h.get("next_fault_ms")
+               is not None else ")") for h in heals) + "."))
+    for f in list(s.get("findings") or [])[:MAX_EXAMPLES]:
+        f = as_dict(f)
+        tl = as_dict(f.get("timeline"))
+        out.append(Para(f"{_plain(f.get('statement'))} (queue leader at the heal: "
+                        f"{_plain(f.get('leader_at_heal'))})."))
+        if f.get("what") == "consumer":
+            events = [
+                {"event": "last delivery before the heal", "ms": tl.get("last_fed_before_ms")},
+                {"event": "heal", "ms": tl.get("heal_ms")},
+                {"event": "first delivery after the heal", "ms": tl.get("first_fed_after_ms")},
+                {"event": "consumer ended", "ms": tl.get("ended_ms")}]
+        else:
+            first = as_dict(tl.get("stuck"))
+            events = [{"event": "last confirm on the channel before the heal",
+                       "ms": tl.get("last_confirm_before_ms")},
+                      {"event": "stuck publish sent", "ms": first.get("sent_ms"), **first},
+                      {"event": "heal", "ms": tl.get("heal_ms")},
+                      {"event": "stuck publish completed", "ms": first.get("completed_ms"),
+                       **first}]
+            events += [{"event": "later publish sent", "ms": x.get("sent_ms"), **x}
+                       for x in (as_dict(y) for y in tl.get("later") or [])]
+            events.sort(key=_at_ms)
+        out.append(_events_table([e for e in events if e.get("ms") is not None or
+                                  str(e["event"]).startswith("first")], SETTLEMENT_COLUMNS))
+    return out
+
+
 EXAMPLES = {"priority": priority_examples, "delayed_retry": retry_examples,
-            "consumer_timeout": timeout_examples, "metadata": metadata_parts}
+            "consumer_timeout": timeout_examples, "metadata": metadata_parts,
+            "settlement": settlement_parts}
 
 
 def promises_data(results: Any) -> list[Promise]:
@@ -362,11 +419,13 @@ def promises_data(results: Any) -> list[Promise]:
         return []
     out = []
     for name, heading, plot in PROMISES:
-        s = results.get(name)
+        s = as_dict(results.get("liveness")).get(name) if name == "settlement" \
+            else results.get(name)
         if not isinstance(s, dict):
             continue
         parts = tuple(EXAMPLES[name](s)) if not s.get("error") else ()
-        if name != "metadata" and not parts and s.get("valid") is not False:
+        if name not in ("metadata", "settlement") and not parts and \
+                s.get("valid") is not False:
             parts = (Note("No violation, so no example."),)
         out.append(Promise(name, heading, valid_key(s.get("valid")), why_sentence(name, s),
                            settings_line(name, s), counts_table(name, s), parts, plot))

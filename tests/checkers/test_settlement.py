@@ -162,6 +162,9 @@ def test_spark_a_publisher_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> No
     assert tl["later_counts"] == {"stuck": 2}
     assert f in r["liveness"]["findings"]
     assert "stuck after a heal" in r["liveness"]["summary"]
+    # RabbitMQ's words for it, in the section and in the liveness section a report quotes.
+    assert list(sec["explanations"]) == ["stuck_publish"]
+    assert "will be confirmed or nack'd once" in r["liveness"]["explanations"]["stuck_publish"]
 
 
 @pytest.mark.spark
@@ -180,6 +183,8 @@ def test_spark_a_consumer_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> Non
     assert (f["what"], f["process"], f["node"], f["queue"]) == ("consumer", 9, "n2", "q")
     assert f["timeline"] == {"last_fed_before_ms": 60.0, "heal_ms": 1000.5,
                              "first_fed_after_ms": None, "ended_ms": 10000.0}
+    assert list(r["liveness"]["explanations"]) == ["stuck_consumer"]
+    assert "deliveries will start" in r["liveness"]["explanations"]["stuck_consumer"]
 
 
 @pytest.mark.spark
@@ -190,7 +195,7 @@ def test_spark_a_slow_but_settled_publish_is_no_finding(tmp_path: Path) -> None:
     ops = [clients(), *partition(100, 1000), *pub(1, 0, 50), *consume("n2", 9, "1-0", 60),
            *pub(1, 1, 900, "ok", 4900), *consume("n2", 9, "1-1", 4950), depth(3000, 1)]
     r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000))
-    assert sec["valid"] is True and sec["findings"] == []
+    assert sec["valid"] is True and sec["findings"] == [] and sec["explanations"] == {}
     assert (sec["publishes"], sec["consumers"]) == ({"settled": 1}, {"fed": 1})
     assert r["liveness"]["valid"] is not False and r["valid"] is True
 
