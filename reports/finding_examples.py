@@ -16,7 +16,7 @@ phase boundary.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -198,14 +198,23 @@ def example_lines(ex: Example, s: Scan | None, start_unix: float | None,
     lines.append("- broker log: " + (md.text("; ".join(incidents)) + " (its log lines below)"
                                      if incidents else "no incident of results.json holds it"))
     lines.append("")
+    return lines + ops_part(s, lambda scan: timeline(scan, ex.ids), start_unix, "message")
+
+
+def ops_part(s: Scan | None, ops_of: Callable[[Scan], list[Op]], start_unix: float | None,
+             what: str, intro: str | None = None) -> list[str]:
+    """Takes the history's scan (None: no history), what picks a part's ops from it, the wall
+    clock at history time 0, what the part is of ("message") and a sentence before the table
+    (None: none). Returns the part's ops as a Markdown table (at most MAX_ROWS, the rest
+    counted), or why there is none."""
     if s is None:
-        return [*lines, "The run stored no history: results.json's words above are all there "
-                        "is of this message.", ""]
-    ops = timeline(s, ex.ids)
+        return [f"The run stored no history: results.json's words above are all there is of "
+                f"this {what}.", ""]
+    ops = ops_of(s)
     if not ops:
-        return [*lines, "The history holds no op of this message.", ""]
-    rows = [op_cells(op, s, start_unix) for op in ops[:MAX_ROWS]]
-    lines += md.table(COLUMNS, rows)
+        return [f"The history holds no op of this {what}.", ""]
+    lines = [intro, ""] if intro else []
+    lines += md.table(COLUMNS, [op_cells(op, s, start_unix) for op in ops[:MAX_ROWS]])
     if len(ops) > MAX_ROWS:
         lines.append(f"\n{len(ops) - MAX_ROWS} more op(s) in the history.")
     return [*lines, ""]

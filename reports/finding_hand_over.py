@@ -25,7 +25,7 @@ from typing import Any
 
 from history import Op
 from reports import markdown as md
-from reports.finding_examples import COLUMNS, MAX_ROWS, op_cells
+from reports.finding_examples import ops_part
 from reports.finding_history import NEAR_NS, Scan
 from reports.page import as_dict
 
@@ -169,16 +169,8 @@ def lines(x: Mapping[str, Any], results: Any, s: Scan | None,
     out = [f"### {heading(x)}", "", "Kind: `consumer_timeout` (a stalled hand-over).", ""]
     out += [f"- {md.text(k)}: {md.text(v)}" for k, v in facts(x, results)]
     out.append("")
-    if s is None:
-        return [*out, "The run stored no history: results.json's words above are all there "
-                      "is of this hand-over.", ""]
-    ops = ops_of(x, s)
-    if not ops:
-        return [*out, "The history holds no op of this hand-over.", ""]
-    out += ["Its ops from the history: the end, the consumers' ends, the faults and the "
-            "harness's samples from 2 s before it to 2 s after the later of the deadline and "
-            "the next delivery, and that delivery:", ""]
-    out += md.table(COLUMNS, [op_cells(op, s, start_unix) for op in ops[:MAX_ROWS]])
-    if len(ops) > MAX_ROWS:
-        out.append(f"\n{len(ops) - MAX_ROWS} more op(s) in the history.")
-    return [*out, ""]
+    return out + ops_part(
+        s, lambda scan: ops_of(x, scan), start_unix, "hand-over",
+        "Its ops from the history: the end, the consumers' ends, the faults and the harness's "
+        "samples from 2 s before it to 2 s after the later of the deadline and the next "
+        "delivery, and that delivery:")

@@ -26,7 +26,7 @@ from typing import Any
 
 from history import Op
 from reports import markdown as md
-from reports.finding_examples import COLUMNS, MAX_ROWS, op_cells
+from reports.finding_examples import ops_part
 from reports.finding_hand_over import faults_between
 from reports.finding_history import DELIVERIES, NEAR_NS, Scan, distance_text, leader_samples
 from reports.page import as_dict
@@ -249,19 +249,10 @@ def lines(f: Mapping[str, Any], results: Any, s: Scan | None,
         out += [md.text(f["statement"]), ""]
     out += [f"- {md.text(k)}: {md.text(v)}" for k, v in facts(f, results, s)]
     out.append("")
-    if s is None:
-        return [*out, "The run stored no history: results.json's words above are all there is "
-                      "of this client.", ""]
-    ops = ops_of(f, s)
-    if not ops:
-        return [*out, "The history holds no op of this client.", ""]
     what = ("its publishes' ops, and from 2 s before its send to 2 s after its completion the "
             "faults, the harness's phases and placement samples and its process's ends"
             if f.get("what") != "consumer" else
             "from 2 s before the heal to 2 s after the deadline the faults, the harness's "
             "phases and placement samples and its process's ends")
-    out += [f"Its ops from the history: {what}:", ""]
-    out += md.table(COLUMNS, [op_cells(op, s, start_unix) for op in ops[:MAX_ROWS]])
-    if len(ops) > MAX_ROWS:
-        out.append(f"\n{len(ops) - MAX_ROWS} more op(s) in the history.")
-    return [*out, ""]
+    return out + ops_part(s, lambda scan: ops_of(f, scan), start_unix, "client",
+                          f"Its ops from the history: {what}:")
