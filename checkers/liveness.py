@@ -22,8 +22,9 @@ The rules, with H the last heal, B the bound and M the main phase's end:
 - confirms through node n *resumed* when a publish through n was confirmed in
   [H, H + B]. They *did not resume* (false) when none was, and a publish
   through n completed `fail` or `info` (a nack, a return, no confirm within
-  the client's timeout, a broken connection) at or after H + B, before any
-  confirm: a client was still being refused there past the bound
+  the client's timeout, a broken connection, no answer until the run's end)
+  at or after H + B, before any confirm: a client was still being refused
+  there past the bound
   ("resumed-late" when confirms came later, "not-resumed" when never).
   Anything else is unknown, with its reason: the main phase ended before
   H + B; no client published through n after the heal (a refused connection
@@ -191,8 +192,9 @@ def judge_confirms(f: NodeFacts, tl: Timeline) -> dict[str, Any]:
         status, why = RESUMED, f"confirmed again {_secs(first - tl.heal)} after the last heal"
     elif refused is not None and (first is None or refused < first):
         status = LATE if first is not None else STALLED
-        why = (f"no confirm within the bound ({_secs(tl.bound)}); a publish through it was still "
-               f"refused {_secs(refused - tl.heal)} after the last heal, "
+        why = (f"no confirm within the bound ({_secs(tl.bound)}); a publish through it still "
+               f"ended unconfirmed (nacked, returned, timed out, its connection lost, or "
+               f"unanswered until the run's end) {_secs(refused - tl.heal)} after the last heal, "
                + (f"and the first confirm came only {_secs(first - tl.heal)} after it"
                   if first is not None else
                   f"and none was confirmed in the {_secs(tl.ran_after)} the main phase ran on"))
