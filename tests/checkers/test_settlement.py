@@ -9,6 +9,7 @@ partition of n3 heals at 1000.5 ms.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +270,43 @@ def test_consumers_are_judged_only_in_the_staying_mode():
     assert why("both") is None and why("consumers") is None
     assert "do not stay through faults" in (why("none") or "")
     assert "do not stay through faults" in (why("publishers") or "")
+
+
+def _random_history(rng: random.Random) -> tuple[list[tuple[float, dict[str, Any]]], float]:
+    """A random main phase: three to five partitions (some closer together than the bound, so
+    that a publish can be interrupted at one heal and judged at a later one) and three staying
+    publishers whose publishes complete every way checkers.settlement tells apart, some late,
+    some never before the run's end. Returns the ops and the main phase's end (ms)."""
+    ops: list[tuple[float, dict[str, Any]]] = [clients()]
+    t = 500.0
+    for _ in range(rng.randint(3, 5)):
+        length = rng.uniform(300, 1500)
+        ops += partition(t, t + length, rng.choice(["n1", "n2", "n3"]))
+        t += length + rng.choice([rng.uniform(200, 2000), rng.uniform(4500, 9000)])
+    end = t + rng.uniform(2000, 12_000)
+    for pid in (1, 2, 3):
+        at, seq = 50.0, 0
+        while at < end - 100:
+            done = at + rng.choice([1.0, 5.0, rng.uniform(100, 3000), rng.uniform(4000, 15_000)])
+            outcome, error = rng.choice([("ok", None), ("ok", None), ("ok", None),
+                                         ("fail", "nack"), ("info", "no confirm within 5s"),
+                                         ("info", "StreamLostError: Transport indicated EOF"),
+                                         ("info", "blocked")])
+            if done >= end:  # still in flight at the run's end: closed with it, or cut short
+                outcome, error, done = rng.choice([("info", CLOSED_AT_END, end),
+                                                   ("info", ABANDONED_AT_END, end),
+                                                   (None, None, end)])
+            ops += pub(pid, seq, at, outcome, done, error, node=f"n{pid}")
+            seq += 1
+            at = max(at + rng.uniform(20, 400), done + 0.5 if rng.random() < 0.5 else at + 1)
+    return ops, end
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+@pytest.mark.parametrize("seed", [7, 31, 2026])
+def test_spark_agrees_with_the_oracle_on_random_histories_with_several_heals(
+        tmp_path: Path, seed: int) -> None:
+    ops, end = _random_history(random.Random(seed))
+    _r, sec = judged(history(tmp_path / "h.jsonl", ops, end))  # asserts Spark == oracle
+    assert len(sec["heals"]) >= 3 and sum(sec["publishes"].values()) > 0
