@@ -335,3 +335,28 @@ def test_the_runner_writes_scenario_toml_beside_test_json(tmp_path, monkeypatch)
     assert again.seed == 8 and again.nemesis.faults == ("kill@n2",)
     ((start, entry, duration),) = again.nemesis.schedule
     assert entry == "kill@n2" and 0 <= start < 1 and 0 < duration < 1
+
+
+def test_the_faults_played_are_read_from_only_the_lines_that_can_hold_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every client op names its phase ("phase":"main"): the scan must not decode those (an
+    # hour's history is 2.6 million lines; decoding each took 39 s of the verdict's delay).
+    from history import HistoryWriter, Op
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as w:
+        w.append(Op(type="info", process="harness", f="phase",
+                    value={"phase": "main", "state": "start"}, time=1))
+        for i in range(500):
+            w.append(Op(type="invoke", process=1, f="publish", value=f"1-{i}", node="n1",
+                        queue="q", publisher=1, seq=i, phase="main", time=10 + i))
+        w.append(Op(type="info", process="nemesis", f="start-partition",
+                    value={"fault": "partition-one", "nodes": ["n3"]}, node="n3", time=700))
+        w.append(Op(type="info", process="harness", f="phase",
+                    value={"phase": "main", "state": "end"}, time=900))
+    decoded = []
+    real = scenario_file.json.loads
+    monkeypatch.setattr(scenario_file.json, "loads", lambda b: decoded.append(b) or real(b))
+    ops = scenario_file.nemesis_ops(path)
+    assert [(o.process, o.f) for o in ops] == [
+        ("harness", "phase"), ("nemesis", "start-partition"), ("harness", "phase")]
+    assert len(decoded) == 3
