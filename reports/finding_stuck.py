@@ -39,6 +39,7 @@ COMPLETION: dict[str, str] = {
     "refused": "refused (basic.nack or basic.return), late",
     "connection-closed": "its connection or channel closed, late",
     "run-ended": "still unsettled when the harness closed its channel at the run's end",
+    "client-gave-up": "still unsettled when its publisher's own confirm deadline passed",
     "never-completed": "never completed in the history",
 }
 
@@ -139,12 +140,11 @@ def facts(f: Mapping[str, Any], results: Any, s: Scan | None) -> list[tuple[str,
         ]
     first = as_dict(tl.get("stuck"))
     sent, done = first.get("sent_ms"), first.get("completed_ms")
-    leader = _leader_words(f, s)
     kind = str(first.get("completion"))
     counts = as_dict(tl.get("later_counts"))
     later = (", ".join(f"{n} {k}" for k, n in counts.items()) if counts else
-             "none: the channel published nothing more after it (its window of messages in "
-             "flight was full)")
+             "none: the channel published nothing more after it (a staying publisher sends "
+             "no more while its window of messages in flight is full)")
     sent_ms = _num(sent)
     boundary = distance_text(int(sent_ms * MS), s.phases) \
         if s is not None and sent_ms is not None else ""
