@@ -46,6 +46,7 @@ from reports.finding_history import (
     leader_samples,
     nearest_boundary,
     scan_file,
+    target_text,
 )
 from reports.finding_logs import log_section
 from reports.finding_replays import Own, replay_rates
@@ -289,9 +290,7 @@ def _faults(results: dict[str, Any]) -> list[str]:
         return []
     rows = []
     for f in faults:
-        target = f.get("target")
-        on = ", ".join(map(str, target)) if isinstance(target, list) else str(target or "")
-        rows.append([md.text(f.get("fault") or f.get("f")), md.text(on),
+        rows.append([md.text(f.get("fault") or f.get("f")), md.text(target_text(f)),
                      _s(f.get("start_ms")), _s(f.get("end_ms")),
                      md.text(f.get("evidence") or f.get("noticed"))])
     return ["The run's faults:", "",

@@ -31,6 +31,7 @@ from reports.finding_history import (
     Scan,
     boundary_label,
     distance_text,
+    fault_words,
     suspects,
     timeline,
 )
@@ -168,9 +169,7 @@ def faults_at(results: Any, t_ms: float) -> str:
         start, end = f.get("start_ms"), f.get("end_ms")
         if isinstance(start, int | float) and start <= t_ms and (
                 not isinstance(end, int | float) or t_ms <= end):
-            target = f.get("target")
-            on = ", ".join(map(str, target)) if isinstance(target, list) else str(target or "")
-            found.append(f"{f.get('fault') or f.get('f')}" + (f" on {on}" if on else ""))
+            found.append(fault_words(f))
     return "; ".join(found) or "none"
 
 

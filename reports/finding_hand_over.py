@@ -26,7 +26,8 @@ from typing import Any
 from history import Op
 from reports import markdown as md
 from reports.finding_examples import ops_part
-from reports.finding_history import NEAR_NS, Scan
+from reports.finding_history import NEAR_NS, Scan, fault_words, with_context
+from reports.finding_history import seconds_text as _s
 from reports.page import as_dict
 
 MAX_SHOWN = 5
@@ -63,11 +64,6 @@ def indices(hand_overs: Sequence[Mapping[str, Any]]) -> set[int]:
             if isinstance(i, int) and not isinstance(i, bool):
                 out.add(i)
     return out
-
-
-def _s(ms: Any) -> str:
-    return f"{float(ms) / 1000:.3f} s" if isinstance(ms, int | float) and \
-        not isinstance(ms, bool) else "an unknown time"
 
 
 def heading(x: Mapping[str, Any]) -> str:
@@ -127,11 +123,8 @@ def faults_between(results: Any, start_ms: Any, end_ms: Any) -> str:
         if not isinstance(a, int | float) or a > stop or (
                 isinstance(z, int | float) and z < start_ms):
             continue
-        target = f.get("target")
-        on = ", ".join(map(str, target)) if isinstance(target, list) else str(target or "")
         until = _s(z) if isinstance(z, int | float) else "the end of the run"
-        found.append(f"{f.get('fault') or f.get('f')}" + (f" on {on}" if on else "")
-                     + f" ({_s(a)} to {until})")
+        found.append(f"{fault_words(f)} ({_s(a)} to {until})")
     return "; ".join(found) or "none"
 
 
@@ -152,14 +145,7 @@ def ops_of(x: Mapping[str, Any], s: Scan) -> list[Op]:
     delivery, and within its span (`_span`) every consumer's end, the nemesis's completed ops
     and the harness's phase boundaries and placement samples."""
     own = [s.by_index[i] for i in indices([x]) if i in s.by_index]
-    span = _span(x)
-    if span is None:
-        return sorted(own, key=lambda o: o.index)
-    lo, hi = span
-    near = [op for op in (*s.ends, *s.phases, *s.placements,
-                          *(n for n in s.nemesis if n.type != "invoke"))
-            if lo <= op.time <= hi]
-    return sorted({op.index: op for op in own + near}.values(), key=lambda o: o.index)
+    return with_context(own, s, _span(x), s.ends)
 
 
 def lines(x: Mapping[str, Any], results: Any, s: Scan | None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from history import DEAD_LETTER, HARNESS, NEMESIS, Op, iter_history
 
@@ -143,6 +144,40 @@ def suspects(ops: Iterable[Op], phases: Sequence[Op]) -> list[tuple[Op, int, Op]
         if found is not None and abs(found[0]) <= SUSPECT_NS:
             out.append((op, found[0], found[1]))
     return out
+
+
+def target_text(fault: dict[str, Any]) -> str:
+    """Takes a results.json fault. Returns the nodes it hit ("n1, n2"), or ""."""
+    target = fault.get("target")
+    return ", ".join(map(str, target)) if isinstance(target, list) else str(target or "")
+
+
+def fault_words(fault: dict[str, Any]) -> str:
+    """Takes a results.json fault. Returns it in words: its kind and the nodes it hit
+    ("partition-one on n1")."""
+    on = target_text(fault)
+    return f"{fault.get('fault') or fault.get('f')}" + (f" on {on}" if on else "")
+
+
+def seconds_text(ms: Any) -> str:
+    """Takes a time in ms. Returns it in seconds ("12.500 s"), or "an unknown time"."""
+    return f"{float(ms) / 1000:.3f} s" if isinstance(ms, int | float) and \
+        not isinstance(ms, bool) else "an unknown time"
+
+
+def with_context(own: Iterable[Op], s: Scan, span: tuple[int, int] | None,
+                 ends: Iterable[Op]) -> list[Op]:
+    """Takes a finding part's own ops, the scan, the span (ns) its table covers (None: none)
+    and the consumers' ends it shows. Returns, in history order and each once, its own ops
+    and, within the span, those ends, the phase boundaries, the placement samples and the
+    nemesis's completed ops."""
+    near: list[Op] = []
+    if span is not None:
+        lo, hi = span
+        near = [op for op in (*ends, *s.phases, *s.placements,
+                              *(n for n in s.nemesis if n.type != "invoke"))
+                if lo <= op.time <= hi]
+    return sorted({op.index: op for op in (*own, *near)}.values(), key=lambda o: o.index)
 
 
 def leader_samples(s: Scan) -> list[tuple[int, str, str]]:

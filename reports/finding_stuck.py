@@ -28,8 +28,20 @@ from history import Op
 from reports import markdown as md
 from reports.finding_examples import ops_part
 from reports.finding_hand_over import faults_between
-from reports.finding_history import DELIVERIES, NEAR_NS, Scan, distance_text, leader_samples
+from reports.finding_history import (
+    DELIVERIES,
+    NEAR_NS,
+    Scan,
+    distance_text,
+    fault_words,
+    leader_samples,
+    with_context,
+)
+from reports.finding_history import (
+    seconds_text as _s,
+)
 from reports.page import as_dict
+from reports.page import as_number as _num
 
 MAX_SHOWN = 5
 MS = 1_000_000
@@ -75,15 +87,6 @@ def ids(found: Sequence[Mapping[str, Any]]) -> set[str]:
     return out
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
-
-
-def _s(ms: Any) -> str:
-    v = _num(ms)
-    return "an unknown time" if v is None else f"{v / 1000:.3f} s"
-
-
 def _after(ms: Any, since: Any) -> str:
     a, b = _num(ms), _num(since)
     return "" if a is None or b is None else f", {(a - b) / 1000:.1f} s after the heal"
@@ -110,11 +113,8 @@ def nearest_fault_start(results: Any, ms: Any) -> str:
     if not starts:
         return "none"
     _d, signed, f = min(starts, key=lambda x: x[0])
-    target = f.get("target")
-    on = ", ".join(map(str, target)) if isinstance(target, list) else str(target or "")
     where = "before" if signed < 0 else "after"
-    return (f"{abs(signed):,.1f} ms {where} {f.get('fault') or f.get('f')}"
-            + (f" on {on}" if on else "") + " began")
+    return f"{abs(signed):,.1f} ms {where} {fault_words(f)} began"
 
 
 def facts(f: Mapping[str, Any], results: Any, s: Scan | None) -> list[tuple[str, str]]:
@@ -230,14 +230,7 @@ def ops_of(f: Mapping[str, Any], s: Scan) -> list[Op]:
     within its span (`_span`), its process's ends, the nemesis's completed ops and the
     harness's phase boundaries and placement samples."""
     own = [op for i in sorted(ids([f])) for op in s.by_id.get(i, [])]
-    span = _span(f)
-    if span is None:
-        return sorted(own, key=lambda o: o.index)
-    lo, hi = span
-    near = [op for op in (*s.phases, *s.placements, *(n for n in s.nemesis if n.type != "invoke"),
-                          *(e for e in s.ends if e.process == f.get("process")))
-            if lo <= op.time <= hi]
-    return sorted({op.index: op for op in own + near}.values(), key=lambda o: o.index)
+    return with_context(own, s, _span(f), (e for e in s.ends if e.process == f.get("process")))
 
 
 def lines(f: Mapping[str, Any], results: Any, s: Scan | None,

@@ -172,6 +172,12 @@ def as_int(x: Any) -> int | None:
     return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
+def as_number(x: Any) -> float | None:
+    """Takes anything. Returns it as a float when it is an int or a float (not a bool), else
+    None."""
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
 def dup_text(dup: Any, unflagged: Any) -> str:
     """Takes a duplicate count and its unflagged share. Returns "3 (1)", "3" or "-"."""
     d, u = as_int(dup), as_int(unflagged)

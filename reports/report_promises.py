@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reports.html import Note, Para, Table, badge_td, code_td, table, td, th
-from reports.page import NA, as_dict, valid_key
+from reports.page import NA, as_dict, as_number, valid_key
 
 # results.json's section name, the page's heading, and the plot it draws.
 PROMISES: tuple[tuple[str, str, str], ...] = (
@@ -363,8 +363,7 @@ SETTLEMENT_COLUMNS = (("time (ms)", "ms"), ("event", "event"), ("message", "id")
 
 def _at_ms(e: Mapping[str, Any]) -> float:
     """Takes a timeline event. Returns its time (ms), 0 when it has none."""
-    t = e.get("ms")
-    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else 0.0
+    return as_number(e.get("ms")) or 0.0
 
 
 def settlement_parts(s: Mapping[str, Any]) -> list[Any]:

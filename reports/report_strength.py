@@ -20,6 +20,7 @@ from typing import Any
 
 from reports.html import Cell, Note, Table, code_td, codes_td, table, td
 from reports.page import NA, as_dict, count, strength_of
+from reports.page import as_number as _num
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,6 @@ EFFECT_WORDS: dict[str, str] = {
     "leader-handover": "{node} handed leadership over",
     "node-did-not-boot": "{node} did not boot again",
 }
-
-
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 def _s(ms: Any, digits: int = 1) -> str:
