@@ -6,8 +6,9 @@ in columns by checkers.settlement's rules (the tests' oracle states them in
 Python); counted per heal and status, and grouped into the channels (processes) with a stuck
 publish, whose timelines (last confirm before the heal, later publishes and
 their fates) come from the same table joined with those few channels. The
-consumers are one aggregate per process with a column set per heal (heals are
-few). A handful of rows collected, whatever the history's size.
+consumers are one aggregate per process and span between heals and their bounds (a
+balanced tree of comparisons places each row), folded per heal in Python. A handful of rows
+collected, whatever the history's size.
 """
 
 from __future__ import annotations
@@ -126,30 +127,63 @@ def stuck_channels(pubs: DataFrame, crossed: DataFrame) -> list[S.StuckChannel]:
         for c in chans]
 
 
+def _bucket(t: Column, points: Sequence[int], lo: int = 0, hi: int | None = None) -> Column:
+    """Takes a time column and sorted breakpoints. Returns how many breakpoints are at or before
+    the time: a balanced tree of comparisons, so each row costs log2 of their number."""
+    hi = len(points) if hi is None else hi
+    if lo == hi:
+        return F.lit(lo)
+    mid = (lo + hi) // 2
+    return F.when(t < F.lit(points[mid]), _bucket(t, points, lo, mid)).otherwise(
+        _bucket(t, points, mid + 1, hi))
+
+
 def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
                    acks: bool) -> list[S.ConsumerFacts]:
     """Takes a History, the heals, the bound (ns) and whether the history records acks. Returns
-    each main-phase consumer process's facts around each heal."""
+    each main-phase consumer process's facts around each heal.
+
+    One pass: each delivery, ack and end of a client process falls in a span between the
+    breakpoints (every heal and every heal's bound), and is summed per process and span; the
+    facts around each heal are then sums and extremes over a few spans per process."""
     t = F.col("time")
     consume = is_delivery() & (F.col("f") != "drain")
+    ack = is_ack()
     end_op = F.col("pid").isNotNull() & F.col("f").isin(*END_FS)
-    cols = [F.max(F.when(consume, F.col("node"))).alias("node"),
-            F.max(F.when(consume, F.col("queue"))).alias("queue"),
-            F.min(F.when(end_op, t)).alias("ended"), F.count_if(consume).alias("fed")]
-    for i, heal in enumerate(heals):
-        until = F.lit(heal.at + bound)
-        cols += [F.max(F.when(consume & (t < F.lit(heal.at)), t)).alias(f"before_{i}"),
-                 F.min(F.when(consume & (t >= F.lit(heal.at)), t)).alias(f"after_{i}"),
-                 F.count_if(consume & (t <= until)).alias(f"delivered_{i}"),
-                 F.count_if(is_ack() & (t <= until)).alias(f"acked_{i}")]
-    rows = h.df.where(F.col("pid").isNotNull()).groupBy("pid").agg(*cols).where(
-        F.col("fed") > 0).collect()
-    return [S.ConsumerFacts(
-        heal=i, pid=r["pid"], node=r["node"], queue=r["queue"], fed_before=r[f"before_{i}"],
-        fed_after=r[f"after_{i}"], ended=r["ended"],
-        delivered_by_bound=int(r[f"delivered_{i}"]),
-        acked_by_bound=int(r[f"acked_{i}"]) if acks else None)
-        for r in rows for i in range(len(heals))]
+    # A fact about heal i reads "before heal.at", "at or after heal.at" and "at or before
+    # heal.at + bound", i.e. before heal.at + bound + 1: those are the breakpoints.
+    points = sorted({p for heal in heals for p in (heal.at, heal.at + bound + 1)})
+    spans = h.df.where(F.col("pid").isNotNull() & (consume | ack | end_op)).groupBy(
+        "pid", _bucket(t, points).alias("span")).agg(
+        F.max(F.when(consume, F.col("node"))).alias("node"),
+        F.max(F.when(consume, F.col("queue"))).alias("queue"),
+        F.min(F.when(end_op, t)).alias("ended"), F.count_if(consume).alias("fed"),
+        F.min(F.when(consume, t)).alias("first"), F.max(F.when(consume, t)).alias("last"),
+        F.count_if(ack).alias("acked")).collect()
+    per: dict[int, list[Any]] = {}
+    for r in spans:
+        per.setdefault(r["pid"], []).append(r)
+    out = []
+    for pid, rows in sorted(per.items()):
+        if not any(r["fed"] for r in rows):
+            continue
+        node, queue = (max((r[k] for r in rows if r[k] is not None), default=None)
+                       for k in ("node", "queue"))
+        ended = min((r["ended"] for r in rows if r["ended"] is not None), default=None)
+        for i, heal in enumerate(heals):
+            at = points.index(heal.at)  # a span s holds times in [points[s-1], points[s])
+            until = points.index(heal.at + bound + 1)
+            out.append(S.ConsumerFacts(
+                heal=i, pid=pid, node=node, queue=queue,
+                fed_before=max((r["last"] for r in rows if r["span"] <= at
+                                and r["last"] is not None), default=None),
+                fed_after=min((r["first"] for r in rows if r["span"] > at
+                               and r["first"] is not None), default=None),
+                ended=ended,
+                delivered_by_bound=sum(int(r["fed"]) for r in rows if r["span"] <= until),
+                acked_by_bound=sum(int(r["acked"]) for r in rows if r["span"] <= until)
+                if acks else None))
+    return out
 
 
 def settlement_check(h: History, windows: Sequence[FaultWindow], bound: int, main_end: int,

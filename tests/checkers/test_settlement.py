@@ -299,6 +299,20 @@ def _random_history(rng: random.Random) -> tuple[list[tuple[float, dict[str, Any
             ops += pub(pid, seq, at, outcome, done, error, node=f"n{pid}")
             seq += 1
             at = max(at + rng.uniform(20, 400), done + 0.5 if rng.random() < 0.5 else at + 1)
+    # Three consumers fed in bursts with gaps (some across a heal, some past its bound), one of
+    # them cancelled part-way; an ack right after most deliveries, at a breakpoint for some.
+    heal_at = [t for t, o in ops if o.get("f") == "stop-partition" and o["type"] == "info"]
+    for pid, node in ((7, "n1"), (8, "n2"), (9, "n3")):
+        at, seq = rng.uniform(10, 400), 0
+        stop = rng.uniform(end / 2, end - 50) if pid == 9 else end - 50
+        while at < stop:
+            ops += consume(node, pid, f"1-{seq}", at)
+            seq += 1
+            at += rng.choice([rng.uniform(5, 200), rng.uniform(3000, 6000)])
+            if heal_at and rng.random() < 0.2:  # exactly at a heal or at its bound's end
+                at = max(at, rng.choice(heal_at) + rng.choice([0.0, B / MS]))
+        if pid == 9:
+            ops += cancel(pid, stop)
     return ops, end
 
 
@@ -310,3 +324,4 @@ def test_spark_agrees_with_the_oracle_on_random_histories_with_several_heals(
     ops, end = _random_history(random.Random(seed))
     _r, sec = judged(history(tmp_path / "h.jsonl", ops, end))  # asserts Spark == oracle
     assert len(sec["heals"]) >= 3 and sum(sec["publishes"].values()) > 0
+    assert sum(sec["consumers"].values()) > 0
