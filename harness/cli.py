@@ -182,6 +182,8 @@ def _add_table_parsers(sub: Any) -> None:
     t.add_argument("--out", type=Path, help="where to write matrix.json/md (default: beside)")
     t.add_argument("--pairs", action="store_true",
                    help="also print each unsafe scenario beside its safe twin (README's table)")
+    t.add_argument("--variant", help="only the runs of this variant, as rows name it (e.g. "
+                                     "workload.stay=both: the clients that stay)")
     ar = sub.add_parser("archive", help="append the runs of stored series to an archive (one "
                                         "line per run: row, spec, results without the stories) "
                                         "that `table` reads when the store is gone; a run judged "
@@ -601,14 +603,22 @@ def _cmd_table(a: argparse.Namespace) -> int:
         print(f"left out {n} run(s) of {name} made under an older definition of it")
     if a.scenarios:
         rows = [r for r in rows if r.scenario in a.scenarios]
+    if a.variant is not None:
+        rows = [r for r in rows if r.variant == a.variant]
+        if not rows:
+            raise UsageError(f"no run of variant {a.variant!r} in "
+                             f"{', '.join(map(str, a.matrix_files))}")
     summaries = matrix.summarize(rows, expectations)
     stamp = f"table-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     first = a.matrix_files[0]
     out = a.out or (first.parent.parent / stamp if first.name == "matrix.json"
                     else Path("store") / "matrix" / stamp)
     refused = _refused(rows, {n: sc.spec for n, sc in SCENARIOS.items()})
-    _js, md = matrix.write(rows, summaries, out,
-                           {"not_applicable": [dataclasses.asdict(n) for n in refused]})
+    extra = {"not_applicable": [dataclasses.asdict(n) for n in refused]}
+    _js, md = matrix.write(rows, summaries, out, extra)
+    side = matrix.side_by_side_of(summaries, extra)
+    if side:
+        print(matrix.variant_markdown(side), end="")
     print(matrix.summary_table(summaries), end="")
     for problem in matrix.problems(summaries):
         print(f"- {problem}")

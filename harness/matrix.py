@@ -197,6 +197,10 @@ class Row:
     # The queue section's own verdict (true, false, "unknown": its drain proved nothing; None in
     # rows stored before it was kept): its lost count is a loss only when this is a bool.
     queue_valid: bool | str | None = None
+    # The liveness section's settlement counts ({"publishes": {status: n}, "consumers": {status:
+    # n}}: publishes across a heal, consumers through one; None when no fault healed or its
+    # results had none).
+    settlement: dict[str, dict[str, int]] | None = None
 
     @property
     def expect_valid(self) -> bool:
@@ -252,9 +256,34 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         problems=problems, infrastructure=infrastructure, tries=tries, settled=expect.settled,
         strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
         rabbitmq=rabbitmq, variant=variant, queue_valid=q.get("valid"),
+        settlement=settlement_counts(r),
         versions={k: v for k, v in (r.get("versions") or {}).items() if k in ROW_VERSIONS}
         or None,
     )
+
+
+def settlement_counts(results: dict[str, Any]) -> dict[str, dict[str, int]] | None:
+    """Takes results. Returns their settlement counts (Row.settlement), None without them."""
+    sec = (results.get("liveness") or {}).get("settlement")
+    if not isinstance(sec, dict):
+        return None
+    return {part: {str(k): int(v) for k, v in (sec.get(part) or {}).items()}
+            for part in ("publishes", "consumers")}
+
+
+def _summed(counts: Sequence[dict[str, dict[str, int]] | None]
+            ) -> dict[str, dict[str, int]] | None:
+    """Returns settlement counts summed over runs (None when no run had any)."""
+    have = [c for c in counts if c is not None]
+    if not have:
+        return None
+    out: dict[str, dict[str, int]] = {}
+    for c in have:
+        for part, tally in c.items():
+            mine = out.setdefault(part, {})
+            for status, n in tally.items():
+                mine[status] = mine.get(status, 0) + n
+    return {part: dict(sorted(t.items())) for part, t in out.items()}
 
 
 @dataclass(frozen=True)
@@ -281,6 +310,9 @@ class Summary:
     rabbitmq: str = DEFAULT_LINE
     variant: str = ""
     settled: bool = False  # Expectation.settled
+    # Its runs' seeds, in order, and their settlement counts summed (None: no run had any).
+    seeds: tuple[int, ...] = ()
+    settlement: dict[str, dict[str, int]] | None = None
 
     @property
     def expected(self) -> str:
@@ -354,6 +386,8 @@ def summarize(rows: Sequence[Row], expectations: Mapping[str, Expectation]) -> l
             weak=sum(r.judgement == WEAK for r in mine),
             unmeasured=sum(r.strength is None and r.judgement != ERROR for r in mine),
             rabbitmq=line, variant=variant, settled=exp.settled,
+            seeds=tuple(r.seed for r in mine if r.seed is not None),
+            settlement=_summed([r.settlement for r in tested]),
         ))
     return out
 
@@ -496,7 +530,18 @@ class NotApplicable:
 
 def _verdict_cell(s: Summary) -> str:
     weak = f", {s.weak} weak" if s.weak else ""
-    return f"{s.held}/{s.runs} {s.verdict}{weak}"
+    said = f"{s.held}/{s.runs} {s.verdict}{weak}"
+    if staying(s.variant) is None or s.settlement is None:
+        return said
+    seeds = ",".join(str(x) for x in sorted(s.seeds)) or "none recorded"
+    return (f"{said} (seeds {seeds}; publishes across a heal: "
+            f"{_tally(s.settlement.get('publishes', {}))}; consumers through a heal: "
+            f"{_tally(s.settlement.get('consumers', {}))})")
+
+
+def _tally(counts: dict[str, int]) -> str:
+    """Returns settlement counts as "21,424 settled, 3 stuck" ("none" when empty)."""
+    return ", ".join(f"{n:,} {status}" for status, n in counts.items()) or "none"
 
 
 RABBITMQ_KEY = "broker.rabbitmq"  # the release line, as a varied setting is named

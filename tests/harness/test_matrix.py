@@ -334,3 +334,56 @@ def test_the_table_counts_an_unbooted_run_as_unknown_with_its_unproven_loss(tmp_
     # Rows read back from matrix.json keep the queue's verdict.
     js, _md = matrix.write(rows, [s], tmp_path / "m")
     assert matrix.read_rows(js)[0].lost_proven is None
+
+
+def _staying(line, seed, valid, publishes, consumers):
+    res = {**results(valid), "liveness": {"valid": valid, "settlement": {
+        "valid": valid, "publishes": publishes, "consumers": consumers}}}
+    exp = matrix.expectation_of({}, "stream-partition", "workload.stay=both")
+    return matrix.make_row("stream-partition", exp, 0 if valid else 1, 200.0,
+                           f"store/s/{line}-{seed}", res,
+                           seed=seed, rabbitmq=line, variant="workload.stay=both")
+
+
+def test_a_staying_variant_s_cell_gives_its_seeds_and_what_settled_across_the_heals():
+    rows = [_staying("4.3", 4003, False, {"settled": 10, "stuck": 2}, {"not-judged": 4}),
+            _staying("4.3", 4002, True, {"settled": 1000}, {"not-judged": 4}),
+            _staying("3.10", 4001, True, {"settled": 5}, {"fed": 2, "ended": 1}),
+            _row("stream-partition", "3.10", results(True), VALID)]
+    assert rows[0].settlement == {"publishes": {"settled": 10, "stuck": 2},
+                                  "consumers": {"not-judged": 4}}
+    assert rows[3].settlement is None  # no heal judged: nothing to say
+    summaries = matrix.summarize(rows, {})
+    assert [s.settlement for s in summaries[:2]] == [
+        {"publishes": {"settled": 1010, "stuck": 2}, "consumers": {"not-judged": 8}},
+        {"publishes": {"settled": 5}, "consumers": {"ended": 1, "fed": 2}}]
+    data = matrix.side_by_side(summaries)
+    assert data["lines"] == [
+        {"scenario": "stream-partition (workload.stay=both)",
+         "expect": "valid, " + matrix.SETTLED_TEXT,
+         "cells": ["1/2 FINDING (seeds 4002,4003; publishes across a heal: 1,010 settled, "
+                   "2 stuck; consumers through a heal: 8 not-judged)",
+                   "1/1 ok (seeds 4001; publishes across a heal: 5 settled; consumers through "
+                   "a heal: 1 ended, 2 fed)"]},
+        # a scenario run without the staying clients keeps its plain cell
+        {"scenario": "stream-partition", "expect": "valid", "cells": ["-", "1/1 ok"]}]
+    assert data["values"] == ["4.3", "3.10"]  # in the order they first appear
+
+
+def test_table_of_one_variant_prints_its_side_by_side_cells(tmp_path, capsys):
+    rows = [_staying("4.3", 4002, True, {"settled": 7}, {"fed": 2}),
+            _staying("3.10", 4001, True, {"settled": 5}, {"fed": 1}),
+            _row("stream-partition", "4.3", results(True), VALID)]
+    js, _md = matrix.write(rows, matrix.summarize(rows, {}), tmp_path / "m")
+    code = main(["table", str(js), "--variant", "workload.stay=both", "--out",
+                 str(tmp_path / "t")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[0] == "| scenario | expected | RabbitMQ 4.3 | RabbitMQ 3.10 |"
+    assert ("| stream-partition (workload.stay=both) | valid, " + matrix.SETTLED_TEXT +
+            " | 1/1 ok (seeds 4002; publishes across a heal: 7 settled; consumers through a "
+            "heal: 2 fed) | 1/1 ok (seeds 4001; publishes across a heal: 5 settled; consumers "
+            "through a heal: 1 fed) |") in out.splitlines()
+    assert "| stream-partition | valid |" not in out  # the other runs are left out
+    assert main(["table", str(js), "--variant", "workload.stay=nope"]) == 2
+    assert "no run of variant 'workload.stay=nope'" in capsys.readouterr().err

@@ -27,7 +27,10 @@ def results(valid: bool | str = True, settled: bool | str | None = True,
                            "lost_count": lost}}
     if settled is not None:
         out["liveness"] = {"valid": settled is not False,
-                           "settlement": {"valid": settled, "stuck_channels": int(not settled)}}
+                           "settlement": {"valid": settled, "stuck_channels": int(not settled),
+                                          "publishes": {"settled": 9, **(
+                                              {} if settled else {"stuck": 1})},
+                                          "consumers": {"fed": 2}}}
     return out
 
 
@@ -154,9 +157,12 @@ def test_matrix_runs_every_partition_and_leader_kill_scenario_with_clients_that_
              for line in doc["side_by_side"]["lines"]}
     settled = "valid, no publish stuck, no consumer stuck after the heal"
     assert lines["partition"] == ("valid", ["1/1 ok"])
-    assert lines["partition (workload.stay=both)"] == (settled, ["1/1 ok"])
-    assert lines["quorum-leader-partition (workload.stay=both)"] == \
-        (settled, ["0/1 FINDING"])
+    # A staying cell also says its seeds and what settled across the heals.
+    assert lines["partition (workload.stay=both)"] == (settled, [
+        "1/1 ok (seeds 7; publishes across a heal: 9 settled; consumers through a heal: 2 fed)"])
+    assert lines["quorum-leader-partition (workload.stay=both)"] == (settled, [
+        "0/1 FINDING (seeds 7; publishes across a heal: 9 settled, 1 stuck; consumers through "
+        "a heal: 2 fed)"])
     crashing = lines["quorum-crashing-consumers (workload.stay=both)"][1][0]
     assert crashing.startswith("not applicable: quorum-crashing-consumers with --stay both")
     mirrored = lines["mirrored-master-partition (workload.stay=both)"][1][0]
