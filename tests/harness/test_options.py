@@ -73,7 +73,7 @@ HELP = {
                           "--unflagged-duplicates-valid", "--no-require-drain"],
               "Spark": ["--parquet", "--work-dir", "--driver-memory"]},
     "table": {"positional arguments": [],
-              "options": ["--recheck", "--scenarios", "--out", "--pairs"]},
+              "options": ["--recheck", "--scenarios", "--out", "--pairs", "--variant"]},
 }
 
 
