@@ -9,8 +9,9 @@ with a hard timeout) and records:
   masters may each hold a different queue), so a reader sees how much was at
   risk when each fault began;
 - a `placement` harness event when the queue's leader or members change (and
-  once at the start), as the first node that answered sees it, so anomalies
-  can be tied to leader changes.
+  once at the start), as most nodes that name a leader see it (a node cut off
+  still names the leader it last knew; a tie goes to the first node's), so
+  anomalies can be tied to leader changes.
 
 A quorum queue's counts in `list_queues` are metrics the leader emits every
 few seconds: good enough for a plot, never a proof of emptiness (the drain
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -60,6 +62,20 @@ def _reason(e: Exception) -> str:
                 break
     text = text.split("\x1b[1mUsage", 1)[0].split("\nUsage", 1)[0]
     return f"{type(e).__name__}: {' '.join(text.split())}"[:300]
+
+
+def agreed_placement(answers: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Takes every node's answer, in node order. Returns the placement most nodes that name a
+    leader agree on (a tie: the first node's among them), None when none names one. A node cut
+    off in a partition still names the leader it last knew; the majority side names the one
+    it elected, and that is the queue's leader."""
+    views = [{k: a.get(k) for k in PLACEMENT_KEYS} for a in answers if a.get("leader")]
+    if not views:
+        return None
+    leaders = Counter(v["leader"] for v in views)
+    top = max(leaders.values())
+    leader = next(v["leader"] for v in views if leaders[v["leader"]] == top)
+    return next(v for v in views if v["leader"] == leader)
 
 
 class QueueSampler:
@@ -132,8 +148,7 @@ class QueueSampler:
             "queue": self.queue, "nodes": by_node,
             "ready": max(ready) if ready else None, "unacked": max(unacked) if unacked else None,
         }))
-        placement = next(({k: a.get(k) for k in PLACEMENT_KEYS} for a in answers.values()
-                          if a.get("leader")), None)
+        placement = agreed_placement(list(answers.values()))
         if placement is None or placement == self._last:
             return
         self.changes += 1

@@ -124,3 +124,16 @@ def test_a_listed_queue_is_not_asked_again(tmp_path):
     s.join()
     h.close()
     assert read_history(tmp_path / "h.jsonl")[0].value["ready"] == 5
+
+
+def test_the_leader_most_nodes_name_is_recorded_not_a_cut_node_s_stale_one(tmp_path):
+    # n1 is cut off and still names itself; n2 and n3, the majority side, elected n2. Then the
+    # heal: all three name n2. A tie (one view each) goes to the first node's.
+    src = Source([
+        {"n1": row("n1", 10), "n2": row("n1", 10), "n3": row("n1", 10)},
+        {"n1": row("n1", 10), "n2": row("n2", 12), "n3": row("n2", 12)},
+        {"n1": row("n2", 12), "n2": row("n2", 12), "n3": row("n2", 12)},
+        {"n1": RuntimeError("down"), "n2": row("n3", 1), "n3": row("n2", 1)},
+    ])
+    _s, ops = sample(src, 4, tmp_path)
+    assert [o.value["leader"] for o in ops if o.f == "placement"] == ["n1", "n2", "n3"]
