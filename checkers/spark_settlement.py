@@ -6,8 +6,8 @@ in columns by checkers.settlement's rules (the tests' oracle states them in
 Python); counted per heal and status, and grouped into the channels (processes) with a stuck
 publish, whose timelines (last confirm before the heal, later publishes and
 their fates) come from the same table joined with those few channels. The
-consumers are one aggregate per process and span between heals and their bounds (a
-balanced tree of comparisons places each row), folded per heal in Python. A handful of rows
+consumers are one aggregate per process and span between heals and their bounds
+(spark_perf.segment places each row), folded per heal in Python. A handful of rows
 collected, whatever the history's size.
 """
 
@@ -23,6 +23,7 @@ from checkers import settlement as S
 from checkers.model import END_FS, OUTCOME_CODES
 from checkers.phases import HarnessEvent
 from checkers.spark_io import History, is_ack, is_delivery, is_publish, literal_rows
+from checkers.spark_perf import segment
 from history.faults import FaultWindow
 
 OK, FAIL, INVOKE = OUTCOME_CODES["ok"], OUTCOME_CODES["fail"], OUTCOME_CODES["invoke"]
@@ -127,17 +128,6 @@ def stuck_channels(pubs: DataFrame, crossed: DataFrame) -> list[S.StuckChannel]:
         for c in chans]
 
 
-def _bucket(t: Column, points: Sequence[int], lo: int = 0, hi: int | None = None) -> Column:
-    """Takes a time column and sorted breakpoints. Returns how many breakpoints are at or before
-    the time: a balanced tree of comparisons, so each row costs log2 of their number."""
-    hi = len(points) if hi is None else hi
-    if lo == hi:
-        return F.lit(lo)
-    mid = (lo + hi) // 2
-    return F.when(t < F.lit(points[mid]), _bucket(t, points, lo, mid)).otherwise(
-        _bucket(t, points, mid + 1, hi))
-
-
 def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
                    acks: bool) -> list[S.ConsumerFacts]:
     """Takes a History, the heals, the bound (ns) and whether the history records acks. Returns
@@ -154,7 +144,7 @@ def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
     # heal.at + bound", i.e. before heal.at + bound + 1: those are the breakpoints.
     points = sorted({p for heal in heals for p in (heal.at, heal.at + bound + 1)})
     spans = h.df.where(F.col("pid").isNotNull() & (consume | ack | end_op)).groupBy(
-        "pid", _bucket(t, points).alias("span")).agg(
+        "pid", segment(t, points).alias("span")).agg(
         F.max(F.when(consume, F.col("node"))).alias("node"),
         F.max(F.when(consume, F.col("queue"))).alias("queue"),
         F.min(F.when(end_op, t)).alias("ended"), F.count_if(consume).alias("fed"),
