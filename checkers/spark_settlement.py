@@ -153,6 +153,9 @@ def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
     per: dict[int, list[Any]] = {}
     for r in spans:
         per.setdefault(r["pid"], []).append(r)
+    # Per heal, the spans of its "before heal.at" and "at or before heal.at + bound": a span s
+    # holds the times in [points[s-1], points[s]).
+    edges = [(points.index(heal.at), points.index(heal.at + bound + 1)) for heal in heals]
     out = []
     for pid, rows in sorted(per.items()):
         if not any(r["fed"] for r in rows):
@@ -160,9 +163,7 @@ def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
         node, queue = (max((r[k] for r in rows if r[k] is not None), default=None)
                        for k in ("node", "queue"))
         ended = min((r["ended"] for r in rows if r["ended"] is not None), default=None)
-        for i, heal in enumerate(heals):
-            at = points.index(heal.at)  # a span s holds times in [points[s-1], points[s])
-            until = points.index(heal.at + bound + 1)
+        for i, (at, until) in enumerate(edges):
             out.append(S.ConsumerFacts(
                 heal=i, pid=pid, node=node, queue=queue,
                 fed_before=max((r["last"] for r in rows if r["span"] <= at

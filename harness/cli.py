@@ -514,7 +514,7 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace,
     """Runs each (name, spec, expectation) `--repeat` times, round by round, and prints and stores
     the table after every run (with the scenarios a release line cannot run, said once).
     Returns the series' exit code."""
-    from harness import matrix, vary
+    from harness import vary
     from harness.series import Series
 
     repeat = 1 if a.repeat is None else a.repeat
@@ -543,14 +543,22 @@ def _series(entries: list[tuple[str, TestSpec, Any]], a: argparse.Namespace,
         if outcome.interrupted:
             print("series interrupted: the remaining runs did not happen", file=sys.stderr)
             break
-    side = matrix.side_by_side_of(series.summaries(), series.extra)
-    if side:
-        print(matrix.variant_markdown(side), end="")
-    print(matrix.summary_table(series.summaries()), end="")
-    for problem in matrix.problems(series.summaries()):
-        print(f"- {problem}")
+    _print_summaries(series.summaries(), series.extra)
     print(f"table: {series.out_dir / 'matrix.md'}")
     return series.exit_code()
+
+
+def _print_summaries(summaries: Sequence[Any], extra: dict[str, Any]) -> None:
+    """Prints a series' tables: side by side (when matrix.side_by_side_of finds something to
+    set so), the summary, and what did not hold."""
+    from harness import matrix
+
+    side = matrix.side_by_side_of(summaries, extra)
+    if side:
+        print(matrix.variant_markdown(side), end="")
+    print(matrix.summary_table(summaries), end="")
+    for problem in matrix.problems(summaries):
+        print(f"- {problem}")
 
 
 def _require_files(paths: list[Path]) -> None:
@@ -616,12 +624,7 @@ def _cmd_table(a: argparse.Namespace) -> int:
     refused = _refused(rows, {n: sc.spec for n, sc in SCENARIOS.items()})
     extra = {"not_applicable": [dataclasses.asdict(n) for n in refused]}
     _js, md = matrix.write(rows, summaries, out, extra)
-    side = matrix.side_by_side_of(summaries, extra)
-    if side:
-        print(matrix.variant_markdown(side), end="")
-    print(matrix.summary_table(summaries), end="")
-    for problem in matrix.problems(summaries):
-        print(f"- {problem}")
+    _print_summaries(summaries, extra)
     if a.pairs:
         print("\n" + matrix.pair_table(summaries, {n: sc.twin for n, sc in SCENARIOS.items()}),
               end="")
