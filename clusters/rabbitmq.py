@@ -297,16 +297,26 @@ def died_joining(startup_out: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def _proc_stat(node: Node, pid: int) -> str | None:
+    """Takes a node and a pid on it. Returns the process's /proc/PID/stat, or None when it
+    is gone. Read with `cat`, run where the pid means that process (this host, the SSH
+    host, the container: procfs is not a file Docker's archive API copies)."""
+    res = node.remote.run(["cat", f"/proc/{pid}/stat"], timeout=10, check=False)
+    return res.stdout if res.ok else None
+
+
+def stat_state(stat: str) -> str | None:
+    """Takes the text of /proc/PID/stat. Returns its state letter (R, S, T for stopped by a
+    signal, Z for a zombie...), or None when the text has none."""
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[0] if fields else None
+
+
 def _running(node: Node, pid: int) -> bool:
     """Takes a node and a pid on it. Returns False when that process has exited (gone, or a
-    zombie not yet reaped); True while it runs. Read with `cat`, run where the pid means
-    that process (this host, the SSH host, the container: procfs is not a file Docker's
-    archive API copies)."""
-    res = node.remote.run(["cat", f"/proc/{pid}/stat"], timeout=10, check=False)
-    if not res.ok:
-        return False
-    fields = res.stdout.rsplit(")", 1)[-1].split()
-    return not fields or fields[0] != "Z"
+    zombie not yet reaped); True while it runs."""
+    stat = _proc_stat(node, pid)
+    return stat is not None and stat_state(stat) != "Z"
 
 
 def atoms(term: str) -> list[str]:
@@ -612,12 +622,29 @@ class RabbitBroker:
             time.sleep(0.2)
 
     def pause(self, node: Node) -> None:
-        """SIGSTOPs the node's beam."""
-        self._signal(node, "STOP")
+        """SIGSTOPs the node's beam and waits until every thread of it has stopped (a signal
+        is delivered asynchronously: a beam read at once may still be running)."""
+        self._await_state(node, self._signal(node, "STOP"), stopped=True)
 
     def resume(self, node: Node) -> None:
-        """SIGCONTs the node's beam."""
-        self._signal(node, "CONT")
+        """SIGCONTs the node's beam and waits until it runs again."""
+        self._await_state(node, self._signal(node, "CONT"), stopped=False)
+
+    def _await_state(self, node: Node, pid: int | None, *, stopped: bool,
+                     timeout: float = 10.0) -> None:
+        """Waits until the process is (or is no longer) stopped by a signal. Returns at once
+        when there is no process or its state cannot be read; raises RemoteError when the
+        state has not changed within the timeout."""
+        deadline = time.monotonic() + timeout
+        while pid is not None:
+            stat = _proc_stat(node, pid)
+            state = stat_state(stat) if stat is not None else None
+            if state is None or (state in "Tt") == stopped:
+                return
+            if time.monotonic() >= deadline:
+                raise RemoteError(f"{node.name}: beam {pid} still in state {state} {timeout:.0f} s "
+                                  f"after SIG{'STOP' if stopped else 'CONT'}")
+            time.sleep(0.05)
 
     def stop(self, node: Node) -> None:
         """Stops the node's broker gracefully; kills it if it will not stop in time."""

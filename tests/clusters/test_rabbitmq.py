@@ -22,7 +22,7 @@ from clusters.rabbitmq import (
     render_config,
 )
 from clusters.releases import HostLauncher
-from clusters.remote import CommandResult
+from clusters.remote import CommandResult, RemoteError
 from tests.fakes import FakeRemote
 
 
@@ -254,6 +254,36 @@ def test_kill_pause_resume_signal_the_pid_from_the_pid_file():
     b.resume(nodes[0])
     sent = [c for c in nodes[0].remote.calls if c[0] == "kill" and c[1] != "-0"]
     assert sent == [("kill", "-STOP", "4242"), ("kill", "-CONT", "4242")]
+
+
+def test_pause_and_resume_wait_until_the_beam_has_changed_state():
+    # A signal is delivered asynchronously: the beam reads as running for a while after
+    # SIGSTOP. pause returns only once procfs says stopped, resume once it says otherwise.
+    reads = {"n": 0}
+    states = iter(["R", "R", "T", "T", "S"])
+
+    def respond(argv):
+        if argv[:1] == ("cat",) and argv[1] == "/proc/4242/stat":
+            reads["n"] += 1
+            return CommandResult(argv, 0, f"4242 (beam.smp) {next(states)} 1 4242", "")
+        return CommandResult(argv, 0, "", "")
+    nodes, b = _broker(respond)
+    nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242\n"
+    b.pause(nodes[0])
+    assert reads["n"] == 3
+    b.resume(nodes[0])
+    assert reads["n"] == 5
+
+
+def test_a_beam_that_will_not_stop_is_an_error_naming_its_state():
+    def respond(argv):
+        if argv[:1] == ("cat",):
+            return CommandResult(argv, 0, "4242 (beam.smp) D 1 4242", "")
+        return CommandResult(argv, 0, "", "")
+    nodes, b = _broker(respond)
+    nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242"
+    with pytest.raises(RemoteError, match="state D"):
+        b._await_state(nodes[0], 4242, stopped=True, timeout=0.1)
 
 
 def test_beam_pid_is_none_without_pid_file_or_dead_process():
