@@ -305,7 +305,7 @@ def _proc_stat(node: Node, pid: int) -> str | None:
     return res.stdout if res.ok else None
 
 
-def stat_state(stat: str) -> str | None:
+def _stat_state(stat: str) -> str | None:
     """Takes the text of /proc/PID/stat. Returns its state letter (R, S, T for stopped by a
     signal, Z for a zombie...), or None when the text has none."""
     fields = stat.rsplit(")", 1)[-1].split()
@@ -316,7 +316,7 @@ def _running(node: Node, pid: int) -> bool:
     """Takes a node and a pid on it. Returns False when that process has exited (gone, or a
     zombie not yet reaped); True while it runs."""
     stat = _proc_stat(node, pid)
-    return stat is not None and stat_state(stat) != "Z"
+    return stat is not None and _stat_state(stat) != "Z"
 
 
 def atoms(term: str) -> list[str]:
@@ -638,7 +638,7 @@ class RabbitBroker:
         deadline = time.monotonic() + timeout
         while pid is not None:
             stat = _proc_stat(node, pid)
-            state = stat_state(stat) if stat is not None else None
+            state = _stat_state(stat) if stat is not None else None
             if state is None or (state in "Tt") == stopped:
                 return
             if time.monotonic() >= deadline:

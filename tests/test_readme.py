@@ -31,26 +31,36 @@ def tables(text: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def test_every_readme_table_runs_unbroken_with_as_many_cells_in_each_row():
-    text = README.read_text(encoding="utf-8")
-    found = tables(text)
-    assert len(found) >= 9
+def problems(text: str) -> list[str]:
+    """Takes Markdown. Returns what breaks its tables: a line that ends a table which table
+    rows follow again (output pasted into its middle), and rows of another width than the
+    header's."""
     lines = text.splitlines()
-    for at, rows in found:
+    out = []
+    for at, rows in tables(text):
         end = at + len(rows) - 1  # the index of the line after the table
         after = lines[end] if end < len(lines) else ""
-        # A table ends at a blank line, a list or prose: never at a line that a table row
-        # follows again (output pasted into the table's middle).
-        resumes = any(x.startswith("|") for x in lines[end + 1:end + 3])
-        assert not (after.strip() and resumes), f"README.md:{end + 1} breaks the table of line {at}: {after[:80]!r}"
+        if after.strip() and any(x.startswith("|") for x in lines[end + 1:end + 3]):
+            out.append(f"README.md:{end + 1} breaks the table of line {at}: {after[:80]!r}")
         width = _cells(rows[0])
         bad = [(at + k, _cells(r)) for k, r in enumerate(rows) if _cells(r) != width]
-        assert not bad, f"README.md table at line {at}: rows of another width than its {width} cells: {bad[:5]}"
+        if bad:
+            out.append(f"README.md table at line {at}: rows of another width than its "
+                       f"{width} cells: {bad[:5]}")
+    return out
 
 
-def test_a_line_pasted_into_a_table_is_caught():
-    text = "| a | b |\n|---|---|\n| 1 | 2 |\narchived 3 run(s)\n| 3 | 4 |\n"
-    [(at, rows)] = [t for t in tables(text)]
-    assert len(rows) == 3
-    lines = text.splitlines()
-    assert any(x.startswith("|") for x in lines[at + len(rows):at + len(rows) + 2])
+def test_every_readme_table_runs_unbroken_with_as_many_cells_in_each_row():
+    text = README.read_text(encoding="utf-8")
+    assert len(tables(text)) >= 9
+    assert problems(text) == []
+
+
+def test_a_line_pasted_into_a_table_or_a_short_row_is_caught():
+    pasted = "| a | b |\n|---|---|\n| 1 | 2 |\narchived 3 run(s)\n| 3 | 4 |\n"
+    assert problems(pasted) == ["README.md:4 breaks the table of line 1: 'archived 3 run(s)'"]
+    short = "| a | b |\n|---|---|\n| 1 |\n\nprose\n"
+    assert problems(short) == ["README.md table at line 1: rows of another width than its "
+                               "2 cells: [(3, 1)]"]
+    whole = "| a | b |\n|---|---|\n| `x|y` | 2 |\n\n| 3 | 4 |\n"
+    assert problems(whole) == []
