@@ -38,12 +38,16 @@ phase's end:
   consumer at its prefetch is owed nothing). Otherwise *unknown* (the main
   phase ended before H + B, or no depth sample in it), *interrupted*, *idle*
   (a sample showed no ready message), *holding*, or *ended* (it was cancelled
-  or closed before H + B: not judged). Consumers are judged only where the
-  harness observed its clients (f "clients") on a queue whose consumers share
-  its ready messages (`consumers_share`: not a log such as a stream, where
-  each reads at its own offset) without a single active consumer (the others
-  wait by design);
-  elsewhere they are *not judged*, with the reason (`consumers_not_judged`).
+  or closed before H + B: not judged). On a log every consumer reads whole
+  from its first offset (a stream: `reads_whole_log`), "ready" is its own:
+  it is *stuck* when some message confirmed before H (so in the log) had not
+  reached it by H + B (`owed`), *idle* when it had read every one; the depth
+  samples count the log, not what this reader has left. Consumers are judged
+  only where the harness observed its clients (f "clients"), on a queue whose
+  consumers share its ready messages (`consumers_share`) or a log each reads
+  whole, without a single active consumer (the others wait by design), and
+  when they stay; elsewhere they are *not judged*, with the reason
+  (`consumers_not_judged`).
 
 Each finding names the queue, the process, its node, the publisher, the
 queue's leader at H where the history has placement observations, and a
@@ -119,6 +123,15 @@ EXPLANATIONS: Final = {
         "is added, assuming there are already messages ready in the queue, deliveries will start "
         "immediately\", and \"After a subscription is in place, RabbitMQ will begin delivering "
         "messages.\""),
+    "stuck_log_consumer": (
+        "A consumer of a stream, reading it from its first offset, that stayed subscribed "
+        "through a heal and was fed nothing within the liveness bound after it, holding nothing "
+        "unacknowledged, while messages confirmed before the heal (so written to the stream's "
+        "log) had not reached it. RabbitMQ's streams guide: \"To read messages from a stream in "
+        "RabbitMQ, one or more consumers subscribe to it and read the same message as many "
+        "times as they want\"; the offset \"first\" \"starts from the first available message "
+        "in the log\". Streams keep every message here (no retention limit is set), so a reader "
+        "from the first offset is owed every confirmed message it has not read."),
 }
 # A finding's timeline shows this many of the channel's later publishes (all are counted).
 LATER_SHOWN: Final = 10
@@ -187,7 +200,9 @@ class StuckChannel:
 class ConsumerFacts:
     """A consumer process around heal number `heal` (ns; None: no such op): its last delivery
     before the heal, its first at or after it, its first cancel or close, and the deliveries
-    and acks it had by heal + bound (acks None: the history records none)."""
+    and acks it had by heal + bound (acks None: the history records none); on a log it reads
+    whole, how many messages confirmed before the heal had not reached it by heal + bound (None:
+    not counted, the queue's consumers share its messages)."""
 
     heal: int
     pid: int
@@ -198,6 +213,7 @@ class ConsumerFacts:
     ended: int | None
     delivered_by_bound: int = 0
     acked_by_bound: int | None = None
+    owed: int | None = None
 
 
 def ready_through(harness: Sequence[HarnessEvent], queue: str | None, start: int,
@@ -219,19 +235,41 @@ def leader_at(harness: Sequence[HarnessEvent], queue: str | None, t: int) -> str
     return seen[-1].value.get("leader") if seen else None
 
 
+def _clients(harness: Sequence[HarnessEvent], queue: str | None) -> dict[str, Any] | None:
+    """Takes the harness events and a queue (None: any). Returns the last observation of the
+    clients of the queue, or None."""
+    seen = [e.value for e in harness if e.f == CLIENTS and isinstance(e.value, dict)
+            and (queue is None or e.value.get("queue") in (None, queue))]
+    return seen[-1] if seen else None
+
+
+def _whole_log(seen: Mapping[str, Any]) -> bool:
+    """Takes a clients observation. Returns whether each consumer reads the queue whole, from
+    its first offset (an observation from before `reads_from` was recorded is of a stream whose
+    consumers all did)."""
+    return not seen.get("consumers_share") and seen.get("reads_from", "first") == "first"
+
+
+def reads_whole_log(harness: Sequence[HarnessEvent], queue: str | None) -> bool:
+    """Takes the harness events and a queue (None: any). Returns whether its consumers each read
+    it whole from its first offset (a stream), so that each is owed every confirmed message."""
+    seen = _clients(harness, queue)
+    return seen is not None and _whole_log(seen)
+
+
 def consumers_not_judged(harness: Sequence[HarnessEvent], queue: str | None) -> str | None:
     """Takes the harness events and a queue. Returns why its consumers cannot be judged stuck
-    (no observation of the clients; a stream; single active consumer), or None when they can."""
-    seen = [e.value for e in harness if e.f == CLIENTS and isinstance(e.value, dict)
-            and e.value.get("queue") in (None, queue)]
-    if not seen:
+    (no observation of the clients; a log read from elsewhere than its first offset; single
+    active consumer; consumers that do not stay), or None when they can."""
+    seen = _clients(harness, queue)
+    if seen is None:
         return "the history has no observation of its clients (f \"clients\")"
-    if not seen[-1].get("consumers_share"):
-        return f"its consumers do not share its ready messages ({seen[-1].get('type')}: each " \
-               "reads at its own offset)"
-    if seen[-1].get("single_active_consumer"):
+    if not seen.get("consumers_share") and not _whole_log(seen):
+        return (f"its consumers do not share its ready messages ({seen.get('type')}: each "
+                f"reads at its own offset, from {seen.get('reads_from')}, not the first)")
+    if seen.get("single_active_consumer"):
         return "with a single active consumer the others wait by design"
-    if seen[-1].get("stay") not in ("consumers", "both"):
+    if seen.get("stay") not in ("consumers", "both"):
         return "its consumers do not stay through faults (--stay consumers or both judges them)"
     return None
 
@@ -293,11 +331,15 @@ def consumer_finding(c: ConsumerFacts, heal: Heal, bound: int,
     its finding with its timeline."""
     later = (f"it was fed again only {_secs(c.fed_after - heal.at)} after the heal"
              if c.fed_after is not None else "it was never fed again")
+    held = ("its queue held ready messages" if c.owed is None else
+            f"{c.owed} message(s) confirmed before the heal, in the log it reads from the first "
+            "offset, had not reached it")
     text = (f"consumer process {c.pid} (through {c.node}) of queue {c.queue} stayed subscribed "
             f"through the heal at {_secs(heal.at)} and was fed nothing within the bound "
-            f"({_secs(bound)}) while its queue held ready messages: {later}")
+            f"({_secs(bound)}) while {held}: {later}")
     return {"what": "consumer", "status": STUCK, "queue": c.queue, "node": c.node,
-            "process": c.pid, "leader_at_heal": leader_at(harness, c.queue, heal.at),
+            "process": c.pid, "owed": c.owed,
+            "leader_at_heal": leader_at(harness, c.queue, heal.at),
             "heal_ms": ns_to_ms(heal.at), "bound_ms": ns_to_ms(bound),
             "timeline": {"last_fed_before_ms": None if c.fed_before is None
                          else ns_to_ms(c.fed_before), "heal_ms": ns_to_ms(heal.at),
@@ -328,7 +370,9 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
     unjudged: dict[str | None, str] = {}
     for c in consumers:
         heal = heal_list[c.heal]
-        ready = ready_through(harness, c.queue, heal.at, heal.at + bound)
+        ready = (ready_through(harness, c.queue, heal.at, heal.at + bound)
+                 if not reads_whole_log(harness, c.queue)
+                 else None if c.owed is None else c.owed > 0)
         status = consumer_status(c, heal, bound, main_end, ready)
         why = consumers_not_judged(harness, c.queue)
         if status is not None and why is not None:
@@ -360,7 +404,9 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
                                               sorted(unjudged.items(), key=str)) or None,
             "findings": findings, "summary": _summary(valid, publishes, tally),
             "explanations": {k: EXPLANATIONS[k] for k, n in (
-                ("stuck_publish", publishes.get(STUCK)), ("stuck_consumer", tally.get(STUCK)))
+                ("stuck_publish", publishes.get(STUCK)),
+                ("stuck_consumer", sum(c.owed is None for c in stuck_consumers)),
+                ("stuck_log_consumer", sum(c.owed is not None for c in stuck_consumers)))
                 if n}}
 
 

@@ -7,13 +7,14 @@ Python); counted per heal and status, and grouped into the channels (processes) 
 publish, whose timelines (last confirm before the heal, later publishes and
 their fates) come from the same table joined with those few channels. The
 consumers are one aggregate per process and span between heals and their bounds
-(spark_perf.segment places each row), folded per heal in Python. A handful of rows
-collected, whatever the history's size.
+(spark_perf.segment places each row), folded per heal in Python; on a log each
+consumer reads whole (a stream), what each was owed at a heal is two more
+aggregates (`owed`). A handful of rows collected, whatever the history's size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -128,9 +129,49 @@ def stuck_channels(pubs: DataFrame, crossed: DataFrame) -> list[S.StuckChannel]:
         for c in chans]
 
 
-def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
-                   acks: bool) -> list[S.ConsumerFacts]:
-    """Takes a History, the heals, the bound (ns) and whether the history records acks. Returns
+def breakpoints(heals: Sequence[S.Heal], bound: int) -> list[int]:
+    """Takes the heals and the bound (ns). Returns the times (ns, ascending) that split a run
+    into the spans the consumers' facts are summed over: a fact about heal i reads "before
+    heal.at", "at or after heal.at" and "at or before heal.at + bound", i.e. before
+    heal.at + bound + 1."""
+    return sorted({p for heal in heals for p in (heal.at, heal.at + bound + 1)})
+
+
+def owed(h: History, pubs: DataFrame, heals: Sequence[S.Heal], bound: int
+         ) -> Callable[[int, int], int]:
+    """Takes a History of a log every consumer reads whole (a stream), its publishes, the heals
+    and the bound (ns). Returns what a consumer process was owed at a heal: owed(pid, heal
+    number) is how many messages confirmed before the heal had not reached the process by
+    heal + bound.
+
+    Two aggregates: the confirmed messages per span of their confirm, and each process's first
+    delivery of a confirmed message per (span of the delivery, span of the confirm); a few rows
+    per process and span, summed per heal in Python."""
+    points = breakpoints(heals, bound)
+    confirmed = pubs.where(F.col("kind") == S.CONFIRMED).select(
+        F.col("value").alias("id"), segment(F.col("end"), points).alias("c_span"))
+    per_span = [(int(r["c_span"]), int(r["count"]))
+                for r in confirmed.groupBy("c_span").count().collect()]
+    first = (h.df.where(is_delivery() & (F.col("f") != "drain") & F.col("pid").isNotNull())
+             .groupBy("pid", F.col("value").alias("id")).agg(F.min("time").alias("t")))
+    got = (first.join(confirmed, "id")
+           .groupBy("pid", segment(F.col("t"), points).alias("d_span"), "c_span").count()
+           .collect())
+    spans = [(points.index(heal.at), points.index(heal.at + bound + 1)) for heal in heals]
+    total = [sum(n for c, n in per_span if c <= before) for before, _until in spans]
+    received: dict[tuple[int, int], int] = {}
+    for r in got:
+        for i, (before, until) in enumerate(spans):
+            if r["c_span"] <= before and r["d_span"] <= until:
+                key = (int(r["pid"]), i)
+                received[key] = received.get(key, 0) + int(r["count"])
+    return lambda pid, i: total[i] - received.get((pid, i), 0)
+
+
+def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int, acks: bool,
+                   owed_by: Callable[[int, int], int] | None = None) -> list[S.ConsumerFacts]:
+    """Takes a History, the heals, the bound (ns), whether the history records acks and, on a
+    log every consumer reads whole, what each process was owed at each heal (`owed`). Returns
     each main-phase consumer process's facts around each heal.
 
     One pass: each delivery, ack and end of a client process falls in a span between the
@@ -140,9 +181,7 @@ def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
     consume = is_delivery() & (F.col("f") != "drain")
     ack = is_ack()
     end_op = F.col("pid").isNotNull() & F.col("f").isin(*END_FS)
-    # A fact about heal i reads "before heal.at", "at or after heal.at" and "at or before
-    # heal.at + bound", i.e. before heal.at + bound + 1: those are the breakpoints.
-    points = sorted({p for heal in heals for p in (heal.at, heal.at + bound + 1)})
+    points = breakpoints(heals, bound)
     spans = h.df.where(F.col("pid").isNotNull() & (consume | ack | end_op)).groupBy(
         "pid", segment(t, points).alias("span")).agg(
         F.max(F.when(consume, F.col("node"))).alias("node"),
@@ -173,7 +212,8 @@ def consumer_facts(h: History, heals: Sequence[S.Heal], bound: int,
                 ended=ended,
                 delivered_by_bound=sum(int(r["fed"]) for r in rows if r["span"] <= until),
                 acked_by_bound=sum(int(r["acked"]) for r in rows if r["span"] <= until)
-                if acks else None))
+                if acks else None,
+                owed=None if owed_by is None else owed_by(pid, i)))
     return out
 
 
@@ -192,8 +232,9 @@ def settlement_check(h: History, windows: Sequence[FaultWindow], bound: int, mai
                   for r in crossed.groupBy("heal", "status").count().collect()}
         channels = stuck_channels(pubs, crossed)
         crossed.unpersist()
+        owed_by = owed(h, pubs, heal_list, bound) if S.reads_whole_log(harness, None) else None
     finally:
         pubs.unpersist()
-    consumers = consumer_facts(h, heal_list, bound, acks)
+    consumers = consumer_facts(h, heal_list, bound, acks, owed_by)
     return S.settlement_section(counts, channels, consumers, heal_list, bound, main_end,
                                 harness)

@@ -510,11 +510,13 @@ class QueueWorkload:
         """Returns the value of the harness's `clients` observation, recorded as the clients
         start (checkers.settlement reads it): the queue, its type, single active consumer,
         whether its consumers share its ready messages (a log's each read at their own
-        offset), which clients stay across faults, and the publishers' confirm deadline and the
+        offset) and, on a log, the offset they start from ("first": each reads it whole),
+        which clients stay across faults, and the publishers' confirm deadline and the
         retiring publish timeout (s)."""
         return {"queue": self.spec.name, "type": self.spec.type,
                 "single_active_consumer": self.spec.single_active_consumer,
                 "consumers_share": self.kind.consumer_offset() is None,
+                "reads_from": self.kind.consumer_offset(),
                 "stay": self.opts.stay,
                 "confirm_deadline_s": self.opts.publisher_client().publish_timeout_s,
                 "publish_timeout_s": self.opts.client.publish_timeout_s}

@@ -151,9 +151,12 @@ def channels(ops: list[dict[str, Any]], rows: list[dict[str, Any]],
     return out
 
 
-def consumers(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int,
-              acks: bool) -> list[S.ConsumerFacts]:
-    """Returns each main-phase consumer process's facts around each heal."""
+def consumers(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int, acks: bool,
+              whole_log: bool = False) -> list[S.ConsumerFacts]:
+    """Returns each main-phase consumer process's facts around each heal; on a log every
+    consumer reads whole (`whole_log`), with how many messages confirmed before the heal had
+    not reached it by heal + bound."""
+    confirmed = {v: p["end"] for (_pid, v), p in publishes(ops).items() if p["code"] == "ok"}
     mine: dict[int, list[dict[str, Any]]] = {}
     for op in ops:
         pid = client_of(op["process"])
@@ -176,8 +179,16 @@ def consumers(ops: list[dict[str, Any]], hs: list[S.Heal], bound: int,
                 max(before) if before else None, min(after) if after else None,
                 min(ends) if ends else None,
                 sum(o["time"] <= h.at + bound for o in fed),
-                sum(t <= h.at + bound for t in acked) if acks else None))
+                sum(t <= h.at + bound for t in acked) if acks else None,
+                _owed(fed, confirmed, h, bound) if whole_log else None))
     return out
+
+
+def _owed(fed: list[dict[str, Any]], confirmed: dict[str, int], h: S.Heal, bound: int) -> int:
+    """Takes a consumer's deliveries, the confirmed messages (id: when), a heal and the bound.
+    Returns how many messages confirmed before the heal it had not received by heal + bound."""
+    got = {o["value"] for o in fed if o["time"] <= h.at + bound}
+    return sum(1 for v, t in confirmed.items() if t < h.at and v not in got)
 
 
 def settlement(path: Path, bound: int) -> dict[str, Any] | None:
@@ -194,5 +205,6 @@ def settlement(path: Path, bound: int) -> dict[str, Any] | None:
         counts[(p["heal"], p["status"])] = counts.get((p["heal"], p["status"]), 0) + 1
     harness = [HarnessEvent(e["time"], e["f"], e.get("value"), e.get("node")) for e in r.harness]
     return S.settlement_section(counts, channels(ops, rows, hs),
-                                consumers(ops, hs, bound, r.acks_recorded), hs, bound,
+                                consumers(ops, hs, bound, r.acks_recorded,
+                                          S.reads_whole_log(harness, None)), hs, bound,
                                 main_end, harness)

@@ -110,12 +110,14 @@ def leader(at: float, node: str) -> tuple[float, dict[str, Any]]:
                  "value": {"queue": "q", "leader": node, "members": ["n1", "n2", "n3"]}})
 
 
-def clients(sac: bool = False, type_: str = "quorum", stay: str = "both"
-            ) -> tuple[float, dict[str, Any]]:
-    """The workload's observation of its clients, at setup."""
+def clients(sac: bool = False, type_: str = "quorum", stay: str = "both",
+            reads_from: str = "first") -> tuple[float, dict[str, Any]]:
+    """The workload's observation of its clients, at setup (a stream's consumers reading from
+    `reads_from`)."""
+    log = type_ == "stream"
     return (1, {"type": "info", "process": HARNESS, "f": "clients",
                 "value": {"queue": "q", "type": type_, "single_active_consumer": sac,
-                          "consumers_share": type_ != "stream",
+                          "consumers_share": not log, "reads_from": reads_from if log else None,
                           "stay": stay, "confirm_deadline_s": 300.0,
                           "publish_timeout_s": 5.0}})
 
@@ -130,8 +132,8 @@ CLOSED_AT_END = "publisher closed with the message in flight"
 ABANDONED_AT_END = "abandoned with the process after: " + CLOSED_AT_END
 
 
-def judged(path: Path) -> tuple[Any, dict[str, Any]]:
-    r = check_history(path, options=CheckOptions(), liveness=BOUND)
+def judged(path: Path, options: CheckOptions | None = None) -> tuple[Any, dict[str, Any]]:
+    r = check_history(path, options=options or CheckOptions(), liveness=BOUND)
     sec = r["liveness"]["settlement"]
     assert sec == oracle(path, BOUND.bound_ns)
     return r, sec
@@ -188,6 +190,62 @@ def test_spark_a_consumer_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> Non
     assert "deliveries will start" in r["liveness"]["explanations"]["stuck_consumer"]
 
 
+def _on_a_stream(consumer: S.ConsumerFacts, ready: int) -> dict[str, Any]:
+    """The settlement section of one consumer of a stream read from its first offset, through
+    the heal, with depth samples of `ready` messages in the bound."""
+    at, op = clients(type_="stream")
+    harness = [HarnessEvent(int(at * MS), "clients", op["value"]),
+               *(HarnessEvent(t * MS, "depth", {"queue": "q", "ready": ready})
+                 for t in (2000, 4000))]
+    return S.settlement_section({}, [], [consumer], [HEAL], B, 20_000 * MS, harness)
+
+
+@pytest.mark.parametrize("owed,ready,status", [
+    (2, 0, "stuck"),  # owed two confirmed messages: stuck, whatever the samples say
+    (0, 5, "idle"),  # the log holds 5, but it had read every confirmed one: nothing owed
+    (None, 5, "unknown"),  # not counted: nothing guessed
+])
+def test_a_stream_consumer_is_owed_what_was_confirmed_before_the_heal(owed, ready, status):
+    sec = _on_a_stream(_consumer(owed=owed), ready)
+    assert sec["consumers"] == {status: 1} and sec["consumers_not_judged"] is None
+    if status == "stuck":
+        (f,) = sec["findings"]
+        assert f["owed"] == 2 and "2 message(s) confirmed before the heal" in f["statement"]
+        assert list(sec["explanations"]) == ["stuck_log_consumer"]
+        assert "first available message in the log" in sec["explanations"]["stuck_log_consumer"]
+
+
+STREAM_RULES = CheckOptions(unflagged_duplicates_invalid=False,
+                            flagged_duplicates_invalid=False)  # as workloads.kinds.stream sets
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_spark_a_stream_consumer_stuck_after_a_heal_is_a_finding(tmp_path: Path) -> None:
+    # A stream read whole by three staying consumers. 1-0 to 1-3 are confirmed before the fault;
+    # 1-4 after the heal. Consumer 9 read 1-0 and 1-1 and is never fed again: owed 1-2 and 1-3,
+    # stuck. Consumer 8 reads 1-2 to 1-4 after the heal: fed. Consumer 7 had read all four
+    # before the heal and gets nothing more: 1-4 was confirmed after it, so it was owed nothing:
+    # idle, though the log always held messages.
+    ops = [clients(type_="stream"), *partition(100, 1000),
+           *(x for seq in range(4) for x in pub(1, seq, 10 + seq)),
+           *consume("n2", 9, "1-0", 60), *consume("n2", 9, "1-1", 61),
+           *(x for seq in range(2) for x in consume("n1", 8, f"1-{seq}", 62 + seq)),
+           *consume("n1", 8, "1-2", 1600), *consume("n1", 8, "1-3", 1601),
+           *consume("n1", 8, "1-4", 1603),
+           *(x for seq in range(4) for x in consume("n3", 7, f"1-{seq}", 70 + seq)),
+           *pub(1, 4, 1500, "ok", 1502),
+           depth(2000, 5), depth(3000, 5), depth(4500, 5),
+           *cancel(9, 10_000), *cancel(8, 10_000), *cancel(7, 10_000)]
+    r, sec = judged(history(tmp_path / "h.jsonl", ops, 10_000), STREAM_RULES)
+    assert sec["valid"] is False and r["liveness"]["valid"] is False and r["valid"] is False
+    assert sec["consumers"] == {"fed": 1, "idle": 1, "stuck": 1}
+    assert sec["consumers_not_judged"] is None
+    (f,) = sec["findings"]
+    assert (f["what"], f["process"], f["node"], f["owed"]) == ("consumer", 9, "n2", 2)
+    assert list(r["liveness"]["explanations"]) == ["stuck_log_consumer"]
+
+
 @pytest.mark.spark
 @pytest.mark.usefixtures("spark")
 def test_spark_a_slow_but_settled_publish_is_no_finding(tmp_path: Path) -> None:
@@ -217,7 +275,7 @@ def test_spark_a_run_ended_too_soon_is_unknown_never_invalid(tmp_path: Path) -> 
 @pytest.mark.parametrize("observed,why", [
     (None, "no observation of its clients"),
     (clients(sac=True), "single active consumer"),
-    (clients(type_="stream"), "own offset"),
+    (clients(type_="stream", reads_from="next"), "own offset, from next"),
     (clients(), None),
 ])
 def test_consumers_are_judged_only_where_any_idle_consumer_is_fed(observed, why):
@@ -272,12 +330,13 @@ def test_consumers_are_judged_only_in_the_staying_mode():
     assert "do not stay through faults" in (why("publishers") or "")
 
 
-def _random_history(rng: random.Random) -> tuple[list[tuple[float, dict[str, Any]]], float]:
+def _random_history(rng: random.Random, type_: str = "quorum"
+                    ) -> tuple[list[tuple[float, dict[str, Any]]], float]:
     """A random main phase: three to five partitions (some closer together than the bound, so
     that a publish can be interrupted at one heal and judged at a later one) and three staying
     publishers whose publishes complete every way checkers.settlement tells apart, some late,
     some never before the run's end. Returns the ops and the main phase's end (ms)."""
-    ops: list[tuple[float, dict[str, Any]]] = [clients()]
+    ops: list[tuple[float, dict[str, Any]]] = [clients(type_=type_)]
     t = 500.0
     for _ in range(rng.randint(3, 5)):
         length = rng.uniform(300, 1500)
@@ -318,10 +377,13 @@ def _random_history(rng: random.Random) -> tuple[list[tuple[float, dict[str, Any
 
 @pytest.mark.spark
 @pytest.mark.usefixtures("spark")
-@pytest.mark.parametrize("seed", [7, 31, 2026])
+@pytest.mark.parametrize("seed,type_", [(7, "quorum"), (31, "quorum"), (2026, "quorum"),
+                                        (7, "stream"), (31, "stream")])
 def test_spark_agrees_with_the_oracle_on_random_histories_with_several_heals(
-        tmp_path: Path, seed: int) -> None:
-    ops, end = _random_history(random.Random(seed))
-    _r, sec = judged(history(tmp_path / "h.jsonl", ops, end))  # asserts Spark == oracle
+        tmp_path: Path, seed: int, type_: str) -> None:
+    # On a stream every consumer is owed what was confirmed before each heal (Spark's `owed`).
+    ops, end = _random_history(random.Random(seed), type_)
+    options = STREAM_RULES if type_ == "stream" else None
+    _r, sec = judged(history(tmp_path / "h.jsonl", ops, end), options)  # Spark == oracle
     assert len(sec["heals"]) >= 3 and sum(sec["publishes"].values()) > 0
     assert sum(sec["consumers"].values()) > 0

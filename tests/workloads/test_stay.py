@@ -118,7 +118,8 @@ def test_the_clients_observation_says_who_stays_and_whether_consumers_share_the_
     w = QueueWorkload(QueueSpec(name="q"), STAYING, [], ListRecorder())
     assert w.clients_observation() == {
         "queue": "q", "type": "quorum", "single_active_consumer": False,
-        "consumers_share": True, "stay": "publishers", "confirm_deadline_s": 3.0,
-        "publish_timeout_s": 0.2}
+        "consumers_share": True, "reads_from": None, "stay": "publishers",
+        "confirm_deadline_s": 3.0, "publish_timeout_s": 0.2}
     log = QueueWorkload(QueueSpec(name="s", type="stream"), RETIRING, [], ListRecorder())
-    assert log.clients_observation()["consumers_share"] is False
+    seen = log.clients_observation()
+    assert (seen["consumers_share"], seen["reads_from"]) == (False, "first")
