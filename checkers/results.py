@@ -159,6 +159,22 @@ def queue_section(
     return section
 
 
+def log_reads_part(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Takes how the consumers of a log read it whole (checkers.spark_queue.log_reads). Returns
+    the queue section's `log_reads`: the facts and a statement. Reported, never judged: each
+    consumer reads every message by design (so the section's duplicates are not anomalies
+    there: workloads.kinds.stream), and RabbitMQ promises streams at-least-once delivery, so a
+    message read twice within one subscription breaks no promise; it is counted for a reader to
+    weigh (a reader handed an offset it had read)."""
+    subs, several = int(facts["subscriptions"]), int(facts["read_by_several_count"])
+    repeated = int(facts["repeated_in_subscription_count"])
+    return {**facts, "statement": (
+        f"every consumer reads the log whole from its first offset: {several:,} of "
+        f"{int(facts['read_count']):,} messages read were read by more than one of its "
+        f"{subs} subscription(s), by design; {repeated:,} read more than once within one "
+        "subscription")}
+
+
 def invalidating(counts: Mapping[str, int], options: CheckOptions) -> list[str]:
     """Takes the queue counts and the options. Returns the anomalies present that make the
     section false whatever the drain proved (unexpected messages, the duplicates the options

@@ -55,12 +55,14 @@ from checkers.results import (
     FALSE_ONLY,
     check_safe,
     compose,
+    log_reads_part,
     lost_proven,
     ordering_section,
     queue_section,
 )
 from checkers.retry import SECTION as RETRY_SECTION
 from checkers.retry import settings_of as retry_settings
+from checkers.settlement import reads_whole_log
 from checkers.spark_fates import fates_of
 from checkers.spark_io import (
     CODE_NAMES,
@@ -88,6 +90,7 @@ from checkers.spark_queue import (
     ack_problem,
     dropped_reasons,
     fail_reasons,
+    log_reads,
     message_table,
     publish_problem,
     queue_facts,
@@ -243,6 +246,8 @@ def _sections(spark: SparkSession, h: History, msgs: DataFrame, totals: Row,
         section = queue_section(counts, samples, drain_state(harness), options,
                                 fail_reasons=reasons, acks_recorded=acks, dropped=dropped,
                                 dead_lettering=dead_lettering(harness))
+        if reads_whole_log(harness, None):
+            section["log_reads"] = log_reads_part(log_reads(h, options.sample_size))
         return _with_loss(section, h, msgs, harness, span, options.example_size, windows)
 
     reordered: list[dict[str, Any]] = []  # the ordering violations attributed to faults

@@ -482,3 +482,29 @@ def ack_problem(msgs: DataFrame, at: int | None) -> tuple[int, str] | None:
         return None
     rows = msgs.where(F.col("orphan_at") == at).select("id").limit(1).collect()
     return at, orphan_ack_message(rows[0]["id"])
+
+
+def log_reads(h: History, sample_size: int) -> dict[str, Any]:
+    """Takes a History of a log every consumer reads whole from its first offset (a stream) and
+    the sample size. Returns how its main-phase consumers read it (checkers.results.log_reads
+    words it): the subscriptions (process and consumer tag), the ids read, the ids read by more
+    than one subscription (the design: each reads the whole log) and the ids read more than once
+    within one subscription (a reader handed an offset it had read already), with the first
+    of those."""
+    reads = (h.df.where(is_delivery() & (F.col("f") != "drain") & F.col("pid").isNotNull())
+             .groupBy(F.col("value").alias("id"), "pid", "consumer").count().cache())
+    try:
+        by_id = reads.groupBy("id").agg(F.count(F.lit(1)).alias("subs"),
+                                        F.max("count").alias("most"))
+        totals = by_id.agg(F.count(F.lit(1)).alias("read"),
+                           F.count_if(F.col("subs") > 1).alias("several"),
+                           F.count_if(F.col("most") > 1).alias("repeated")).collect()[0]
+        subscriptions = reads.select("pid", "consumer").distinct().count()
+        repeated = int(totals["repeated"] or 0)
+        examples = ([r["id"] for r in by_id.where(F.col("most") > 1).orderBy(*id_order())
+                     .limit(sample_size).collect()] if repeated and sample_size else [])
+    finally:
+        reads.unpersist()
+    return {"subscriptions": subscriptions, "read_count": int(totals["read"] or 0),
+            "read_by_several_count": int(totals["several"] or 0),
+            "repeated_in_subscription_count": repeated, "repeated_in_subscription": examples}

@@ -201,6 +201,10 @@ class Row:
     # n}}: publishes across a heal, consumers through one; None when no fault healed or its
     # results had none).
     settlement: dict[str, dict[str, int]] | None = None
+    # On a log every consumer reads whole (a stream), the messages read more than once within
+    # one subscription (the queue section's `log_reads`); None elsewhere, and in rows stored
+    # before it was counted. There `duplicated` counts messages read by several consumers.
+    repeated_in_subscription: int | None = None
 
     @property
     def expect_valid(self) -> bool:
@@ -257,6 +261,7 @@ def make_row(scenario: str, expect: Expectation, exit_code: int, wall_s: float,
         strength=st.get("summary"), weak_reason=st.get("reason") if is_weak(r) else None,
         rabbitmq=rabbitmq, variant=variant, queue_valid=q.get("valid"),
         settlement=settlement_counts(r),
+        repeated_in_subscription=(q.get("log_reads") or {}).get("repeated_in_subscription_count"),
         versions={k: v for k, v in (r.get("versions") or {}).items() if k in ROW_VERSIONS}
         or None,
     )
@@ -445,14 +450,24 @@ def _lost_cell(row: Row) -> str:
     return _cell(row.lost)
 
 
+def _dup_cell(row: Row) -> str:
+    """Returns a run's duplicates: all (unflagged); on a log every consumer reads whole, those
+    read again within one subscription, beside the messages read by several (the design)."""
+    if row.repeated_in_subscription is not None:
+        return (f"{row.repeated_in_subscription} in a subscription ({_cell(row.duplicated)} "
+                "read by several: a log)")
+    if row.duplicated is None:
+        return "-"
+    return f"{row.duplicated} ({row.unflagged_duplicated})"
+
+
 def table(rows: Sequence[Row]) -> str:
     """Takes the rows. Returns them as a Markdown table, one line per run."""
     head = ["scenario", "expected", "seed", "valid", "judgement", "attempts", "acked", "lost",
             "unexpected", "dup (unflagged)", "recovered", "order viol.", "wall s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        dup = (f"{row.duplicated} ({row.unflagged_duplicated})"
-               if row.duplicated is not None else "-")
+        dup = _dup_cell(row)
         cells = [named(row.scenario, row.rabbitmq, row.variant), row.expect, _cell(row.seed),
                  _cell(row.valid), row.judgement,
                  _cell(row.attempts), _cell(row.acknowledged), _lost_cell(row),

@@ -221,6 +221,18 @@ UNPROVEN_WHY = {
     "lost_count": "confirmed, not read back: the drain did not complete, so not proven lost",
     "lost_unacked_count": "of those, delivered but never acked: not proven lost either",
 }
+# On a log every consumer reads whole (a stream: the queue section's `log_reads`), what its
+# duplicate rows mean instead: each consumer reads every message, by design.
+LOG_DUPLICATES = frozenset({"duplicated_count", "redelivered_duplicated_count",
+                            "unflagged_duplicated_count", "unflagged_after_ack_count"})
+LOG_WHY = ("read by more than one consumer: each reads the log whole from its first offset, by "
+           "design (not an anomaly)")
+LOG_READS: tuple[tuple[str, str, str], ...] = (
+    ("subscriptions", "subscriptions", "consumers (process and consumer tag) that read the log"),
+    ("repeated_in_subscription_count", "read again in one subscription",
+     "a message one consumer read more than once: reported (streams promise at-least-once)"),
+)
+LOG_READ_KEYS = frozenset(k for k, _l, _m in LOG_READS)
 # Counts that make a row red when non-zero.
 BAD_COUNTS = frozenset(
     {"lost_count", "lost_unacked_count", "unexpected_count", "unflagged_duplicated_count",
@@ -389,10 +401,17 @@ def counts_data(results: Any) -> Counts:
         extra = [(k, k.removesuffix("_count").replace("_", " "), "reported by the checker")
                  for k, v in section.items()
                  if k.endswith("_count") and k not in known and isinstance(v, int)]
-        for k, label, meaning in (*spec, *extra):
-            v = section.get(k)
+        log = section.get("log_reads") if name == "queue" else None
+        log = log if isinstance(log, dict) else None
+        for k, label, meaning in (*spec, *extra, *(LOG_READS if log else ())):
+            v = (log if log and k in LOG_READ_KEYS else section).get(k)
             shown = count(v) if v is not None else NA
             why = meaning if v is not None else f"{meaning}; not reported by this checker"
+            if log and k in LOG_DUPLICATES:
+                rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
+                             td(shown, num=True), td(LOG_WHY, cls="meaning")])
+                classes.append(None)
+                continue
             if k in UNPROVEN_WHY and lost_unproven(section):
                 rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
                              td(f"({shown})", num=True), td(UNPROVEN_WHY[k], cls="meaning")])

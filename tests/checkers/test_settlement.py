@@ -10,6 +10,7 @@ partition of n3 heals at 1000.5 ms.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ import pytest
 from checkers import CheckOptions, check_history
 from checkers import settlement as S
 from checkers.phases import HarnessEvent
+from harness import matrix
 from history import HARNESS
+from reports import report_results
 from tests.checkers.oracle_settlement import completion_kind, publish_status
 from tests.checkers.oracle_settlement import settlement as oracle
 from tests.checkers.test_liveness import BOUND, consume, history, partition
@@ -387,3 +390,31 @@ def test_spark_agrees_with_the_oracle_on_random_histories_with_several_heals(
     _r, sec = judged(history(tmp_path / "h.jsonl", ops, end), options)  # Spark == oracle
     assert len(sec["heals"]) >= 3 and sum(sec["publishes"].values()) > 0
     assert sum(sec["consumers"].values()) > 0
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark")
+def test_spark_a_stream_counts_reads_again_within_one_subscription(tmp_path: Path) -> None:
+    # Two consumers read a stream whole: each message is read by both, the design; consumer 8
+    # is handed 1-1 twice, which is counted (reported: streams promise at-least-once).
+    ops = [clients(type_="stream"), *(x for seq in range(3) for x in pub(1, seq, 10 + seq)),
+           *(x for seq in range(3) for x in consume("n1", 7, f"1-{seq}", 60 + seq)),
+           *(x for seq in range(3) for x in consume("n2", 8, f"1-{seq}", 70 + seq)),
+           *consume("n2", 8, "1-1", 80)]
+    r = check_history(history(tmp_path / "h.jsonl", ops, 1000), options=STREAM_RULES,
+                      liveness=BOUND)
+    q = r["queue"]
+    assert q["valid"] is True and q["duplicated_count"] == 3
+    reads = q["log_reads"]
+    assert {k: v for k, v in reads.items() if k != "statement"} == {
+        "subscriptions": 2, "read_count": 3, "read_by_several_count": 3,
+        "repeated_in_subscription_count": 1, "repeated_in_subscription": ["1-1"]}
+    assert "3 of 3 messages read were read by more than one of its 2" in reads["statement"]
+    # The matrix's row and the report say the same, from the section.
+    row = matrix.make_row("s", matrix.Expectation(), 0, 1.0, tmp_path, r)
+    assert matrix.table([row]).count("1 in a subscription (3 read by several: a log)") == 1
+    page = report_results.counts_section(r)
+    assert "read again in one subscription" in page and "by design (not an anomaly)" in page
+    # 3 "unflagged duplicates", a log's design: not red; the repeat of 1-1 after 1-2 is
+    # out of order on its reader, which the ordering check counts.
+    assert re.findall(r'<tr class="bad"><td[^>]*>([^<]*)<', page) == ["out of order"]

@@ -186,6 +186,9 @@ def test_stream_every_node_serves_the_whole_log(tmp_path):
     # Reading removes nothing: the drain from each node reads every confirmed message again.
     assert test["drain"]["delivered"] == {n: q["ok_count"] for n in ("n1", "n2", "n3")}
     assert q["duplicated_count"] == q["ok_count"]
+    # Every consumer read the log whole, by design; none was handed a message twice.
+    reads = q["log_reads"]
+    assert reads["read_by_several_count"] > 500 and reads["repeated_in_subscription_count"] == 0
     assert results["ordering"]["violation_count"] == 0
 
 
