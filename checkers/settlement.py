@@ -130,8 +130,9 @@ EXPLANATIONS: Final = {
         "log) had not reached it. RabbitMQ's streams guide: \"To read messages from a stream in "
         "RabbitMQ, one or more consumers subscribe to it and read the same message as many "
         "times as they want\"; the offset \"first\" \"starts from the first available message "
-        "in the log\". Streams keep every message here (no retention limit is set), so a reader "
-        "from the first offset is owed every confirmed message it has not read."),
+        "in the log\". The harness sets no retention limit (workloads.kinds.stream), so the log "
+        "keeps every message and a reader from the first offset is owed every confirmed "
+        "message it has not read."),
 }
 # A finding's timeline shows this many of the channel's later publishes (all are counted).
 LATER_SHOWN: Final = 10
