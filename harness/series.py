@@ -184,15 +184,21 @@ def archive(matrix_files: Sequence[Path], out: Path,
             held[key] = {**held[key], "results": compact}
             replaced += 1
     for key, rec in held.items():
-        before = json.dumps(rec["row"], sort_keys=True)
+        before = _said(rec["row"])
         rec["row"] = _rejudged(rec, expectations, store)
-        if key not in new and json.dumps(rec["row"], sort_keys=True) != before:
+        if key not in new and _said(rec["row"]) != before:
             replaced += 1
     if added or replaced:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(out, "".join(json.dumps(rec, sort_keys=True) + "\n"
                                   for rec in held.values()))
     return added, replaced
+
+
+def _said(row: dict[str, Any]) -> str:
+    """Takes an archived row. Returns what it says, as text to compare: a field it gains empty
+    (a Row field added since it was archived) says nothing new."""
+    return json.dumps({k: v for k, v in row.items() if v is not None}, sort_keys=True)
 
 
 def _rejudged(rec: dict[str, Any], expectations: dict[str, Expectation] | None,

@@ -284,6 +284,11 @@ def test_an_archive_keeps_run_directories_relative_to_the_store_and_judgements_c
     assert row.run_dir == "a/20261125T000000Z"
     assert row.judgement == matrix.WEAK and results["strength"]["weak"] is True
     assert archive([out], out, {"a": matrix.Expectation()}, store=store) == (0, 0)
+    # A line archived before a Row field existed gains it empty: nothing judged again.
+    line = json.loads(out.read_text())
+    del line["row"]["repeated_in_subscription"]
+    out.write_text(json.dumps(line) + "\n")
+    assert archive([out], out, {"a": matrix.Expectation()}, store=store) == (0, 0)
 
 
 def test_khepri_runs_are_a_line_of_their_own_in_rows_archives_and_tables(tmp_path):
