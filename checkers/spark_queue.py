@@ -486,11 +486,11 @@ def ack_problem(msgs: DataFrame, at: int | None) -> tuple[int, str] | None:
 
 def log_reads(h: History, sample_size: int) -> dict[str, Any]:
     """Takes a History of a log every consumer reads whole from its first offset (a stream) and
-    the sample size. Returns how its main-phase consumers read it (checkers.results.log_reads
-    words it): the subscriptions (process and consumer tag), the ids read, the ids read by more
-    than one subscription (the design: each reads the whole log) and the ids read more than once
-    within one subscription (a reader handed an offset it had read already), with the first
-    of those."""
+    the sample size. Returns how its main-phase consumers read it (checkers.results'
+    log_reads_part words it): the subscriptions (process and consumer tag), the ids read, the
+    ids read by more than one subscription (the design: each reads the whole log) and the ids
+    read more than once within one subscription (a reader handed an offset it had read
+    already), with the first of those."""
     reads = (h.df.where(is_delivery() & (F.col("f") != "drain") & F.col("pid").isNotNull())
              .groupBy(F.col("value").alias("id"), "pid", "consumer").count().cache())
     try:
