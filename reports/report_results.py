@@ -401,25 +401,19 @@ def counts_data(results: Any) -> Counts:
         extra = [(k, k.removesuffix("_count").replace("_", " "), "reported by the checker")
                  for k, v in section.items()
                  if k.endswith("_count") and k not in known and isinstance(v, int)]
-        log = section.get("log_reads") if name == "queue" else None
-        log = log if isinstance(log, dict) else None
+        log = _section(section, "log_reads") if name == "queue" else {}
         for k, label, meaning in (*spec, *extra, *(LOG_READS if log else ())):
-            v = (log if log and k in LOG_READ_KEYS else section).get(k)
+            v = (log if k in LOG_READ_KEYS else section).get(k)
             shown = count(v) if v is not None else NA
             why = meaning if v is not None else f"{meaning}; not reported by this checker"
-            if log and k in LOG_DUPLICATES:
-                rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
-                             td(shown, num=True), td(LOG_WHY, cls="meaning")])
-                classes.append(None)
-                continue
-            if k in UNPROVEN_WHY and lost_unproven(section):
-                rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
-                             td(f"({shown})", num=True), td(UNPROVEN_WHY[k], cls="meaning")])
-                classes.append(None)
-                continue
+            bad = k in BAD_COUNTS and _int(v) > 0
+            if log and k in LOG_DUPLICATES:  # a log's design, not an anomaly
+                why, bad = LOG_WHY, False
+            elif k in UNPROVEN_WHY and lost_unproven(section):
+                shown, why, bad = f"({shown})", UNPROVEN_WHY[k], False
             rows.append([td(label.strip(), cls="sub-row" if label.startswith(" ") else None),
                          td(shown, num=True), td(why, cls="meaning")])
-            classes.append("bad" if k in BAD_COUNTS and _int(v) > 0 else None)
+            classes.append("bad" if bad else None)
     queue = _section(results, "queue")
     reasons = queue.get("fail_reasons")
     perf = _section(results, "perf")
