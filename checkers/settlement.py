@@ -369,13 +369,16 @@ def settlement_section(counts: Mapping[tuple[int, str], int], channels: Sequence
         publishes[outcome] = publishes.get(outcome, 0) + n
     judged = []
     unjudged: dict[str | None, str] = {}
+    # What the clients observation says of each queue, read once per queue.
+    queues = {c.queue for c in consumers}
+    log = {q: reads_whole_log(harness, q) for q in queues}
+    why_not = {q: consumers_not_judged(harness, q) for q in queues}
     for c in consumers:
         heal = heal_list[c.heal]
         ready = (ready_through(harness, c.queue, heal.at, heal.at + bound)
-                 if not reads_whole_log(harness, c.queue)
-                 else None if c.owed is None else c.owed > 0)
+                 if not log[c.queue] else None if c.owed is None else c.owed > 0)
         status = consumer_status(c, heal, bound, main_end, ready)
-        why = consumers_not_judged(harness, c.queue)
+        why = why_not[c.queue]
         if status is not None and why is not None:
             unjudged[c.queue] = why
             status = NOT_JUDGED
