@@ -615,35 +615,36 @@ class RabbitBroker:
         return pid
 
     def kill(self, node: Node) -> None:
-        """SIGKILLs the node's beam and waits until it is gone."""
-        pid = self._signal(node, "KILL")
-        deadline = time.monotonic() + 15
-        while pid is not None and self.beam_pid(node) is not None and time.monotonic() < deadline:
-            time.sleep(0.2)
+        """SIGKILLs the node's beam and waits until it has exited (gone, or a zombie not yet
+        reaped); raises RemoteError when it still runs 15 s later."""
+        self._await_state(node, self._signal(node, "KILL"), "exited", lambda s: s == "Z",
+                          timeout=15.0)
 
     def pause(self, node: Node) -> None:
         """SIGSTOPs the node's beam and waits until every thread of it has stopped (a signal
         is delivered asynchronously: a beam read at once may still be running)."""
-        self._await_state(node, self._signal(node, "STOP"), stopped=True)
+        self._await_state(node, self._signal(node, "STOP"), "stopped", lambda s: s in "Tt")
 
     def resume(self, node: Node) -> None:
         """SIGCONTs the node's beam and waits until it runs again."""
-        self._await_state(node, self._signal(node, "CONT"), stopped=False)
+        self._await_state(node, self._signal(node, "CONT"), "running again",
+                          lambda s: s not in "Tt")
 
-    def _await_state(self, node: Node, pid: int | None, *, stopped: bool,
-                     timeout: float = 10.0) -> None:
-        """Waits until the process is (or is no longer) stopped by a signal. Returns at once
-        when there is no process or its state cannot be read; raises RemoteError when the
-        state has not changed within the timeout."""
+    def _await_state(self, node: Node, pid: int | None, what: str,
+                     reached: Callable[[str], bool], timeout: float = 10.0) -> None:
+        """Waits until the process's state letter (R, S, T, Z...) is one `reached` accepts.
+        Returns at once when there is no process or its state cannot be read (a process
+        gone is past every state waited for); raises RemoteError, naming `what` was waited
+        for and the state seen, when it has not been reached within the timeout."""
         deadline = time.monotonic() + timeout
         while pid is not None:
             stat = _proc_stat(node, pid)
             state = _stat_state(stat) if stat is not None else None
-            if state is None or (state in "Tt") == stopped:
+            if state is None or reached(state):
                 return
             if time.monotonic() >= deadline:
-                raise RemoteError(f"{node.name}: beam {pid} still in state {state} {timeout:.0f} s "
-                                  f"after SIG{'STOP' if stopped else 'CONT'}")
+                raise RemoteError(f"{node.name}: beam {pid} not {what} but in state {state} "
+                                  f"{timeout:.0f} s after its signal")
             time.sleep(0.05)
 
     def stop(self, node: Node) -> None:

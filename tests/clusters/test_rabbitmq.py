@@ -283,7 +283,32 @@ def test_a_beam_that_will_not_stop_is_an_error_naming_its_state():
     nodes, b = _broker(respond)
     nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242"
     with pytest.raises(RemoteError, match="state D"):
-        b._await_state(nodes[0], 4242, stopped=True, timeout=0.1)
+        b._await_state(nodes[0], 4242, "stopped", lambda s: s in "Tt", timeout=0.1)
+
+
+def test_kill_waits_until_the_beam_has_exited_and_a_beam_that_outlives_it_is_an_error():
+    # SIGKILL is delivered asynchronously too: kill returns once procfs says the beam is a
+    # zombie (or gone), and says so loudly when it still runs at the deadline.
+    states = iter(["R", "R", "Z"])
+
+    def exiting(argv):
+        if argv[:1] == ("cat",):
+            return CommandResult(argv, 0, f"4242 (beam.smp) {next(states)} 1 4242", "")
+        return CommandResult(argv, 0, "", "")
+    nodes, b = _broker(exiting)
+    nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242"
+    b.kill(nodes[0])
+    assert ("kill", "-KILL", "4242") in nodes[0].remote.calls
+    assert next(states, None) is None
+
+    def immortal(argv):
+        if argv[:1] == ("cat",):
+            return CommandResult(argv, 0, "4242 (beam.smp) D 1 4242", "")
+        return CommandResult(argv, 0, "", "")
+    nodes, b = _broker(immortal)
+    nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242"
+    with pytest.raises(RemoteError, match="not exited but in state D"):
+        b._await_state(nodes[0], 4242, "exited", lambda s: s == "Z", timeout=0.1)
 
 
 def test_beam_pid_is_none_without_pid_file_or_dead_process():
