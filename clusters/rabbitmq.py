@@ -600,13 +600,14 @@ class RabbitBroker:
         return not joined and healthy(read, (n.erlang_name for n in self.nodes))
 
     def beam_pid(self, node: Node) -> int | None:
-        """Returns the pid of the node's beam from its pid file, if that process is alive."""
+        """Returns the pid of the node's beam from its pid file while that process runs: None
+        when it is gone or a zombie not yet reaped (`kill -0` succeeds on a zombie, so a beam
+        just killed would still count as alive)."""
         text = node.remote.read_file(self.paths(node).pid_file)
         if not text or not text.strip().isdigit():
             return None
         pid = int(text.strip())
-        alive = node.remote.run(["kill", "-0", str(pid)], timeout=10, check=False)
-        return pid if alive.ok else None
+        return pid if _running(node, pid) else None
 
     def _signal(self, node: Node, sig: str) -> int | None:
         pid = self.beam_pid(node)

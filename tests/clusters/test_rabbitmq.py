@@ -311,13 +311,17 @@ def test_kill_waits_until_the_beam_has_exited_and_a_beam_that_outlives_it_is_an_
         b._await_state(nodes[0], 4242, "exited", lambda s: s == "Z", timeout=0.1)
 
 
-def test_beam_pid_is_none_without_pid_file_or_dead_process():
-    def respond(argv):
-        return CommandResult(argv, 1, "", "no such process") if argv[:2] == ("kill", "-0") else None
-    nodes, b = _broker(respond)
+def test_beam_pid_is_none_without_pid_file_or_dead_process_or_for_a_zombie():
+    # A zombie answers `kill -0`, so a beam just killed would still count as alive: procfs
+    # is read instead (the CI failure of 2026-12-02: beam_pid gave the pid kill had ended).
+    nodes, b = _broker(lambda argv: None)
     assert b.beam_pid(nodes[0]) is None
     nodes[0].remote.files["/data/n1/rabbit.pid"] = "4242"
+    assert b.beam_pid(nodes[0]) is None  # no /proc/4242: gone
+    nodes[0].remote.files["/proc/4242/stat"] = "4242 (beam.smp) Z 1 4242"
     assert b.beam_pid(nodes[0]) is None
+    nodes[0].remote.files["/proc/4242/stat"] = "4242 (beam.smp) S 1 4242"
+    assert b.beam_pid(nodes[0]) == 4242
 
 
 SCHEMA_FAILURE = ('Kernel pid terminated (application_controller) ({application_start_failure,'
@@ -338,8 +342,9 @@ def _waits_fail(name, order, failures=1):
     def respond(argv):
         if argv[:2] == ("kill", "-KILL"):
             killed.append(argv)
-        if argv[:2] == ("kill", "-0") and killed:
-            return CommandResult(argv, 1, "", "no such process")
+        if argv == ("cat", "/proc/4242/stat"):  # the pid file's beam
+            return (CommandResult(argv, 1, "", "cat: /proc/4242/stat: No such file or directory")
+                    if killed else CommandResult(argv, 0, "4242 (beam.smp) S 1 4242", ""))
         call = _erl_call(argv)
         if call == (f"rabbit@10.0.0.{name[1]}", "erlang is_alive []"):
             return CommandResult(argv, 0, "true", "")  # its VM answers at once
@@ -410,7 +415,7 @@ def _cluster(failing, order, failures=1):
                                                   failures if f"n{i}" == failing else 0)))
              for i in (1, 2, 3)]
     for n in nodes:
-        n.remote.files[f"/data/{n.name}/rabbit.pid"] = "4242"  # kill -0 answers ok
+        n.remote.files[f"/data/{n.name}/rabbit.pid"] = "4242"  # running until killed
     return nodes
 
 
