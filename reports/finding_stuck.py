@@ -166,7 +166,7 @@ def facts(f: Mapping[str, Any], results: Any, s: Scan | None) -> list[tuple[str,
         ("stuck on its channel", f"{f.get('stuck')} publish(es)"),
         ("its channel's later publishes", later),
         ("faults from its send to its completion", faults_between(results, sent, done)),
-        ("read back", _read_back(str(first.get("id")), results, s)),
+        ("read back", _read_back(str(first.get("id")), results, s, kind)),
     ]
 
 
@@ -190,9 +190,20 @@ def _leader_words(f: Mapping[str, Any], s: Scan | None) -> str:
     return said
 
 
-def _read_back(mid: str, results: Any, s: Scan | None) -> str:
-    """Takes a stuck publish's id, results.json's content and the scan. Returns whether a
-    consumer or the drain read the message back, in words."""
+# What the broker said of a stuck publish at last, by its completion (COMPLETION), where it
+# said anything: a late answer is not silence.
+LATE_ANSWER: dict[str, str] = {
+    "confirmed": "the broker confirmed it, late (a confirmed message never read: the queue "
+                 "section counts it)",
+    "refused": "the broker refused it, late",
+    "connection-closed": "its connection or channel closed, late",
+}
+
+
+def _read_back(mid: str, results: Any, s: Scan | None, completion: str) -> str:
+    """Takes a stuck publish's id, results.json's content, the scan and how the publish
+    completed (COMPLETION's keys). Returns whether a consumer or the drain read the message
+    back, in words."""
     if s is None:
         return "unknown: the run stored no history"
     reads = [op for op in s.by_id.get(mid, []) if op.f in DELIVERIES and op.type == "ok"]
@@ -202,8 +213,10 @@ def _read_back(mid: str, results: Any, s: Scan | None) -> str:
                 f"through {first.node} at {first.time / 1e9:.3f} s: the queue took it, its "
                 "confirm never came")
     complete = as_dict(as_dict(results).get("queue")).get("drain_complete")
+    said = LATE_ANSWER.get(completion,
+                           "the broker never said so (no confirm, nack or close)")
     return ("never: no consumer read it, nor did the drain, which completed: the queue does "
-            "not hold it, and the broker never said so (no confirm, nack or close)"
+            f"not hold it, and {said}"
             if complete is True else
             "not by a consumer; the drain did not complete, so whether the queue holds it is "
             "unknown")

@@ -147,3 +147,28 @@ def test_a_valid_run_has_a_settlement_part_without_examples() -> None:
     assert (s.name, s.key, s.why) == ("settlement", "true", "settled: ...")
     assert [type(p).__name__ for p in s.parts] == ["Para"]  # the heals, no example
     assert stuck(results) == ([], [])
+
+
+@pytest.mark.parametrize(("completion", "said"), [
+    ("refused", "and the broker refused it, late"),
+    ("connection-closed", "and its connection or channel closed, late"),
+    ("confirmed", "and the broker confirmed it, late (a confirmed message never read: the "
+                  "queue section counts it)"),
+    ("run-ended", "and the broker never said so (no confirm, nack or close)"),
+])
+def test_a_stuck_publish_answered_late_is_not_called_unanswered(completion: str,
+                                                                 said: str) -> None:
+    # Seen on 3.10.8 (mirrored-partition, seed 4005): three publishes through the autoheal
+    # winner were nacked 66 s after the heal, when the losers finally restarted. Its "read
+    # back" line said the broker never answered them; the completion says it did, late.
+    from reports.finding_history import scan
+    from reports.finding_stuck import facts
+    stuck_one = {"what": "publisher", "process": 7, "publisher": 1, "node": "n1",
+                 "queue": "q", "heal_ms": 1000.0, "bound_ms": 4000.0, "stuck": 1,
+                 "timeline": {"stuck": {"id": "1-1", "sent_ms": 1200.0,
+                                        "completed_ms": 8000.0, "completion": completion}}}
+    results = {"queue": {"drain_complete": True}}
+    (read_back,) = [text for label, text in facts(stuck_one, results, scan([], {"1-1"}))
+                    if label == "read back"]
+    assert read_back == ("never: no consumer read it, nor did the drain, which completed: "
+                         f"the queue does not hold it, {said}")
