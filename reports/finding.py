@@ -26,7 +26,7 @@ is refused by `refusal`, in words the command prints before exiting 2.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -149,7 +149,7 @@ def render(run: StoredRun, replays: Sequence[dict[str, Any]] | None = None,
     s = scan_file(path, {i for ex in exs for i in ex.ids} | finding_stuck.ids(stuck),
                   hand_over.indices(stalled)) if path is not None else None
     held = _incidents_holding(run.results, exs)
-    rates = None if replays is None else replay_rates(replays, _own(run), kinds[0])
+    rates = None if replays is None else {k: replay_rates(replays, _own(run), k) for k in kinds}
     head = broken(kinds[0], run.results, run.spec)
     lines = [f"# {head[0].upper()}{head[1:]}: {md.text(run.name)} on RabbitMQ "
              f"{md.text(_version(run))}", ""]
@@ -184,7 +184,8 @@ def _own(run: StoredRun) -> Own:
 
 
 def _summary(run: StoredRun, kinds: Sequence[str], exs: Sequence[Example], s: Scan | None,
-             rates: Sequence[Any] | None, stuck: Sequence[dict[str, Any]] = ()) -> list[str]:
+             rates: Mapping[str, Sequence[Any]] | None,
+             stuck: Sequence[dict[str, Any]] = ()) -> list[str]:
     seed = run.test.get("seed", run.spec.get("seed"))
     desc = run.spec.get("description")
     started = run.test.get("start_time") or "at an unknown time"
@@ -237,12 +238,19 @@ def _stuck_sentence(stuck: Sequence[dict[str, Any]], s: Scan | None) -> str:
             "the finding counts.")
 
 
-def _rate_words(rates: Sequence[Any] | None) -> str:
+def _rate_words(rates: Mapping[str, Sequence[Any]] | None) -> str:
+    """Takes the replay rates per kind of the finding (None: not measured). Returns them in
+    words: one kind's rates alone, several kinds' each after its name, so that a run showing a
+    predicted loss beside a stuck publish never lends the loss's rate to the stall."""
     if rates is None:
         return "not measured (give --replays with the series' matrix.json files or archives)."
-    if not rates:
+    if not any(rates.values()):
         return "no run of this scenario in the series given."
-    return "; ".join(md.text(r.sentence()) for r in rates) + "."
+    def said(of: Sequence[Any]) -> str:
+        return "; ".join(md.text(r.sentence()) for r in of)
+    if len(rates) == 1:
+        return said(next(iter(rates.values()))) + "."
+    return "; ".join(f"{md.code(k)} {said(of)}" for k, of in rates.items()) + "."
 
 
 def _documented(run: StoredRun, kinds: Sequence[str]) -> list[str]:
@@ -336,7 +344,8 @@ def _versions(run: StoredRun) -> list[str]:
     return [*lines, ""]
 
 
-def _reproduce(run: StoredRun, rebuilt: str | None, rates: Sequence[Any] | None) -> list[str]:
+def _reproduce(run: StoredRun, rebuilt: str | None,
+               rates: Mapping[str, Sequence[Any]] | None) -> list[str]:
     lines = ["## Reproduce", ""]
     settings = [(k, _dotted(run.spec, k)) for k in SETUP_KEYS]
     rows = [[md.code(k), md.text(v if isinstance(v, str) else json.dumps(v))]

@@ -246,6 +246,23 @@ def test_replay_rate_counts_variants_apart_when_the_run_is_not_listed() -> None:
         "reproduced 0 of 1 on RabbitMQ 4.3.6 (variant x=1)"]
 
 
+def test_a_finding_of_two_kinds_gives_each_kind_its_own_replay_rate(tmp_path: Path) -> None:
+    # Seen on 3.10.8: mirrored-partition loses in every run as predicted, and one run of five
+    # also left a publish stuck. The page said "reproduced 5 of 5" of the stall, the loss's rate.
+    both = {**planted_results(), "liveness": {"valid": False}}
+    run = plant_run(tmp_path / "20270115T080000.000000Z", results=both)
+    assert finding_kinds(both) == ["unflagged_duplicated", "liveness"]
+    records = [{**_record("20270115T080000.000000Z", "4.3", True, seed=7), "results": both},
+               _record("r2", "4.3", True), _record("r3", "4.3", True)]
+    page = render(load(run), replays=records)
+    rate = ("Replay rate: `unflagged_duplicated` reproduced 3 of 3 on RabbitMQ 4.3.6 (this run "
+            "among them); `liveness` reproduced 1 of 3 on RabbitMQ 4.3.6 (this run among "
+            "them).")
+    assert page.count(rate) == 2  # the summary's and the reproduce section's
+    one = render(load(plant_run(tmp_path / "one")), replays=records[1:])
+    assert "Replay rate: reproduced 2 of 2 on RabbitMQ 4.3.6." in one
+
+
 def test_markdown_text_never_becomes_markup() -> None:
     assert md.text("** ERROR ** <0.1.0> a|b [x]\nnext") == \
         r"\*\* ERROR \*\* \<0.1.0\> a\|b \[x\] next"
