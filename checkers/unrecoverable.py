@@ -49,7 +49,8 @@ class HarnessOp(Protocol):
 def unrecoverable_nodes(harness: Iterable[HarnessOp]) -> list[dict[str, Any]]:
     """Takes the harness ops in history order. Returns each node recorded as one that would not
     boot again (the last record of a node counts), in history order: {node, erlang_node,
-    at_s, error, where, evidence, tried (the actions, in order), text (one sentence)}."""
+    at_s, error, where, evidence, tried (the actions, in order), gave_up (why recovery gave up
+    on it before its timeout, or None), text (one sentence)}."""
     found: dict[str, dict[str, Any]] = {}
     for op in harness:
         if op.f != UNRECOVERABLE or not isinstance(op.value, dict):
@@ -62,8 +63,9 @@ def unrecoverable_nodes(harness: Iterable[HarnessOp]) -> list[dict[str, Any]]:
         found[node] = {"node": node, "erlang_node": v.get("erlang_node"),
                        "at_s": round(op.time / NS, 3), "error": v.get("error"),
                        "where": v.get("where"), "evidence": evidence, "tried": tried,
+                       "gave_up": v.get("gave_up"),
                        "text": sentence(node, v.get("error"), _at(evidence, v.get("error")),
-                                        tried)}
+                                        tried, v.get("gave_up"))}
     return list(found.values())
 
 
@@ -73,16 +75,19 @@ def _at(evidence: Sequence[dict[str, Any]], error: Any) -> str | None:
     return str(at) if at else (str(evidence[0].get("at")) if evidence else None)
 
 
-def sentence(node: str, error: Any, at: str | None, tried: Sequence[str]) -> str:
-    """Takes a node, its boot error line (None: none found), where it was logged and what the
-    harness tried. Returns the run section's sentence about it."""
+def sentence(node: str, error: Any, at: str | None, tried: Sequence[str],
+             gave_up: Any = None) -> str:
+    """Takes a node, its boot error line (None: none found), where it was logged, what the
+    harness tried and why it gave up before its timeout (None: it tried to the timeout).
+    Returns the run section's sentence about it."""
     said = (f"{node} did not boot: {error}" + (f" ({at})" if at else "") if error
             else f"{node} did not boot, and its logs name no boot failure")
     counts: dict[str, int] = {}
     for action in tried:
         counts[action] = counts.get(action, 0) + 1
     did = ", ".join(a if n == 1 else f"{a} x{n}" for a, n in counts.items())
-    return (f"{said}; the harness tried {did or 'nothing'} and gave up, and the drain did "
+    why = f" ({gave_up})" if gave_up else ""
+    return (f"{said}; the harness tried {did or 'nothing'} and gave up{why}, and the drain did "
             f"without it.")
 
 

@@ -6,14 +6,17 @@ cluster, or left partitioned under `ignore`. `recover` polls the health check
 and, for a node still unhealthy after a grace period, escalates: first
 stop_app/start_app, then kill and restart. Every action is logged and recorded
 in the history as a harness event (f "recover-node"), so the verdict can be
-read beside it.
+read beside it. A node whose boot failed alike after REPEATS kill-restarts in a
+row, while every other node is whole, is given up on then rather than at the
+timeout (a corrupted data directory fails every boot the same way): what more
+kills would have shown is already in its logs (harness.boot_logs).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +24,7 @@ from checkers.liveness import LivenessBound
 from clusters.base import Node
 from clusters.rabbitmq import BrokerError, NodeStatus, RabbitBroker
 from clusters.remote import RemoteError
+from harness.boot_logs import failure_since
 from history import HARNESS, HistoryWriter, Op
 
 log = logging.getLogger(__name__)
@@ -28,6 +32,8 @@ log = logging.getLogger(__name__)
 ACTIONS = ("restart-app", "kill-restart")
 SETTLE_S = 10.0
 MIN_GRACE_S = 30.0
+# Kill-restarts in a row whose boots failed alike, after which a node is given up on.
+REPEATS = 2
 
 
 def grace_s(net_ticktime_s: float) -> float:
@@ -60,6 +66,8 @@ class RecoveryReport:
     seconds: float = 0.0
     actions: list[dict[str, Any]] = field(default_factory=list)
     last_status: list[dict[str, object]] = field(default_factory=list)
+    # The nodes given up on before the timeout, each with why.
+    gave_up: dict[str, str] = field(default_factory=dict)
 
 
 def partition_peers(statuses: Sequence[NodeStatus]) -> dict[str, set[str]]:
@@ -105,19 +113,43 @@ def unhealthy_nodes(statuses: Sequence[NodeStatus], nodes: Sequence[Node],
     return [n for *_, n in sorted(ranked, key=lambda x: x[:3])]
 
 
+def whole_but(statuses: Sequence[NodeStatus], nodes: Sequence[Node], down: Sequence[Node]
+              ) -> bool:
+    """Takes every node's status (same order as nodes) and some nodes. Returns whether those
+    nodes are all that is wrong: they do not run, and every other node runs, takes no part in
+    a partition and sees every node but them."""
+    peers = partition_peers(statuses)
+    gone = {n.name for n in down}
+    others = frozenset(n.erlang_name for n in nodes if n.name not in gone)
+    return bool(gone) and all(
+        not s.running if n.name in gone
+        else s.running and not peers.get(n.erlang_name) and s.running_nodes >= others
+        for s, n in zip(statuses, nodes, strict=True))
+
+
+def same_failure(failures: Sequence[tuple[str, ...]]) -> bool:
+    """Takes the boot failures of a node's kill-restarts in a row (`failure_since`). Returns
+    whether the last REPEATS each named one, and the same."""
+    last = failures[-REPEATS:]
+    return len(last) == REPEATS and bool(last[-1]) and all(f == last[-1] for f in last)
+
+
 def recover(
     broker: RabbitBroker, history: HistoryWriter, timeout: float, grace: float,
+    read_logs: Callable[[Node], Mapping[str, str]] | None = None,
 ) -> RecoveryReport:
     """Waits until the cluster is healthy, mending nodes that stay broken past `grace` seconds.
-
-    Takes the broker, the history, the overall timeout and the grace period.
-    Returns a RecoveryReport; never raises for a broker that will not mend.
-    """
+    Takes the broker, the history, the overall timeout, the grace period and what reads a
+    node's logs (RabbitBroker.read_logs; None: every node mended to the timeout): with it, the
+    nodes down whose boots each failed alike after REPEATS kill-restarts in a row are given up
+    on once every other node is whole (`_give_up`). Returns a RecoveryReport; never raises for
+    a broker that will not mend."""
     report = RecoveryReport()
     start = time.monotonic()
     deadline = start + timeout
     level: dict[str, int] = {}
     bad_since: dict[str, float] = {}
+    failures: dict[str, list[tuple[str, ...]]] = {}
     settle_until = 0.0
     statuses: list[NodeStatus] = []
     while time.monotonic() < deadline:
@@ -125,6 +157,8 @@ def recover(
         bad = unhealthy_nodes(statuses, broker.nodes, level)
         if not bad:
             report.healthy = True
+            break
+        if _give_up(statuses, broker.nodes, failures, report):
             break
         now = time.monotonic()
         for name in list(bad_since):
@@ -140,7 +174,11 @@ def recover(
                 step = 1  # stop_app would hang on a node stuck in boot
             action = ACTIONS[min(step, len(ACTIONS) - 1)]
             level[worst.name] = step + 1
-            _mend(broker, history, worst, action, _reason(status), report)
+            if action == "kill-restart" and read_logs is not None:
+                _kill_restart(broker, history, worst, _reason(status), report, read_logs,
+                              failures.setdefault(worst.name, []))
+            else:
+                _mend(broker, history, worst, action, _reason(status), report)
             # The mended node gets a fresh grace, and the others a short settling time: the
             # mend may be what heals them.
             bad_since[worst.name] = time.monotonic()
@@ -156,6 +194,45 @@ def recover(
     if not report.healthy:
         log.error("cluster still unhealthy after %.0fs: %s", report.seconds, report.last_status)
     return report
+
+
+def _give_up(statuses: Sequence[NodeStatus], nodes: Sequence[Node],
+             failures: Mapping[str, Sequence[tuple[str, ...]]], report: RecoveryReport) -> bool:
+    """Takes every node's status, the nodes, each node's boot failures after its kill-restarts
+    in a row and the report. Returns whether recovery gives up now: the nodes down each failed
+    alike (`same_failure`) and every other node is whole without them; each is then in
+    `report.gave_up`, with why."""
+    down = [n for s, n in zip(statuses, nodes, strict=True) if not s.running]
+    if not all(same_failure(failures.get(n.name, ())) for n in down) \
+            or not whole_but(statuses, nodes, down):
+        return False
+    why = f"its boot failed alike after {REPEATS} kill-restarts in a row, every other node whole"
+    for n in down:
+        report.gave_up[n.name] = why
+        log.warning("giving up on %s: %s", n.name, why)
+    return True
+
+
+def _kill_restart(broker: RabbitBroker, history: HistoryWriter, node: Node, reason: str,
+                  report: RecoveryReport, read_logs: Callable[[Node], Mapping[str, str]],
+                  failures: list[tuple[str, ...]]) -> None:
+    """Kills and restarts the node (`_mend`), and keeps in `failures` how its boot failed
+    (`failure_since`: what the boot wrote in its logs), or empties it when the boot did not."""
+    before = _logs(read_logs, node)
+    _mend(broker, history, node, "kill-restart", reason, report)
+    if str(report.actions[-1]["outcome"]).startswith("failed"):
+        failures.append(failure_since(before, _logs(read_logs, node)))
+    else:
+        failures.clear()
+
+
+def _logs(read_logs: Callable[[Node], Mapping[str, str]], node: Node) -> Mapping[str, str]:
+    """Returns the node's log files' texts by name (empty when they cannot be read)."""
+    try:
+        return read_logs(node)
+    except (RemoteError, OSError) as e:
+        log.warning("could not read %s's logs: %s", node.name, e)
+        return {}
 
 
 def _reason(status: NodeStatus) -> str:

@@ -387,7 +387,8 @@ class Run:
         it."""
         with self.phase("recovery"):
             self.outcome.recovery = recover(
-                self.broker, self.history, self.spec.recovery_timeout_s, self.grace()
+                self.broker, self.history, self.spec.recovery_timeout_s, self.grace(),
+                read_logs=self.broker.read_logs,
             )
             self.outcome.unrecoverable = record_unbootable(self.broker, self.history,
                                                            self.outcome.recovery)

@@ -126,3 +126,19 @@ def test_a_node_stuck_in_boot_is_killed_and_restarted_at_once(tmp_path):
     h.close()
     assert rep.healthy
     assert [(a["node"], a["action"]) for a in rep.actions] == [("n2", "kill-restart")]
+
+
+def test_only_nodes_down_while_the_rest_are_whole_without_them_are_all_that_is_wrong():
+    from harness.recovery import whole_but
+    without = ALL - {e("n1"), e("n2")}
+    st = [status("n1", running=False), status("n2", running=False)] + [
+        status(n, sees=without) for n in ("n3", "n4", "n5")]
+    assert whole_but(st, NODES, NODES[:2])
+    assert not whole_but(st, NODES, NODES[:1])  # n2 is down too
+    assert not whole_but(st, NODES, [])
+    st[4] = status("n5", sees=without - {e("n4")})
+    assert not whole_but(st, NODES, NODES[:2])  # n5 does not see n4
+    st[4] = status("n5", sees=without, partitions={"n5": ["n3"]})
+    assert not whole_but(st, NODES, NODES[:2])  # n5 is cut from n3
+    st[0] = status("n1")
+    assert not whole_but(st, NODES, NODES[:2])  # n1 runs

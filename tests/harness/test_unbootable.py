@@ -12,8 +12,9 @@ import pytest
 
 from clusters.base import Node
 from clusters.rabbitmq import NodeStatus
+from harness.boot_logs import boot_failure, evidence_of, failure_since
 from harness.recovery import RecoveryReport, recover
-from harness.unbootable import boot_failure, down_nodes, evidence_of, observation, record_unbootable
+from harness.unbootable import down_nodes, observation, record_unbootable
 from history import HARNESS, UNRECOVERABLE, HistoryWriter, Op, read_history
 from tests.checkers import oracle
 from tests.fake_amqp import FakeBroker
@@ -252,3 +253,118 @@ def test_the_runner_records_the_node_after_recovery_and_drains_without_it(tmp_pa
     recovery = ops[:[o.f for o in ops].index("phase", 1)]
     assert recovery[-1].f == UNRECOVERABLE  # recorded inside the recovery phase
     assert ops[-1].value["without"] == ["n1"] and ops[-1].value["complete"] is True
+
+
+BANNER = ("2026-12-03 15:00:00.000000+00:00 [error] <0.254.0> BOOT FAILED\n"
+          "2026-12-03 15:00:00.000000+00:00 [error] <0.254.0> ===========\n"
+          "2026-12-03 15:00:00.000000+00:00 [error] <0.254.0> {error} in <0.{pid}.0>\n"
+          "2026-12-03 15:00:00.000000+00:00 [error] <0.254.0>   ra_log:init/1, line 190\n")
+
+
+def failed_boot(error: str, pid: int) -> str:
+    return BANNER.format(error=error, pid=pid)
+
+
+class FailsEachBoot(NeverBoots):
+    """NeverBoots whose every boot appends its failure to n1's rabbit.log, as a real broker's
+    does: `error` with its "#" the boot's number, or nothing when `silent`; `whole` says
+    whether n2 and n3 see each other; after `boots` boots (None: never) the cluster is whole."""
+
+    def __init__(self, error: str, silent: bool = False, whole: bool = True,
+                 boots: int | None = None) -> None:
+        super().__init__()
+        self.error = error
+        self.silent = silent
+        self.whole = whole
+        self.heal_after = boots
+        self.log = "2026-12-03 14:59:00.000000+00:00 [info] <0.1.0> Starting RabbitMQ\n" + \
+            failed_boot(error.replace("#", "0"), 100)  # the boot after the fault, before recovery
+        self.boots = 0
+
+    def statuses(self) -> list[NodeStatus]:
+        n1, n2, n3 = (n.erlang_name for n in BROKER_NODES)
+        if self.heal_after is not None and self.boots >= self.heal_after:
+            return [NodeStatus(n, True, frozenset({n1, n2, n3})) for n in (n1, n2, n3)]
+        return [NodeStatus(n1, False, error="nodedown"),
+                NodeStatus(n2, True, frozenset({n2, n3} if self.whole else {n2})),
+                NodeStatus(n3, True, frozenset({n2, n3}))]
+
+    def start(self, node: Node) -> None:
+        self.boots += 1
+        if not self.silent:
+            self.log += failed_boot(self.error.replace("#", str(self.boots)), 100 + self.boots)
+        super().start(node)
+
+    def read_logs(self, node: Node) -> dict[str, str]:
+        return {"rabbit.log": self.log}
+
+
+def recovered(broker: FailsEachBoot, tmp_path: Path, timeout: float) -> tuple[RecoveryReport, float]:
+    import time
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    t0 = time.monotonic()
+    rep = recover(broker, h, timeout=timeout, grace=0,  # type: ignore[arg-type]
+                  read_logs=broker.read_logs)
+    took = time.monotonic() - t0
+    record_unbootable(broker, h, rep)
+    h.close()
+    return rep, took
+
+
+def test_a_node_whose_boots_fail_alike_is_given_up_on_after_two_kill_restarts(tmp_path):
+    # Each boot's failure names a different pid: the same failure all the same.
+    broker = FailsEachBoot("error:{badmatch,{error,enoent}}")
+    rep, took = recovered(broker, tmp_path, timeout=30)
+    assert took < 10 and not rep.healthy
+    assert [a["action"] for a in rep.actions] == ["restart-app", "kill-restart", "kill-restart"]
+    assert rep.gave_up == {"n1": "its boot failed alike after 2 kill-restarts in a row, every "
+                                 "other node whole"}
+    *_, seen = read_history(tmp_path / "h.jsonl")
+    assert seen.f == UNRECOVERABLE and seen.value["gave_up"] == rep.gave_up["n1"]
+    assert seen.value["error"] == "error:{badmatch,{error,enoent}} in <0.102.0>"
+    from checkers.unrecoverable import unrecoverable_nodes
+    [n1] = unrecoverable_nodes([seen])
+    assert n1["text"].endswith("the harness tried restart-app, kill-restart x2 and gave up (its "
+                               "boot failed alike after 2 kill-restarts in a row, every other "
+                               "node whole), and the drain did without it.")
+
+
+@pytest.mark.parametrize("broker", [
+    # The boots fail, but each otherwise than the last.
+    FailsEachBoot("error:{badmatch,#}", boots=4),
+    # The boots fail and write nothing: the banner in the log is the boot before recovery's.
+    FailsEachBoot("error:a", silent=True, boots=4),
+    # The boots fail alike, but another node does not see every node but n1.
+    FailsEachBoot("error:a", whole=False, boots=4),
+], ids=["each-otherwise", "nothing-written", "another-not-whole"])
+def test_a_node_is_mended_on_unless_its_new_failures_are_alike_and_all_else_whole(
+        broker, tmp_path):
+    # The cluster is whole after the fourth boot: recovery that mended on gets there.
+    rep, _took = recovered(broker, tmp_path, timeout=30)
+    assert rep.healthy and rep.gave_up == {}
+    assert [a["action"] for a in rep.actions] == ["restart-app"] + ["kill-restart"] * 4
+    assert [o.f for o in read_history(tmp_path / "h.jsonl")] == ["recover-node"] * 5
+
+
+def test_without_a_log_reader_recovery_mends_to_its_timeout(tmp_path):
+    broker = FailsEachBoot("error:a")
+    h = HistoryWriter(tmp_path / "h.jsonl")
+    rep = recover(broker, h, timeout=1.0, grace=0)  # type: ignore[arg-type]
+    h.close()
+    assert rep.gave_up == {} and [a["action"] for a in rep.actions].count("kill-restart") > 2
+
+
+def test_a_failure_since_is_only_what_the_boot_wrote():
+    before = {"rabbit.log": failed_boot("error:old", 7), "startup.out": "BOOT FAILED\nerror:x\n"}
+    # Nothing new: the old banner is not a new failure.
+    assert failure_since(before, before) == ()
+    after = {"rabbit.log": before["rabbit.log"] + failed_boot("error:new", 8),
+             "startup.out": "BOOT FAILED\nerror:x\n"}
+    assert failure_since(before, after) == (
+        "BOOT FAILED", "error:new in <pid>", "ra_log:init/1, line 190")
+    # A file the boot wrote anew (startup.out is each boot's own output) is read whole.
+    rewritten = {"startup.out": "BOOT FAILED\nerror:y\n"}
+    assert failure_since(before, rewritten) == ("BOOT FAILED", "error:y")
+    # Two boots that failed alike, in other pids, give the same.
+    again = {"rabbit.log": after["rabbit.log"] + failed_boot("error:new", 9)}
+    assert failure_since(after, again) == failure_since(before, after)
