@@ -218,16 +218,16 @@ def _kill_restart(broker: RabbitBroker, history: HistoryWriter, node: Node, reas
                   failures: list[tuple[str, ...]]) -> None:
     """Kills and restarts the node (`_mend`), and keeps in `failures` how its boot failed
     (`failure_since`: what the boot wrote in its logs), or empties it when the boot did not."""
-    before = _logs(read_logs, node)
-    _mend(broker, history, node, "kill-restart", reason, report)
-    if str(report.actions[-1]["outcome"]).startswith("failed"):
-        failures.append(failure_since(before, _logs(read_logs, node)))
-    else:
+    before = logs_of(read_logs, node)
+    if _mend(broker, history, node, "kill-restart", reason, report):
         failures.clear()
+    else:
+        failures.append(failure_since(before, logs_of(read_logs, node)))
 
 
-def _logs(read_logs: Callable[[Node], Mapping[str, str]], node: Node) -> Mapping[str, str]:
-    """Returns the node's log files' texts by name (empty when they cannot be read)."""
+def logs_of(read_logs: Callable[[Node], Mapping[str, str]], node: Node) -> Mapping[str, str]:
+    """Takes what reads a node's logs (RabbitBroker.read_logs) and a node. Returns its log
+    files' texts by name, empty when they cannot be read (logged)."""
     try:
         return read_logs(node)
     except (RemoteError, OSError) as e:
@@ -245,7 +245,9 @@ def _reason(status: NodeStatus) -> str:
 def _mend(
     broker: RabbitBroker, history: HistoryWriter, node: Node, action: str, reason: str,
     report: RecoveryReport, f: str = "recover-node",
-) -> None:
+) -> bool:
+    """Mends the node by the action, recorded in the report and the history. Returns whether
+    the action went through (the node booted, for a kill-restart)."""
     log.warning("recovering %s by %s: %s", node.name, action, reason)
     t0 = time.monotonic()
     outcome = "done"
@@ -265,6 +267,7 @@ def _mend(
              "seconds": round(time.monotonic() - t0, 3)}
     report.actions.append(entry)
     history.append(Op(type="info", process=HARNESS, f=f, value=entry, node=node.name))
+    return outcome == "done"
 
 
 def restart_each(

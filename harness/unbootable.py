@@ -22,9 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from clusters.base import Node
-from clusters.remote import RemoteError
 from harness.boot_logs import ERROR, MAX_QUOTE, evidence_of
-from harness.recovery import RecoveryReport
+from harness.recovery import RecoveryReport, logs_of
 from history import HARNESS, UNRECOVERABLE, Op, Recorder
 
 log = logging.getLogger(__name__)
@@ -93,12 +92,7 @@ def record_unbootable(broker: LogReader, history: Recorder,
               for s in report.last_status}
     names = []
     for node in down_nodes(report, broker.nodes):
-        try:
-            logs = broker.read_logs(node)
-        except (RemoteError, OSError) as e:
-            log.warning("could not read %s's logs: %s", node.name, e)
-            logs = {}
-        value = observation(node, evidence_of(node.name, logs), report,
+        value = observation(node, evidence_of(node.name, logs_of(broker.read_logs, node)), report,
                             status.get(node.erlang_name))
         log.error("%s would not boot again after the faults: %s (%s); the drain does without it",
                   node.name, value["error"] or "no boot failure in its logs",
